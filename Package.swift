@@ -1,0 +1,60 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "udp-tracker-cluster",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "tracker", targets: ["tracker"]),
+        .library(name: "TrackerLogic", targets: ["TrackerLogic"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        // Pure state machines: no I/O, no clock, no global randomness.
+        .target(
+            name: "TrackerLogic",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")]
+        ),
+        // Deterministic simulator: virtual time, simulated network and stores.
+        .target(
+            name: "Simulation",
+            dependencies: ["TrackerLogic", .product(name: "NIOCore", package: "swift-nio")]
+        ),
+        // Binds TrackerLogic to real sockets, the clock and storage.
+        .target(
+            name: "TrackerRuntime",
+            dependencies: [
+                "TrackerLogic",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/Runtime"
+        ),
+        .executableTarget(
+            name: "tracker",
+            dependencies: [
+                "TrackerLogic",
+                "TrackerRuntime",
+                "Simulation",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "ProtocolTests",
+            dependencies: ["TrackerLogic", .product(name: "NIOCore", package: "swift-nio")]
+        ),
+        .testTarget(
+            name: "SimulationTests",
+            dependencies: ["Simulation", "TrackerLogic", .product(name: "NIOCore", package: "swift-nio")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

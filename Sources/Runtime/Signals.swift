@@ -1,0 +1,46 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+
+/// Waits for the first of some POSIX signals, so `tracker run` can shut down cleanly.
+public final class SignalWaiter: @unchecked Sendable {
+    private let sources: [DispatchSourceSignal]
+    private let queue = DispatchQueue(label: "signals")
+    private var continuation: CheckedContinuation<Int32, Never>?
+    private var received: Int32?
+
+    public init(signals: [Int32]) {
+        var sources: [DispatchSourceSignal] = []
+        for s in signals {
+            signal(s, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: s, queue: queue)
+            sources.append(source)
+        }
+        self.sources = sources
+        for (source, s) in zip(sources, signals) {
+            source.setEventHandler { [weak self] in self?.fire(s) }
+            source.resume()
+        }
+    }
+
+    private func fire(_ s: Int32) {
+        if let c = continuation {
+            continuation = nil
+            c.resume(returning: s)
+        } else if received == nil {
+            received = s
+        }
+    }
+
+    /// Returns the number of the signal that arrived.
+    public func wait() async -> Int32 {
+        await withCheckedContinuation { c in
+            queue.async {
+                if let r = self.received { c.resume(returning: r) } else { self.continuation = c }
+            }
+        }
+    }
+}

@@ -1,0 +1,238 @@
+import NIOCore
+
+/// Why a datagram is not a valid request. When the header was readable the tracker
+/// answers with a BEP 15 error carrying `transactionID`; otherwise it stays silent,
+/// since there is nobody to address the answer to.
+public struct RequestDecodingError: Error, Hashable, Sendable {
+    public enum Reason: Hashable, Sendable {
+        /// Fewer than the 16 header bytes: not addressable, dropped without reply.
+        case truncatedHeader(length: Int)
+        case badProtocolID(UInt64)
+        case unknownAction(UInt32)
+        case truncatedAnnounce(length: Int)
+        case emptyScrape
+        case tooManyScrapeHashes(Int)
+    }
+
+    public var reason: Reason
+    /// Known whenever the 16-byte header could be read.
+    public var transactionID: UInt32?
+
+    /// The text sent to the peer in the BEP 15 error.
+    public var message: String {
+        switch reason {
+        case .truncatedHeader(let n): return "datagram too short (\(n) bytes)"
+        case .badProtocolID: return "invalid protocol id in connect request"
+        case .unknownAction(let a): return "unknown action \(a)"
+        case .truncatedAnnounce(let n): return "announce too short (\(n) of 98 bytes)"
+        case .emptyScrape: return "scrape names no info hash"
+        case .tooManyScrapeHashes(let n): return "scrape names \(n) info hashes; at most \(BEP15Codec.maxScrapeHashes)"
+        }
+    }
+}
+
+/// Why a datagram is not a valid response (used by the client and the load generator).
+public struct ResponseDecodingError: Error, Hashable, Sendable {
+    public var description: String
+}
+
+/// BEP 15 byte layouts, both directions. Decoding is total: every byte string yields a
+/// value or a typed error; nothing traps. All integers are big-endian.
+public enum BEP15Codec {
+    public static let connectRequestSize = 16
+    public static let connectResponseSize = 16
+    public static let announceRequestSize = 98
+    public static let announceResponseHeaderSize = 20
+    public static let scrapeRequestHeaderSize = 16
+    public static let scrapeResponseHeaderSize = 8
+    /// 74 × 12 + 8 = 896 bytes of response: what fits a conservative UDP payload.
+    public static let maxScrapeHashes = 74
+
+    // MARK: Requests
+
+    /// Trailing bytes after an announce's 98 (BEP 41 URL-data options, which libtorrent
+    /// sends) are accepted and ignored; so are bytes after a connect's 16, and a partial
+    /// trailing hash in a scrape.
+    public static func decodeRequest(_ datagram: ByteBuffer) -> Result<TrackerRequest, RequestDecodingError> {
+        var buffer = datagram
+        let length = buffer.readableBytes
+        guard length >= 16,
+              let connectionID = buffer.readInteger(as: UInt64.self),
+              let rawAction = buffer.readInteger(as: UInt32.self),
+              let transactionID = buffer.readInteger(as: UInt32.self) else {
+            return .failure(.init(reason: .truncatedHeader(length: length), transactionID: nil))
+        }
+        func fail(_ reason: RequestDecodingError.Reason) -> Result<TrackerRequest, RequestDecodingError> {
+            .failure(.init(reason: reason, transactionID: transactionID))
+        }
+        switch TrackerAction(rawValue: rawAction) {
+        case .connect:
+            guard connectionID == bep15ProtocolID else { return fail(.badProtocolID(connectionID)) }
+            return .success(.connect(ConnectRequest(transactionID: transactionID)))
+        case .announce:
+            guard length >= announceRequestSize,
+                  let infoHash = InfoHash(reading: &buffer),
+                  let peerID = PeerID(reading: &buffer),
+                  let downloaded = buffer.readInteger(as: Int64.self),
+                  let left = buffer.readInteger(as: Int64.self),
+                  let uploaded = buffer.readInteger(as: Int64.self),
+                  let rawEvent = buffer.readInteger(as: UInt32.self),
+                  let ip = buffer.readInteger(as: UInt32.self),
+                  let key = buffer.readInteger(as: UInt32.self),
+                  let numWant = buffer.readInteger(as: Int32.self),
+                  let port = buffer.readInteger(as: UInt16.self) else {
+                return fail(.truncatedAnnounce(length: length))
+            }
+            // An unknown event value is treated as a regular update, as most trackers do.
+            let event = AnnounceEvent(rawValue: rawEvent) ?? .none
+            return .success(.announce(AnnounceRequest(
+                connectionID: connectionID, transactionID: transactionID, infoHash: infoHash, peerID: peerID,
+                downloaded: downloaded, left: left, uploaded: uploaded, event: event,
+                ip: ip, key: key, numWant: numWant, port: port)))
+        case .scrape:
+            let count = buffer.readableBytes / 20
+            guard count > 0 else { return fail(.emptyScrape) }
+            guard count <= maxScrapeHashes else { return fail(.tooManyScrapeHashes(count)) }
+            var hashes: [InfoHash] = []
+            hashes.reserveCapacity(count)
+            for _ in 0..<count { hashes.append(InfoHash(reading: &buffer)!) }
+            return .success(.scrape(ScrapeRequest(connectionID: connectionID, transactionID: transactionID, infoHashes: hashes)))
+        case .error, nil:
+            return fail(.unknownAction(rawAction))
+        }
+    }
+
+    public static func encode(_ request: TrackerRequest, into buffer: inout ByteBuffer) {
+        switch request {
+        case .connect(let r):
+            buffer.writeInteger(bep15ProtocolID)
+            buffer.writeInteger(TrackerAction.connect.rawValue)
+            buffer.writeInteger(r.transactionID)
+        case .announce(let r):
+            buffer.writeInteger(r.connectionID)
+            buffer.writeInteger(TrackerAction.announce.rawValue)
+            buffer.writeInteger(r.transactionID)
+            r.infoHash.write(to: &buffer)
+            r.peerID.write(to: &buffer)
+            buffer.writeInteger(r.downloaded)
+            buffer.writeInteger(r.left)
+            buffer.writeInteger(r.uploaded)
+            buffer.writeInteger(r.event.rawValue)
+            buffer.writeInteger(r.ip)
+            buffer.writeInteger(r.key)
+            buffer.writeInteger(r.numWant)
+            buffer.writeInteger(r.port)
+        case .scrape(let r):
+            buffer.writeInteger(r.connectionID)
+            buffer.writeInteger(TrackerAction.scrape.rawValue)
+            buffer.writeInteger(r.transactionID)
+            for h in r.infoHashes { h.write(to: &buffer) }
+        }
+    }
+
+    public static func encode(_ request: TrackerRequest) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        encode(request, into: &buffer)
+        return buffer
+    }
+
+    // MARK: Responses
+
+    public static func encode(_ response: TrackerResponse, into buffer: inout ByteBuffer) {
+        switch response {
+        case .connect(let r):
+            buffer.writeInteger(TrackerAction.connect.rawValue)
+            buffer.writeInteger(r.transactionID)
+            buffer.writeInteger(r.connectionID)
+        case .announce(let r):
+            writeAnnounceHeader(transactionID: r.transactionID, interval: r.interval,
+                                leechers: r.leechers, seeders: r.seeders, into: &buffer)
+            for p in r.peers { writeCompact(p, into: &buffer) }
+        case .scrape(let r):
+            buffer.writeInteger(TrackerAction.scrape.rawValue)
+            buffer.writeInteger(r.transactionID)
+            for e in r.entries {
+                buffer.writeInteger(e.seeders)
+                buffer.writeInteger(e.completed)
+                buffer.writeInteger(e.leechers)
+            }
+        case .error(let r):
+            buffer.writeInteger(TrackerAction.error.rawValue)
+            buffer.writeInteger(r.transactionID)
+            buffer.writeString(r.message)
+        }
+    }
+
+    public static func encode(_ response: TrackerResponse) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        encode(response, into: &buffer)
+        return buffer
+    }
+
+    public static func writeAnnounceHeader(transactionID: UInt32, interval: UInt32, leechers: UInt32,
+                                           seeders: UInt32, into buffer: inout ByteBuffer) {
+        buffer.writeInteger(TrackerAction.announce.rawValue)
+        buffer.writeInteger(transactionID)
+        buffer.writeInteger(interval)
+        buffer.writeInteger(leechers)
+        buffer.writeInteger(seeders)
+    }
+
+    /// BEP 23: address then port, big-endian: 6 bytes for IPv4, 18 for IPv6.
+    public static func writeCompact(_ peer: PeerEndpoint, into buffer: inout ByteBuffer) {
+        peer.ip.write(to: &buffer)
+        buffer.writeInteger(peer.port)
+    }
+
+    /// Decodes a tracker's reply. `family` says how to read compact peers: it is the
+    /// family of the address the request was sent over, which is the only thing that
+    /// tells 6-byte entries from 18-byte ones.
+    public static func decodeResponse(_ datagram: ByteBuffer, family: IPAddress.Family) -> Result<TrackerResponse, ResponseDecodingError> {
+        var buffer = datagram
+        guard let rawAction = buffer.readInteger(as: UInt32.self),
+              let transactionID = buffer.readInteger(as: UInt32.self) else {
+            return .failure(.init(description: "response shorter than 8 bytes"))
+        }
+        switch TrackerAction(rawValue: rawAction) {
+        case .connect:
+            guard let cid = buffer.readInteger(as: UInt64.self) else {
+                return .failure(.init(description: "connect response shorter than 16 bytes"))
+            }
+            return .success(.connect(ConnectResponse(transactionID: transactionID, connectionID: cid)))
+        case .announce:
+            guard let interval = buffer.readInteger(as: UInt32.self),
+                  let leechers = buffer.readInteger(as: UInt32.self),
+                  let seeders = buffer.readInteger(as: UInt32.self) else {
+                return .failure(.init(description: "announce response shorter than 20 bytes"))
+            }
+            let size = family == .v4 ? 6 : 18
+            guard buffer.readableBytes % size == 0 else {
+                return .failure(.init(description: "announce response peer list is not a multiple of \(size) bytes"))
+            }
+            var peers: [PeerEndpoint] = []
+            peers.reserveCapacity(buffer.readableBytes / size)
+            while buffer.readableBytes > 0 {
+                let ip = IPAddress.read(family, from: &buffer)!
+                let port = buffer.readInteger(as: UInt16.self)!
+                peers.append(PeerEndpoint(ip: ip, port: port))
+            }
+            return .success(.announce(AnnounceResponse(transactionID: transactionID, interval: interval,
+                                                       leechers: leechers, seeders: seeders, peers: peers)))
+        case .scrape:
+            guard buffer.readableBytes % 12 == 0 else {
+                return .failure(.init(description: "scrape response body is not a multiple of 12 bytes"))
+            }
+            var entries: [ScrapeEntry] = []
+            while buffer.readableBytes > 0 {
+                entries.append(ScrapeEntry(seeders: buffer.readInteger()!, completed: buffer.readInteger()!,
+                                           leechers: buffer.readInteger()!))
+            }
+            return .success(.scrape(ScrapeResponse(transactionID: transactionID, entries: entries)))
+        case .error:
+            let message = buffer.readString(length: buffer.readableBytes) ?? ""
+            return .success(.error(ErrorResponse(transactionID: transactionID, message: message)))
+        case nil:
+            return .failure(.init(description: "unknown action \(rawAction)"))
+        }
+    }
+}

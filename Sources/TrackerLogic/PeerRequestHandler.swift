@@ -1,0 +1,125 @@
+import NIOCore
+
+/// An announce accepted for commit, with what is needed to answer it afterwards.
+public struct PendingAnnounce: Hashable, Sendable {
+    /// Where the reply goes: the datagram's source, which may differ from the announced port.
+    public var replyTo: PeerEndpoint
+    public var transactionID: UInt32
+    public var update: Announce
+    public var peersWanted: Int
+
+    public init(replyTo: PeerEndpoint, transactionID: UInt32, update: Announce, peersWanted: Int) {
+        self.replyTo = replyTo; self.transactionID = transactionID
+        self.update = update; self.peersWanted = peersWanted
+    }
+}
+
+/// What to do with one datagram from a peer.
+public enum PeerRequestDecision: Hashable, Sendable {
+    /// Answer now: connect, scrape (from committed state), or a BEP 15 error.
+    case reply(TrackerResponse)
+    /// Commit the announce's update first, then answer with `PeerRequestHandler.answer`.
+    case commit(PendingAnnounce)
+    /// Not addressable (shorter than a header): say nothing.
+    case drop(RequestDecodingError)
+}
+
+/// Turns peer datagrams into decisions. Pure and read-only: it never changes the store,
+/// so the same code serves a standalone node (commit = apply) and a cluster master
+/// (commit = two-phase commit).
+public struct PeerRequestHandler: Sendable {
+    public var config: TrackerConfig
+    public var connectionIDs: ConnectionIDPolicy
+
+    public init(config: TrackerConfig, connectionIDs: ConnectionIDPolicy) {
+        self.config = config; self.connectionIDs = connectionIDs
+    }
+
+    public static let invalidConnectionIDMessage = "invalid or expired connection id"
+
+    public func decide(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant, store: SwarmStore) -> PeerRequestDecision {
+        let source = PeerEndpoint(ip: source.ip.unmapped, port: source.port)
+        let request: TrackerRequest
+        switch BEP15Codec.decodeRequest(datagram) {
+        case .success(let r): request = r
+        case .failure(let error):
+            guard let tid = error.transactionID else { return .drop(error) }
+            return .reply(.error(ErrorResponse(transactionID: tid, message: error.message)))
+        }
+        switch request {
+        case .connect(let r):
+            return .reply(.connect(ConnectResponse(transactionID: r.transactionID,
+                                                   connectionID: connectionIDs.issue(for: source.ip, now: now))))
+        case .announce(let r):
+            guard connectionIDs.isValid(r.connectionID, for: source.ip, now: now) else {
+                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: Self.invalidConnectionIDMessage)))
+            }
+            guard r.port != 0 || r.event == .stopped else {
+                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: "invalid port 0")))
+            }
+            var ip = source.ip
+            if config.trustAnnouncedIP, r.ip != 0, source.ip.family == .v4 { ip = .v4(r.ip) }
+            let update = Announce(infoHash: r.infoHash, peerID: r.peerID, endpoint: PeerEndpoint(ip: ip, port: r.port),
+                                  uploaded: r.uploaded, downloaded: r.downloaded, left: r.left, event: r.event, at: now)
+            return .commit(PendingAnnounce(replyTo: source, transactionID: r.transactionID, update: update,
+                                           peersWanted: config.peersWanted(r.numWant)))
+        case .scrape(let r):
+            guard connectionIDs.isValid(r.connectionID, for: source.ip, now: now) else {
+                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: Self.invalidConnectionIDMessage)))
+            }
+            return .reply(.scrape(ScrapeResponse(transactionID: r.transactionID, entries: r.infoHashes.map(store.scrape))))
+        }
+    }
+
+    /// The answer to a committed announce, computed from the state that includes it.
+    public func answer(_ pending: PendingAnnounce, store: SwarmStore, rng: inout SeededGenerator) -> TrackerResponse {
+        let swarm = store[pending.update.infoHash]
+        let peers = pending.update.event == .stopped ? [] :
+            swarm?.selectPeers(for: pending.update.key, count: pending.peersWanted, rng: &rng) ?? []
+        return .announce(AnnounceResponse(
+            transactionID: pending.transactionID, interval: config.announceInterval,
+            leechers: UInt32(clamping: swarm?.leechers ?? 0), seeders: UInt32(clamping: swarm?.seeders ?? 0),
+            peers: peers))
+    }
+
+    /// The BEP 15 error a peer gets when its announce could not be committed.
+    public func refusal(_ pending: PendingAnnounce, reason: String) -> TrackerResponse {
+        .error(ErrorResponse(transactionID: pending.transactionID, message: reason))
+    }
+}
+
+/// A cluster of one: commit is apply. Used by `tracker run --udp`, and a reference the
+/// cluster's behaviour towards peers is compared with.
+public struct StandaloneTracker: Sendable {
+    public var handler: PeerRequestHandler
+    public private(set) var store = SwarmStore()
+    private var rng: SeededGenerator
+    private var nextExpiry: Instant?
+
+    public init(handler: PeerRequestHandler, seed: UInt64) {
+        self.handler = handler
+        self.rng = SeededGenerator(seed: seed)
+    }
+
+    /// Returns the reply to send to the datagram's source, if any.
+    public mutating func receive(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant) -> TrackerResponse? {
+        switch handler.decide(datagram, from: source, now: now, store: store) {
+        case .reply(let response):
+            return response
+        case .commit(let pending):
+            store.apply(.announce(pending.update))
+            return handler.answer(pending, store: store, rng: &rng)
+        case .drop:
+            return nil
+        }
+    }
+
+    /// Drops peers that have not announced within the timeout. Call it now and then; it
+    /// does the work at most once per tenth of the timeout.
+    public mutating func tick(now: Instant) {
+        let timeout = handler.config.effectivePeerTimeout
+        if let next = nextExpiry, now < next { return }
+        nextExpiry = now + Milliseconds(max(timeout.value / 10, 1000))
+        store.apply(.expire(before: now - timeout))
+    }
+}

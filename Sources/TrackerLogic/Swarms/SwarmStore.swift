@@ -1,0 +1,42 @@
+/// The repository: info hash → swarm. Changes only through `apply(_:)`.
+public struct SwarmStore: Sendable, Equatable {
+    public private(set) var swarms: [InfoHash: Swarm] = [:]
+
+    public init() {}
+
+    public mutating func apply(_ update: SwarmUpdate) {
+        switch update {
+        case .announce(let a):
+            if a.event == .stopped {
+                // A stop for an unknown swarm creates nothing.
+                guard swarms[a.infoHash] != nil else { return }
+                swarms[a.infoHash]!.apply(a)
+                if swarms[a.infoHash]!.isEmpty { swarms[a.infoHash] = nil }
+            } else {
+                swarms[a.infoHash, default: Swarm()].apply(a)
+            }
+        case .expire(let before):
+            // Swarms are independent, so the visiting order cannot change the result.
+            for hash in Array(swarms.keys) {
+                swarms[hash]!.expire(before: before)
+                if swarms[hash]!.isEmpty { swarms[hash] = nil }
+            }
+        }
+    }
+
+    public mutating func apply(_ updates: some Sequence<SwarmUpdate>) {
+        for u in updates { apply(u) }
+    }
+
+    public subscript(infoHash: InfoHash) -> Swarm? { swarms[infoHash] }
+
+    public func scrape(_ infoHash: InfoHash) -> ScrapeEntry {
+        swarms[infoHash]?.scrapeEntry ?? ScrapeEntry(seeders: 0, completed: 0, leechers: 0)
+    }
+
+    public var swarmCount: Int { swarms.count }
+    public var peerCount: Int { swarms.values.reduce(0) { $0 + $1.peerCount } }
+
+    /// Info hashes in a stable order, for anything that must be deterministic.
+    public var sortedInfoHashes: [InfoHash] { swarms.keys.sorted() }
+}

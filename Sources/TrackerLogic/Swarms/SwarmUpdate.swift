@@ -1,0 +1,47 @@
+/// A peer's identity inside a swarm: its self-chosen id *and* the address it announced
+/// from. Keying on both means nobody can update or remove another address's entry by
+/// replaying its peer id.
+public struct PeerKey: Hashable, Comparable, Sendable {
+    public var peerID: PeerID
+    public var ip: IPAddress
+
+    public init(peerID: PeerID, ip: IPAddress) { self.peerID = peerID; self.ip = ip }
+
+    public static func < (l: PeerKey, r: PeerKey) -> Bool { (l.ip, l.peerID) < (r.ip, r.peerID) }
+}
+
+/// One announce, reduced to what the repository keeps. This is the unit the cluster
+/// replicates, so it is a plain value: deterministic to apply, cheap to encode.
+public struct Announce: Hashable, Sendable {
+    public var infoHash: InfoHash
+    public var peerID: PeerID
+    /// Where other peers reach this one: the datagram's source IP (or the announced IP
+    /// when trusted) and the announced port.
+    public var endpoint: PeerEndpoint
+    public var uploaded: Int64
+    public var downloaded: Int64
+    public var left: Int64
+    public var event: AnnounceEvent
+    /// When the tracker accepted it; drives expiry.
+    public var at: Instant
+
+    public init(infoHash: InfoHash, peerID: PeerID, endpoint: PeerEndpoint, uploaded: Int64,
+                downloaded: Int64, left: Int64, event: AnnounceEvent, at: Instant) {
+        self.infoHash = infoHash; self.peerID = peerID; self.endpoint = endpoint
+        self.uploaded = uploaded; self.downloaded = downloaded; self.left = left
+        self.event = event; self.at = at
+    }
+
+    public var key: PeerKey { PeerKey(peerID: peerID, ip: endpoint.ip) }
+}
+
+/// The only ways the repository changes. Answering a request never mutates the store;
+/// a node applies these values, in the same order everywhere, and gets the same state.
+public enum SwarmUpdate: Hashable, Sendable {
+    /// A started/none/completed announce inserts or refreshes the peer; completed also
+    /// counts the peer's completion once; stopped removes the peer.
+    case announce(Announce)
+    /// Removes every peer whose last announce is earlier than the instant. The master
+    /// chooses the instant, so every replica drops exactly the same peers.
+    case expire(before: Instant)
+}

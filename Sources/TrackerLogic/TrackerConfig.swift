@@ -1,0 +1,41 @@
+/// What an operator tunes about peer service. Validated once, at start-up.
+public struct TrackerConfig: Sendable, Hashable {
+    /// Seconds a peer should wait between announces (sent in every announce response).
+    public var announceInterval: UInt32 = 1800
+    /// A peer not heard from for this long is dropped. Default: twice the interval.
+    public var peerTimeout: Milliseconds? = nil
+    /// Peers returned when `num_want` is ≤ 0.
+    public var numWantDefault: Int = 50
+    /// Upper bound on peers returned, whatever `num_want` asks.
+    public var numWantMax: Int = 200
+    /// Use the announce's `ip` field instead of the datagram's source. Off by default:
+    /// trusting it lets anyone point a swarm at a third party.
+    public var trustAnnouncedIP: Bool = false
+    /// Minimum validity of a connection id, in seconds (BEP 15 demands 120).
+    public var connectionIDLifetimeSeconds: Int64 = 300
+
+    public init() {}
+
+    public var effectivePeerTimeout: Milliseconds {
+        peerTimeout ?? Milliseconds.seconds(Int64(announceInterval) * 2)
+    }
+
+    /// Problems that make the configuration unusable, in words an operator can act on.
+    public var problems: [String] {
+        var out: [String] = []
+        if announceInterval == 0 { out.append("announce interval must be at least 1 second") }
+        if effectivePeerTimeout.value < Int64(announceInterval) * 1000 {
+            out.append("peer timeout (\(effectivePeerTimeout)) must not be shorter than the announce interval (\(announceInterval)s)")
+        }
+        if numWantDefault < 0 { out.append("num_want default must not be negative") }
+        if numWantMax < 1 { out.append("num_want maximum must be at least 1") }
+        if numWantDefault > numWantMax { out.append("num_want default (\(numWantDefault)) exceeds the maximum (\(numWantMax))") }
+        if connectionIDLifetimeSeconds < 120 { out.append("connection id lifetime must be at least 120 s (BEP 15)") }
+        return out
+    }
+
+    /// `num_want` ≤ 0 means the default; anything else is capped at the maximum.
+    public func peersWanted(_ numWant: Int32) -> Int {
+        numWant <= 0 ? numWantDefault : min(Int(numWant), numWantMax)
+    }
+}

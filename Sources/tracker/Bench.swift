@@ -1,0 +1,43 @@
+import ArgumentParser
+import NIOCore
+import TrackerLogic
+import TrackerRuntime
+
+struct Bench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "BEP 15 load generator: keeps many announces in flight and reports responses/s and latency.")
+
+    @Option(help: "The tracker to load, e.g. 127.0.0.1:6969.") var target: String = "127.0.0.1:6969"
+    @Option(help: "Seconds to measure.") var duration: Double = 10
+    @Option(help: "Distinct info hashes announced.") var torrents: Int = 10000
+    @Option(help: "Requests kept in flight.") var concurrency: Int = 256
+    @Option(name: .customLong("peers-per-torrent"), help: "Distinct simulated peers per torrent.") var peersPerTorrent: Int = 20
+    @Option(name: .customLong("scrape-every"), help: "Make every Nth request a scrape (0: announces only).") var scrapeEvery: Int = 0
+    @Option(help: "Seed for the workload.") var seed: UInt64 = 1
+    @Flag(name: .customLong("print-info-hashes"), help: "Print the workload's info hashes (for a whitelist) and exit.") var printInfoHashes = false
+
+    func validate() throws {
+        guard duration > 0 else { throw ValidationError("--duration must be positive") }
+        guard torrents > 0 else { throw ValidationError("--torrents must be positive") }
+        guard (1...65535).contains(concurrency) else { throw ValidationError("--concurrency must be 1…65535") }
+        guard peersPerTorrent > 0 else { throw ValidationError("--peers-per-torrent must be positive") }
+    }
+
+    func run() async throws {
+        let endpoint: EndpointArgument
+        do { endpoint = try EndpointArgument(parsing: target) } catch { throw ValidationError("--target: \(error)") }
+        var config = BenchConfig(target: endpoint.endpoint, duration: .milliseconds(Int64(duration * 1000)),
+                                 torrents: torrents, concurrency: concurrency)
+        config.peersPerTorrent = peersPerTorrent
+        config.scrapeEvery = scrapeEvery
+        config.seed = seed
+        if printInfoHashes {
+            for h in config.infoHashes() { print(h.hex) }
+            return
+        }
+        let result = try await LoadGenerator.run(config)
+        print(result)
+        print(result.json)
+        if result.responses == 0 { throw ExitCode(1) }
+    }
+}
