@@ -18,6 +18,10 @@ public struct RequestDecodingError: Error, Hashable, Sendable {
     /// Known whenever the 16-byte header could be read.
     public var transactionID: UInt32?
 
+    public init(reason: Reason, transactionID: UInt32?) {
+        self.reason = reason; self.transactionID = transactionID
+    }
+
     /// The text sent to the peer in the BEP 15 error.
     public var message: String {
         switch reason {

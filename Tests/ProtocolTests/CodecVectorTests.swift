@@ -1,0 +1,146 @@
+import NIOCore
+import Testing
+import TrackerLogic
+
+@Suite("BEP 15 byte layouts")
+struct CodecVectorTests {
+    @Test func connectRequestBytes() throws {
+        let request = TrackerRequest.connect(ConnectRequest(transactionID: 0xDEAD_BEEF))
+        let expected = bytes("0000041727101980 00000000 deadbeef")
+        #expect(BEP15Codec.encode(request).allBytes == expected)
+        #expect(try BEP15Codec.decodeRequest(buffer("0000041727101980 00000000 deadbeef")).get() == request)
+    }
+
+    @Test func connectResponseBytes() throws {
+        let response = TrackerResponse.connect(ConnectResponse(transactionID: 0x0102_0304, connectionID: 0x1122_3344_5566_7788))
+        let expected = bytes("00000000 01020304 1122334455667788")
+        #expect(BEP15Codec.encode(response).allBytes == expected)
+        #expect(try BEP15Codec.decodeResponse(ByteBuffer(bytes: expected), family: .v4).get() == response)
+    }
+
+    static let announceHex = """
+        1122334455667788 00000001 0a0b0c0d
+        0123456789abcdef0123456789abcdef01234567
+        2d54543030303125000000000000000000000007
+        0000000000000064 00000000000003e8 0000000000000005
+        00000002 7f000001 cafebabe ffffffff 1ae1
+        """
+
+    static let announce = AnnounceRequest(
+        connectionID: 0x1122_3344_5566_7788, transactionID: 0x0A0B_0C0D, infoHash: hashA,
+        peerID: PeerID(a: 0x2D54_5430_3030_3125, b: 0, c: 7), downloaded: 100, left: 1000, uploaded: 5,
+        event: .started, ip: 0x7F00_0001, key: 0xCAFE_BABE, numWant: -1, port: 6881)
+
+    @Test func announceRequestIs98BytesExactly() throws {
+        let encoded = BEP15Codec.encode(.announce(Self.announce))
+        #expect(encoded.readableBytes == 98)
+        #expect(encoded.allBytes == bytes(Self.announceHex))
+        #expect(try BEP15Codec.decodeRequest(buffer(Self.announceHex)).get() == .announce(Self.announce))
+    }
+
+    @Test func announceWithBEP41OptionsIsAccepted() throws {
+        // libtorrent appends URL data (option type 2, length, "/announce") → 109 bytes.
+        let withOptions = bytes(Self.announceHex) + [0x02, 0x09] + Array("/announce".utf8)
+        #expect(withOptions.count == 109)
+        #expect(try BEP15Codec.decodeRequest(ByteBuffer(bytes: withOptions)).get() == .announce(Self.announce))
+    }
+
+    @Test func announceResponseIPv4() throws {
+        let response = TrackerResponse.announce(AnnounceResponse(
+            transactionID: 9, interval: 1800, leechers: 2, seeders: 1,
+            peers: [PeerEndpoint(ip: v4("10.0.0.1"), port: 6881), PeerEndpoint(ip: v4("192.168.1.200"), port: 51413)]))
+        let expected = bytes("00000001 00000009 00000708 00000002 00000001 0a000001 1ae1 c0a801c8 c8d5")
+        #expect(BEP15Codec.encode(response).allBytes == expected)
+        #expect(try BEP15Codec.decodeResponse(ByteBuffer(bytes: expected), family: .v4).get() == response)
+    }
+
+    @Test func announceResponseIPv6Uses18ByteEntries() throws {
+        let peer = PeerEndpoint(ip: IPAddress("2001:db8::1")!, port: 6881)
+        let response = TrackerResponse.announce(AnnounceResponse(transactionID: 1, interval: 60, leechers: 0, seeders: 1, peers: [peer]))
+        let expected = bytes("00000001 00000001 0000003c 00000000 00000001 20010db8000000000000000000000001 1ae1")
+        #expect(expected.count == 20 + 18)
+        #expect(BEP15Codec.encode(response).allBytes == expected)
+        #expect(try BEP15Codec.decodeResponse(ByteBuffer(bytes: expected), family: .v6).get() == response)
+    }
+
+    @Test func scrapeRequestAndResponse() throws {
+        let request = TrackerRequest.scrape(ScrapeRequest(connectionID: 5, transactionID: 6, infoHashes: [hashA, hashB]))
+        let expected = bytes("0000000000000005 00000002 00000006 0123456789abcdef0123456789abcdef01234567 fedcba9876543210fedcba9876543210fedcba98")
+        #expect(expected.count == 16 + 20 * 2)
+        #expect(BEP15Codec.encode(request).allBytes == expected)
+        #expect(try BEP15Codec.decodeRequest(ByteBuffer(bytes: expected)).get() == request)
+
+        let response = TrackerResponse.scrape(ScrapeResponse(transactionID: 6, entries: [
+            ScrapeEntry(seeders: 3, completed: 10, leechers: 4), ScrapeEntry(seeders: 0, completed: 0, leechers: 0)]))
+        let expectedResponse = bytes("00000002 00000006 00000003 0000000a 00000004 00000000 00000000 00000000")
+        #expect(expectedResponse.count == 8 + 12 * 2)
+        #expect(BEP15Codec.encode(response).allBytes == expectedResponse)
+        #expect(try BEP15Codec.decodeResponse(ByteBuffer(bytes: expectedResponse), family: .v4).get() == response)
+    }
+
+    @Test func errorResponse() throws {
+        let response = TrackerResponse.error(ErrorResponse(transactionID: 0x42, message: "nope"))
+        let expected = bytes("00000003 00000042") + Array("nope".utf8)
+        #expect(BEP15Codec.encode(response).allBytes == expected)
+        #expect(try BEP15Codec.decodeResponse(ByteBuffer(bytes: expected), family: .v4).get() == response)
+    }
+}
+
+@Suite("BEP 15 decoding errors")
+struct DecodingErrorTests {
+    @Test(arguments: [0, 1, 8, 15])
+    func shortDatagramsAreUnaddressable(length: Int) {
+        let result = BEP15Codec.decodeRequest(ByteBuffer(bytes: Array(repeating: 0xAB, count: length)))
+        #expect(result == .failure(RequestDecodingError(reason: .truncatedHeader(length: length), transactionID: nil)))
+    }
+
+    @Test func wrongProtocolIDIsAnAddressableError() throws {
+        let result = BEP15Codec.decodeRequest(buffer("0000041727101981 00000000 00000007"))
+        #expect(result == .failure(RequestDecodingError(reason: .badProtocolID(0x41727101981), transactionID: 7)))
+    }
+
+    @Test func unknownAction() throws {
+        let result = BEP15Codec.decodeRequest(buffer("0000000000000001 00000009 00000007"))
+        #expect(result == .failure(RequestDecodingError(reason: .unknownAction(9), transactionID: 7)))
+        // A peer may not send action 3 (error) either.
+        #expect(BEP15Codec.decodeRequest(buffer("0000000000000001 00000003 00000007"))
+            == .failure(RequestDecodingError(reason: .unknownAction(3), transactionID: 7)))
+    }
+
+    @Test func truncatedAnnounce() throws {
+        let short = Array(bytes(CodecVectorTests.announceHex).prefix(97))
+        #expect(BEP15Codec.decodeRequest(ByteBuffer(bytes: short))
+            == .failure(RequestDecodingError(reason: .truncatedAnnounce(length: 97), transactionID: 0x0A0B_0C0D)))
+    }
+
+    @Test func scrapeBounds() throws {
+        let header = bytes("0000000000000005 00000002 00000006")
+        #expect(BEP15Codec.decodeRequest(ByteBuffer(bytes: header))
+            == .failure(RequestDecodingError(reason: .emptyScrape, transactionID: 6)))
+        let seventyFive = header + Array(repeating: 1, count: 20 * 75)
+        #expect(BEP15Codec.decodeRequest(ByteBuffer(bytes: seventyFive))
+            == .failure(RequestDecodingError(reason: .tooManyScrapeHashes(75), transactionID: 6)))
+        let seventyFour = header + Array(repeating: 1, count: 20 * 74)
+        guard case .success(.scrape(let r)) = BEP15Codec.decodeRequest(ByteBuffer(bytes: seventyFour)) else {
+            Issue.record("74 hashes must decode"); return
+        }
+        #expect(r.infoHashes.count == 74)
+    }
+
+    @Test func unknownEventIsTreatedAsNone() throws {
+        var raw = bytes(CodecVectorTests.announceHex)
+        raw[83] = 9  // low byte of the event field
+        guard case .success(.announce(let a)) = BEP15Codec.decodeRequest(ByteBuffer(bytes: raw)) else {
+            Issue.record("must decode"); return
+        }
+        #expect(a.event == AnnounceEvent.none)
+    }
+
+    @Test func malformedResponsesAreTypedErrors() throws {
+        #expect(throws: ResponseDecodingError.self) { try BEP15Codec.decodeResponse(buffer("000000"), family: .v4).get() }
+        #expect(throws: ResponseDecodingError.self) {
+            try BEP15Codec.decodeResponse(buffer("00000001 00000001 00000001 00000000 00000000 0102030405"), family: .v4).get()
+        }
+        #expect(throws: ResponseDecodingError.self) { try BEP15Codec.decodeResponse(buffer("00000007 00000001"), family: .v4).get() }
+    }
+}

@@ -1,0 +1,216 @@
+import NIOCore
+import Testing
+import TrackerLogic
+
+@Suite("Swarm semantics")
+struct SwarmTests {
+    func announce(_ peer: UInt32, ip: String = "10.0.0.1", port: UInt16 = 6881, left: Int64 = 100,
+                  event: AnnounceEvent = .started, at seconds: Int64 = 0, hash: InfoHash = hashA) -> SwarmUpdate {
+        .announce(Announce(infoHash: hash, peerID: peerID(peer), endpoint: PeerEndpoint(ip: IPAddress(ip)!, port: port),
+                           uploaded: 0, downloaded: 0, left: left, event: event, at: Instant(milliseconds: seconds * 1000)))
+    }
+
+    @Test func countsSeedersAndLeechers() throws {
+        var store = SwarmStore()
+        store.apply([announce(1, left: 0), announce(2), announce(3, ip: "10.0.0.2")])
+        #expect(store.scrape(hashA) == ScrapeEntry(seeders: 1, completed: 0, leechers: 2))
+        // A leecher that finishes becomes a seeder; counts move, not grow.
+        store.apply(announce(2, left: 0, event: .completed))
+        #expect(store.scrape(hashA) == ScrapeEntry(seeders: 2, completed: 1, leechers: 1))
+        #expect(store.scrape(hashB) == ScrapeEntry(seeders: 0, completed: 0, leechers: 0))
+    }
+
+    @Test func completedCountsOncePerPeer() throws {
+        var store = SwarmStore()
+        store.apply([announce(1, left: 0, event: .completed), announce(1, left: 0, event: .completed), announce(1, left: 0, event: .none)])
+        #expect(store.scrape(hashA).completed == 1)
+        store.apply(announce(2, left: 0, event: .completed))
+        #expect(store.scrape(hashA).completed == 2)
+    }
+
+    @Test func stoppedRemovesOnlyThatAddresssPeer() throws {
+        var store = SwarmStore()
+        store.apply([announce(1, ip: "10.0.0.1"), announce(2, ip: "10.0.0.2")])
+        // Same peer id from another address cannot remove peer 1.
+        store.apply(announce(1, ip: "10.9.9.9", event: .stopped))
+        #expect(store[hashA]?.peerCount == 2)
+        store.apply(announce(1, ip: "10.0.0.1", event: .stopped))
+        #expect(store[hashA]?.peerCount == 1)
+        store.apply(announce(2, ip: "10.0.0.2", event: .stopped))
+        #expect(store[hashA] == nil, "an empty swarm with no completions is dropped")
+        // A stop for an unknown swarm creates nothing.
+        store.apply(announce(5, event: .stopped, hash: hashB))
+        #expect(store.swarmCount == 0)
+    }
+
+    @Test func expiryDropsSilentPeers() throws {
+        var store = SwarmStore()
+        store.apply([announce(1, at: 10), announce(2, at: 20), announce(3, left: 0, at: 30)])
+        store.apply(.expire(before: Instant(milliseconds: 20_000)))
+        #expect(store[hashA]?.peerCount == 2)
+        #expect(store.scrape(hashA) == ScrapeEntry(seeders: 1, completed: 0, leechers: 1))
+        store.apply(.expire(before: Instant(milliseconds: 31_000)))
+        #expect(store[hashA] == nil)
+    }
+
+    @Test func reannounceRefreshesInPlace() throws {
+        var store = SwarmStore()
+        store.apply([announce(1, port: 1000, at: 1), announce(1, port: 2000, left: 0, event: .none, at: 5)])
+        let swarm = store[hashA]!
+        #expect(swarm.peerCount == 1)
+        let record = swarm.peer(PeerKey(peerID: peerID(1), ip: v4("10.0.0.1")))!
+        #expect(record.endpoint.port == 2000 && record.isSeeder && record.lastAnnounce == Instant(milliseconds: 5000))
+    }
+
+    @Test func selectionExcludesRequesterAndOtherFamilies() throws {
+        var store = SwarmStore()
+        for i in 0..<30 { store.apply(announce(UInt32(i), ip: "10.0.0.\(i + 1)")) }
+        for i in 0..<5 { store.apply(announce(UInt32(100 + i), ip: "2001:db8::\(i + 1)")) }
+        let swarm = store[hashA]!
+        var rng = SeededGenerator(seed: 9)
+        let me = PeerKey(peerID: peerID(3), ip: v4("10.0.0.4"))
+        for _ in 0..<200 {
+            let peers = swarm.selectPeers(for: me, count: 10, rng: &rng)
+            #expect(peers.count == 10)
+            #expect(Set(peers).count == 10)
+            #expect(!peers.contains(PeerEndpoint(ip: v4("10.0.0.4"), port: 6881)))
+            #expect(peers.allSatisfy { $0.ip.family == .v4 })
+        }
+        let all = swarm.selectPeers(for: me, count: 200, rng: &rng)
+        #expect(all.count == 29)
+        let six = swarm.selectPeers(for: PeerKey(peerID: peerID(100), ip: IPAddress("2001:db8::1")!), count: 50, rng: &rng)
+        #expect(six.count == 4 && six.allSatisfy { $0.ip.family == .v6 })
+    }
+
+    @Test func selectionIsRandomAcrossCalls() throws {
+        var store = SwarmStore()
+        for i in 0..<100 { store.apply(announce(UInt32(i), ip: "10.0.1.\(i + 1)")) }
+        var rng = SeededGenerator(seed: 1)
+        let me = PeerKey(peerID: peerID(999), ip: v4("10.9.9.9"))
+        var seen = Set<PeerEndpoint>()
+        for _ in 0..<50 { seen.formUnion(store[hashA]!.selectPeers(for: me, count: 5, rng: &rng)) }
+        #expect(seen.count > 60, "a random window must reach most of the swarm")
+    }
+
+    @Test func equalityIgnoresStorageOrder() throws {
+        var a = SwarmStore(), b = SwarmStore()
+        a.apply([announce(1), announce(2, ip: "10.0.0.2"), announce(3, ip: "10.0.0.3")])
+        b.apply([announce(3, ip: "10.0.0.3"), announce(1), announce(2, ip: "10.0.0.2")])
+        #expect(a == b)
+        b.apply(announce(3, ip: "10.0.0.3", left: 5))
+        #expect(a != b)
+    }
+}
+
+@Suite("Peer request handling")
+struct PeerRequestHandlerTests {
+    let me = PeerEndpoint(ip: v4("10.0.0.1"), port: 40000)
+    let now = Instant(milliseconds: 1_700_000_000_000)
+
+    func tracker(_ configure: (inout TrackerConfig) -> Void = { _ in }) -> StandaloneTracker {
+        var config = TrackerConfig()
+        configure(&config)
+        return StandaloneTracker(handler: PeerRequestHandler(config: config, connectionIDs: ConnectionIDPolicy(key: SipHash24(k0: 3, k1: 4))), seed: 1)
+    }
+
+    func connect(_ t: inout StandaloneTracker, from source: PeerEndpoint) -> UInt64 {
+        guard case .connect(let r)? = t.receive(BEP15Codec.encode(.connect(ConnectRequest(transactionID: 1))), from: source, now: now) else {
+            Issue.record("connect failed"); return 0
+        }
+        return r.connectionID
+    }
+
+    func announce(_ t: inout StandaloneTracker, cid: UInt64, from source: PeerEndpoint, peer: UInt32, numWant: Int32 = -1,
+                  left: Int64 = 1, ip: UInt32 = 0, event: AnnounceEvent = .started) -> TrackerResponse? {
+        let request = AnnounceRequest(connectionID: cid, transactionID: 77, infoHash: hashA, peerID: peerID(peer),
+                                      downloaded: 0, left: left, uploaded: 0, event: event, ip: ip, numWant: numWant, port: 6881)
+        return t.receive(BEP15Codec.encode(.announce(request)), from: source, now: now)
+    }
+
+    @Test func badConnectionIDGetsAnError() throws {
+        var t = tracker()
+        let reply = announce(&t, cid: 12345, from: me, peer: 1)
+        #expect(reply == .error(ErrorResponse(transactionID: 77, message: PeerRequestHandler.invalidConnectionIDMessage)))
+        #expect(t.store.swarmCount == 0, "a refused announce changes nothing")
+    }
+
+    @Test func numWantDefaultAndCap() throws {
+        var t = tracker { $0.numWantDefault = 7; $0.numWantMax = 12 }
+        for i in 0..<40 {
+            let src = PeerEndpoint(ip: .v4(0x0A00_0100 + UInt32(i)), port: 5000)
+            _ = announce(&t, cid: connect(&t, from: src), from: src, peer: UInt32(i))
+        }
+        let cid = connect(&t, from: me)
+        for (asked, expected) in [(Int32(-1), 7), (0, 7), (5, 5), (100, 12)] {
+            guard case .announce(let r)? = announce(&t, cid: cid, from: me, peer: 999, numWant: asked) else {
+                Issue.record("no announce reply"); return
+            }
+            #expect(r.peers.count == expected, "num_want \(asked)")
+            #expect(r.transactionID == 77 && r.interval == 1800)
+        }
+    }
+
+    @Test func sourceAddressWinsUnlessTrusted() throws {
+        var t = tracker()
+        _ = announce(&t, cid: connect(&t, from: me), from: me, peer: 1, ip: 0x0808_0808)
+        #expect(t.store[hashA]?.peers.first?.endpoint == PeerEndpoint(ip: v4("10.0.0.1"), port: 6881))
+        var trusting = tracker { $0.trustAnnouncedIP = true }
+        _ = announce(&trusting, cid: connect(&trusting, from: me), from: me, peer: 1, ip: 0x0808_0808)
+        #expect(trusting.store[hashA]?.peers.first?.endpoint == PeerEndpoint(ip: v4("8.8.8.8"), port: 6881))
+    }
+
+    @Test func ipv6RequesterGetsIPv6Peers() throws {
+        var t = tracker()
+        let six = PeerEndpoint(ip: IPAddress("2001:db8::9")!, port: 1)
+        let sixB = PeerEndpoint(ip: IPAddress("2001:db8::a")!, port: 1)
+        _ = announce(&t, cid: connect(&t, from: me), from: me, peer: 1)
+        _ = announce(&t, cid: connect(&t, from: sixB), from: sixB, peer: 2)
+        guard case .announce(let r)? = announce(&t, cid: connect(&t, from: six), from: six, peer: 3) else {
+            Issue.record("no reply"); return
+        }
+        #expect(r.peers == [PeerEndpoint(ip: IPAddress("2001:db8::a")!, port: 6881)])
+        #expect(r.leechers == 3)
+        let encoded = BEP15Codec.encode(.announce(r))
+        #expect(encoded.readableBytes == 20 + 18)
+    }
+
+    @Test func scrapeIsReadOnlyAndCounts() throws {
+        var t = tracker()
+        let cid = connect(&t, from: me)
+        _ = announce(&t, cid: cid, from: me, peer: 1, left: 0, event: .completed)
+        let before = t.store
+        let reply = t.receive(BEP15Codec.encode(.scrape(ScrapeRequest(connectionID: cid, transactionID: 5, infoHashes: [hashA, hashB]))),
+                              from: me, now: now)
+        #expect(reply == .scrape(ScrapeResponse(transactionID: 5, entries: [
+            ScrapeEntry(seeders: 1, completed: 1, leechers: 0), ScrapeEntry(seeders: 0, completed: 0, leechers: 0)])))
+        #expect(t.store == before)
+    }
+
+    @Test func expiryRunsFromTick() throws {
+        var t = tracker { $0.announceInterval = 60 }
+        _ = announce(&t, cid: connect(&t, from: me), from: me, peer: 1)
+        t.tick(now: now + Milliseconds.seconds(60))
+        #expect(t.store.peerCount == 1)
+        t.tick(now: now + Milliseconds.seconds(121))
+        #expect(t.store.peerCount == 0)
+    }
+
+    @Test func portZeroIsRefused() throws {
+        var t = tracker()
+        let cid = connect(&t, from: me)
+        let request = AnnounceRequest(connectionID: cid, transactionID: 8, infoHash: hashA, peerID: peerID(1),
+                                      downloaded: 0, left: 1, uploaded: 0, event: .started, port: 0)
+        guard case .error? = t.receive(BEP15Codec.encode(.announce(request)), from: me, now: now) else {
+            Issue.record("port 0 must be refused"); return
+        }
+    }
+
+    @Test func configProblemsAreReported() throws {
+        var c = TrackerConfig()
+        #expect(c.problems.isEmpty)
+        c.numWantDefault = 500
+        c.connectionIDLifetimeSeconds = 30
+        c.peerTimeout = Milliseconds.seconds(10)
+        #expect(c.problems.count == 3)
+    }
+}

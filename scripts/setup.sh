@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what building and testing need on Debian (idempotent): SQLite headers,
+# python3-libtorrent for the real-client tests. Swift itself comes with the machine.
+set -euo pipefail
+needed=()
+for pkg in libsqlite3-dev python3-libtorrent; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || needed+=("$pkg")
+done
+if [ ${#needed[@]} -gt 0 ]; then
+  echo "setup: installing ${needed[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${needed[@]}" >/dev/null
+fi
+if ! /usr/bin/python3 -c "import libtorrent" 2>/dev/null; then
+  echo "setup: python3-libtorrent is installed but /usr/bin/python3 cannot import it" >&2
+  exit 1
+fi
+command -v swift >/dev/null || { echo "setup: swift is not on PATH (expected Swift 6.3 at /opt/swift)" >&2; exit 1; }

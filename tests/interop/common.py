@@ -1,0 +1,81 @@
+"""Helpers shared by the real-process tests: run `tracker`, find free ports, report."""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def tracker_binary():
+    path = os.environ.get("TRACKER_BIN", os.path.join(ROOT, ".build", "debug", "tracker"))
+    if not os.path.exists(path):
+        fail(f"tracker binary not found at {path}; build it first (swift build)")
+    return path
+
+
+def free_udp_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def free_tcp_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def fail(message):
+    print(f"FAIL: {message}", flush=True)
+    sys.exit(1)
+
+
+def start_tracker(args, log_path):
+    log = open(log_path, "w")
+    proc = subprocess.Popen([tracker_binary(), "run", *args], stdout=log, stderr=subprocess.STDOUT)
+    return proc
+
+
+def wait_for_udp_tracker(port, timeout=15.0):
+    """Poll with BEP 15 connect requests until the tracker answers."""
+    deadline = time.time() + timeout
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(0.2)
+    try:
+        while time.time() < deadline:
+            s.sendto(bytes.fromhex("0000041727101980" "00000000" "01020304"), ("127.0.0.1", port))
+            try:
+                data, _ = s.recvfrom(2048)
+                if len(data) == 16 and data[:8] == bytes.fromhex("0000000001020304"):
+                    return
+            except socket.timeout:
+                pass
+        fail(f"tracker on udp 127.0.0.1:{port} did not answer a connect within {timeout}s")
+    finally:
+        s.close()
+
+
+def stop(proc, timeout=10):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def scrape(port, info_hash_hex):
+    out = subprocess.run([tracker_binary(), "client", "scrape", f"udp://127.0.0.1:{port}", info_hash_hex],
+                         capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        fail(f"scrape failed: {out.stderr.strip()}")
+    fields = dict(kv.split("=") for kv in out.stdout.split()[1:])
+    return {k: int(v) for k, v in fields.items()}
