@@ -132,6 +132,22 @@ public struct Swarm: Sendable {
         }
     }
 
+    mutating func merge(_ m: SwarmMerge) {
+        for record in m.peers {
+            let key = record.key
+            if let existing = peer(key), existing.lastAnnounce > record.lastAnnounce { continue }
+            let old = key.ip.family == .v4 ? v4.upsert(record) : v6.upsert(record)
+            if let old { count(old, sign: -1) }
+            count(record, sign: 1)
+        }
+        completedPeers.formUnion(m.completed)
+    }
+
+    /// This swarm as a merge value, in a canonical order.
+    func content(_ infoHash: InfoHash) -> SwarmMerge {
+        SwarmMerge(infoHash: infoHash, peers: peers.sorted { $0.key < $1.key }, completed: completedPeers.sorted())
+    }
+
     mutating func expire(before: Instant) {
         for record in v4.removeAll(where: { $0.lastAnnounce < before }) { count(record, sign: -1) }
         for record in v6.removeAll(where: { $0.lastAnnounce < before }) { count(record, sign: -1) }

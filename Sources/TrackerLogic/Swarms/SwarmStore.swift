@@ -15,6 +15,9 @@ public struct SwarmStore: Sendable, Equatable {
             } else {
                 swarms[a.infoHash, default: Swarm()].apply(a)
             }
+        case .merge(let m):
+            swarms[m.infoHash, default: Swarm()].merge(m)
+            if swarms[m.infoHash]!.isEmpty { swarms[m.infoHash] = nil }
         case .expire(let before):
             // Swarms are independent, so the visiting order cannot change the result.
             for hash in Array(swarms.keys) {
@@ -36,6 +39,16 @@ public struct SwarmStore: Sendable, Equatable {
 
     public var swarmCount: Int { swarms.count }
     public var peerCount: Int { swarms.values.reduce(0) { $0 + $1.peerCount } }
+
+    /// The whole repository as merge values, in a canonical order: what a snapshot carries.
+    public func content() -> [SwarmMerge] {
+        sortedInfoHashes.map { swarms[$0]!.content($0) }
+    }
+
+    /// Rebuilds a repository from `content()`.
+    public init(content: [SwarmMerge]) {
+        for m in content { apply(.merge(m)) }
+    }
 
     /// Info hashes in a stable order, for anything that must be deterministic.
     public var sortedInfoHashes: [InfoHash] { swarms.keys.sorted() }

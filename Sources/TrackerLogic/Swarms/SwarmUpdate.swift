@@ -44,4 +44,19 @@ public enum SwarmUpdate: Hashable, Sendable {
     /// Removes every peer whose last announce is earlier than the instant. The master
     /// chooses the instant, so every replica drops exactly the same peers.
     case expire(before: Instant)
+    /// Folds one swarm's records from another replica into this one: a record replaces
+    /// ours only when it is at least as recent, completions are a union. Used to keep
+    /// what a partitioned minority acknowledged, and to install snapshots.
+    case merge(SwarmMerge)
+}
+
+/// One swarm's content, as carried by snapshots and merges.
+public struct SwarmMerge: Hashable, Sendable {
+    public var infoHash: InfoHash
+    public var peers: [PeerRecord]
+    public var completed: [PeerKey]
+
+    public init(infoHash: InfoHash, peers: [PeerRecord], completed: [PeerKey]) {
+        self.infoHash = infoHash; self.peers = peers; self.completed = completed
+    }
 }

@@ -1,0 +1,150 @@
+import TrackerLogic
+
+/// Everything random about one simulated run, drawn from its seed.
+public struct Scenario: Sendable, CustomStringConvertible {
+    public var seed: UInt64
+    public var nodes: Int
+    public var quorum: QuorumMode
+    public var lossRate: Double
+    public var duplicateRate: Double
+    public var minDelay: Int64
+    public var maxDelay: Int64
+    public var peers: Int
+    public var torrents: Int
+    /// Faults happen in [faultStart, faultEnd); then the network heals and nodes restart.
+    public var faultEnd: Instant
+    public var settle: Milliseconds
+    public var faults: [TimedFault]
+    public var clockDrift: [Int64]
+    public var announceInterval: UInt32
+    public var peerTimeout: Milliseconds
+
+    public static let start = Instant(milliseconds: 1_700_000_000_000)
+
+    public enum Fault: Sendable, Hashable, CustomStringConvertible {
+        case crash(Int)
+        case restart(Int)
+        case shutdown(Int)
+        case join(Int)
+        case partition([Int])
+        case oneWay(from: Int, to: Int)
+        case heal
+        case storeFails(Int)
+        case storeHeals(Int)
+        case slow(Int, extraDelay: Int64)
+
+        public var description: String {
+            switch self {
+            case .crash(let n): return "crash s\(n)"
+            case .restart(let n): return "restart s\(n)"
+            case .shutdown(let n): return "clean-shutdown s\(n)"
+            case .join(let n): return "join s\(n)"
+            case .partition(let side): return "partition \(side.map { "s\($0)" }.joined(separator: ","))|rest"
+            case .oneWay(let a, let b): return "one-way s\(a)->s\(b) blocked"
+            case .heal: return "heal network"
+            case .storeFails(let n): return "store fails s\(n)"
+            case .storeHeals(let n): return "store heals s\(n)"
+            case .slow(let n, let d): return "slow s\(n) +\(d)ms"
+            }
+        }
+    }
+
+    public struct TimedFault: Sendable, Hashable {
+        public var at: Instant
+        public var fault: Fault
+    }
+
+    /// Node slots that exist from the start; slots beyond join later.
+    public var initialNodes: Int { nodes - joiningNodes }
+    public var joiningNodes: Int { faults.filter { if case .join = $0.fault { return true } else { return false } }.count }
+
+    public init(seed: UInt64, maxNodes: Int = 7) {
+        var rng = SeededGenerator(seed: seed)
+        self.seed = seed
+        nodes = 1 + rng.below(maxNodes)
+        quorum = rng.chance(0.5) ? .live : .strict
+        let calm = rng.chance(0.15)
+        lossRate = calm ? 0 : Double(rng.below(31)) / 100
+        duplicateRate = calm ? 0 : Double(rng.below(11)) / 100
+        minDelay = Int64(1 + rng.below(5))
+        maxDelay = minDelay + Int64(rng.below(calm ? 10 : 120))
+        peers = 2 + rng.below(6)
+        torrents = 1 + rng.below(3)
+        let faultSeconds = Int64(8 + rng.below(18))
+        faultEnd = Scenario.start + Milliseconds.seconds(faultSeconds)
+        settle = Milliseconds.seconds(25)
+        clockDrift = (0..<nodes).map { _ in rng.chance(0.3) ? Int64(rng.below(801)) - 400 : 0 }
+        let short = rng.chance(0.3)
+        announceInterval = short ? 6 : 1800
+        peerTimeout = short ? Milliseconds.seconds(12) : Milliseconds.seconds(3600)
+
+        // Faults: a few events at random times, each node in a consistent state.
+        var faults: [TimedFault] = []
+        let joins = nodes > 1 && rng.chance(0.3) ? 1 + rng.below(min(2, nodes - 1)) : 0
+        let initial = nodes - joins
+        var down = Set<Int>()
+        var t = Scenario.start + Milliseconds(2000 + Int64(rng.below(3000)))
+        var joined = initial
+        let count = calm ? rng.below(2) : 1 + rng.below(7)
+        for _ in 0..<count {
+            guard t < faultEnd else { break }
+            let kind = rng.below(10)
+            let up = (0..<joined).filter { !down.contains($0) }
+            switch kind {
+            case 0, 1, 2:
+                if let n = up.isEmpty ? nil : up[rng.below(up.count)] {
+                    faults.append(TimedFault(at: t, fault: rng.chance(0.25) ? .shutdown(n) : .crash(n)))
+                    down.insert(n)
+                    let back = t + Milliseconds(Int64(500 + rng.below(8000)))
+                    if back < faultEnd && rng.chance(0.7) {
+                        faults.append(TimedFault(at: back, fault: .restart(n)))
+                        down.remove(n)
+                    }
+                }
+            case 3, 4:
+                if joined > 1 {
+                    let side = (0..<joined).filter { _ in rng.chance(0.5) }
+                    if !side.isEmpty && side.count < joined {
+                        faults.append(TimedFault(at: t, fault: .partition(side)))
+                        faults.append(TimedFault(at: t + Milliseconds(Int64(1000 + rng.below(8000))), fault: .heal))
+                    }
+                }
+            case 5:
+                if joined > 1 {
+                    let a = rng.below(joined), b = rng.below(joined)
+                    if a != b {
+                        faults.append(TimedFault(at: t, fault: .oneWay(from: a, to: b)))
+                        faults.append(TimedFault(at: t + Milliseconds(Int64(1000 + rng.below(6000))), fault: .heal))
+                    }
+                }
+            case 6:
+                if joined < nodes {
+                    faults.append(TimedFault(at: t, fault: .join(joined)))
+                    joined += 1
+                }
+            case 7:
+                let n = rng.below(joined)
+                faults.append(TimedFault(at: t, fault: .storeFails(n)))
+                faults.append(TimedFault(at: t + Milliseconds(Int64(500 + rng.below(5000))), fault: .storeHeals(n)))
+            default:
+                let n = rng.below(joined)
+                faults.append(TimedFault(at: t, fault: .slow(n, extraDelay: Int64(50 + rng.below(600)))))
+            }
+            t = t + Milliseconds(Int64(500 + rng.below(4000)))
+        }
+        // Unused join slots join before the faults end, so every slot exists at the end.
+        while joined < nodes {
+            faults.append(TimedFault(at: min(t, faultEnd - Milliseconds(1)), fault: .join(joined)))
+            joined += 1
+        }
+        self.faults = faults.sorted { $0.at < $1.at }
+    }
+
+    public var description: String {
+        let f = faults.map { "\($0.at.milliseconds - Scenario.start.milliseconds)ms \($0.fault)" }.joined(separator: "; ")
+        return "nodes=\(nodes) (\(initialNodes) initial) quorum=\(quorum.rawValue) loss=\(lossRate) dup=\(duplicateRate) "
+            + "delay=\(minDelay)-\(maxDelay)ms peers=\(peers) torrents=\(torrents) "
+            + "faults-until=\(faultEnd.milliseconds - Scenario.start.milliseconds)ms drift=\(clockDrift) "
+            + "interval=\(announceInterval)s faults=[\(f)]"
+    }
+}

@@ -1,0 +1,118 @@
+import NIOCore
+import TrackerLogic
+
+/// A BitTorrent client in the simulation: connects, announces, scrapes and retransmits
+/// as BEP 15 says (15 · 2ⁿ s, scaled down to 1 · 2ⁿ s), sending to the group address.
+struct SimPeer {
+    let index: Int
+    let endpoint: PeerEndpoint
+    let peerID: PeerID
+    let infoHash: InfoHash
+    var left: Int64 = 1 << 20
+    var started = false
+    var connectionID: UInt64?
+    var connectedAt = Instant.zero
+    var outstanding: Outstanding?
+    var nextTID: UInt32
+    /// Transaction ids answered recently: late duplicates of their replies are fine.
+    var answered: [UInt32] = []
+    var lastAnnounceReply: Instant?
+    var wakeAt: Instant?
+
+    struct Outstanding {
+        var request: TrackerRequest
+        var attempt: Int
+        var sentAt: Instant
+    }
+
+    init(index: Int, infoHash: InfoHash, rng: inout SeededGenerator) {
+        self.index = index
+        self.endpoint = PeerEndpoint(ip: .v4(0x0A00_0000 | UInt32(index + 1)), port: UInt16(6881 + index))
+        self.peerID = PeerID(a: 0x2D53_4930_3030_312D, b: rng.next(), c: UInt32(index))
+        self.infoHash = infoHash
+        self.nextTID = UInt32(truncatingIfNeeded: rng.next())
+    }
+
+    static func retransmitAfter(_ attempt: Int) -> Milliseconds { Milliseconds(1000 << min(attempt, 8)) }
+    static let maxAttempts = 4
+
+    var key: PeerKey { PeerKey(peerID: peerID, ip: endpoint.ip) }
+
+    /// What to send now, if anything.
+    mutating func wake(now: Instant, rng: inout SeededGenerator) -> ByteBuffer? {
+        if var o = outstanding {
+            guard now - o.sentAt >= Self.retransmitAfter(o.attempt) else { return nil }
+            o.attempt += 1
+            if o.attempt >= Self.maxAttempts {
+                // Give up on this request and start over with a fresh connection.
+                outstanding = nil
+                connectionID = nil
+            } else {
+                o.sentAt = now
+                outstanding = o
+                return BEP15Codec.encode(o.request)
+            }
+        }
+        nextTID &+= 1
+        let tid = nextTID
+        let request: TrackerRequest
+        if let cid = connectionID, now - connectedAt < Milliseconds.seconds(100) {
+            if rng.chance(0.15) {
+                request = .scrape(ScrapeRequest(connectionID: cid, transactionID: tid, infoHashes: [infoHash]))
+            } else {
+                var event = AnnounceEvent.none
+                if !started {
+                    event = .started
+                } else if left > 0 && rng.chance(0.15) {
+                    left = 0
+                    event = .completed
+                } else if rng.chance(0.05) {
+                    event = .stopped
+                }
+                request = .announce(AnnounceRequest(
+                    connectionID: cid, transactionID: tid, infoHash: infoHash, peerID: peerID,
+                    downloaded: Int64(rng.below(1000)), left: left, uploaded: Int64(rng.below(1000)), event: event,
+                    key: UInt32(index), numWant: Int32(rng.below(60)) - 5, port: endpoint.port))
+            }
+        } else {
+            connectionID = nil
+            request = .connect(ConnectRequest(transactionID: tid))
+        }
+        outstanding = Outstanding(request: request, attempt: 0, sentAt: now)
+        return BEP15Codec.encode(request)
+    }
+
+    var nextDeadline: Instant? { outstanding.map { $0.sentAt + Self.retransmitAfter($0.attempt) } }
+
+    /// Checks a reply against what was asked. Returns a violation, or nil.
+    mutating func receive(_ datagram: ByteBuffer, now: Instant) -> (violation: String?, done: Bool) {
+        guard case .success(let response) = BEP15Codec.decodeResponse(datagram, family: .v4) else {
+            return ("peer p\(index) got a malformed reply", false)
+        }
+        let tid = response.transactionID
+        guard let o = outstanding, o.request.transactionID == tid else {
+            if answered.contains(tid) { return (nil, false) }  // a duplicate of an answered request
+            return ("peer p\(index) got a reply to unknown transaction \(tid)", false)
+        }
+        outstanding = nil
+        answered.append(tid)
+        if answered.count > 16 { answered.removeFirst() }
+        switch (o.request, response) {
+        case (.connect, .connect(let r)):
+            connectionID = r.connectionID
+            connectedAt = now
+        case (.announce(let a), .announce(let r)):
+            if r.peers.contains(endpoint) { return ("peer p\(index) was given itself as a peer", true) }
+            if a.event != .stopped && r.seeders + r.leechers == 0 { return ("announce reply to p\(index) counts no peer", true) }
+            if a.event == .stopped { started = false } else { started = true }
+            lastAnnounceReply = now
+        case (.scrape(let s), .scrape(let r)):
+            if r.entries.count != s.infoHashes.count { return ("scrape reply to p\(index) has \(r.entries.count) entries", true) }
+        case (.announce, .error(let e)), (.scrape, .error(let e)):
+            if e.message == PeerRequestHandler.invalidConnectionIDMessage { connectionID = nil }
+        default:
+            return ("peer p\(index) got \(response) to \(o.request)", true)
+        }
+        return (nil, true)
+    }
+}

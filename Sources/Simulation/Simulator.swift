@@ -1,0 +1,507 @@
+import NIOCore
+import TrackerLogic
+
+/// What one simulated run found.
+public struct SimulationReport: Sendable, CustomStringConvertible {
+    public var seed: UInt64
+    public var scenario: Scenario
+    public var violation: String?
+    public var traceHash: UInt64
+    public var events: Int
+    public var commits: Int
+    public var acknowledgedAnnounces: Int
+    public var trace: [String]
+
+    public var passed: Bool { violation == nil }
+    public var replayCommand: String { "swift run tracker simulate --seed \(seed) --trace" }
+
+    public var description: String {
+        if let v = violation {
+            return "FAIL seed \(seed): \(v)\n  scenario: \(scenario)\n  replay: \(replayCommand)"
+        }
+        return "ok seed \(seed): \(events) events, \(commits) commits, \(acknowledgedAnnounces) acknowledged announces, trace \(String(traceHash, radix: 16))"
+    }
+}
+
+/// Disk of a simulated node: survives crashes, fails on demand.
+struct SimDisk {
+    var base: Snapshot?
+    var txs: [Transaction] = []
+    var epoch = Epoch.zero
+    var failing = false
+
+    var lastTxid: UInt64 { txs.last?.txid ?? base?.lastCommitted.txid ?? 0 }
+
+    func durable() -> DurableState {
+        guard base != nil || !txs.isEmpty else { return DurableState(snapshot: nil, epoch: epoch) }
+        var replica = Replica()
+        if let b = base { replica.install(b) }
+        for tx in txs { replica.commit(tx) }
+        return DurableState(snapshot: replica.snapshot(), epoch: epoch)
+    }
+}
+
+struct SimSlot {
+    var node: TrackerNode?
+    var disk = SimDisk()
+    var exists = false
+    var scheduledTick: Instant?
+    var trackedLast = TxRef.zero
+    /// Bumped when the node's memory is lost beyond what its disk kept, or wiped.
+    var generation = 0
+    var extraDelay: Int64 = 0
+}
+
+enum SimEvent {
+    case tick(Int)
+    case cluster(Int, ClusterEnvelope)
+    case peerDatagram(Int, ByteBuffer, PeerEndpoint)
+    case reply(Int, ByteBuffer)
+    case storeResult(Int, UInt64, Bool)
+    case peerWake(Int)
+    case fault(Scenario.Fault)
+    case endFaults
+}
+
+struct AckedAnnounce {
+    var at: Instant
+    var stopped: Bool
+    var holders: [Int: Int]  // slot -> generation at the time
+}
+
+/// A whole cluster, its network, disks and peers, in virtual time. One seed decides
+/// everything; nothing here reads a clock, a global generator or an unordered
+/// collection's iteration order.
+public struct Simulator {
+    public let scenario: Scenario
+    var rng: SeededGenerator
+    var now = Scenario.start
+    var queue = EventQueue<SimEvent>()
+    var slots: [SimSlot]
+    var peers: [SimPeer] = []
+    var peerByEndpoint: [PeerEndpoint: Int] = [:]
+    var partitionSide: Set<Int>?
+    var oneWay: (from: Int, to: Int)?
+    var faultsOver = false
+    var draining = false
+    var config: ClusterConfig
+    var trackerConfig: TrackerConfig
+    let key: SipHash24
+
+    var epochMasters: [Epoch: NodeID] = [:]
+    var appliedDigests: [TxRef: UInt64] = [:]
+    var appliedBy: [TxRef: [Int: Int]] = [:]
+    var acked: [PeerKey: AckedAnnounce] = [:]
+    var ackedInfoHash: [PeerKey: InfoHash] = [:]
+    var maxExpireCutoff = Instant(milliseconds: Int64.min)
+    var violation: String?
+    var traceDigest = Digest()
+    var tracing: Bool
+    var trace: [String] = []
+    var events = 0
+    var commits = 0
+    var acknowledged = 0
+
+    public init(scenario: Scenario, trace: Bool = false) {
+        self.scenario = scenario
+        self.rng = SeededGenerator(seed: scenario.seed ^ 0x5349_4D55_4C41_5445)
+        self.tracing = trace
+        self.slots = Array(repeating: SimSlot(), count: scenario.nodes)
+        var c = ClusterConfig()
+        c.quorum = scenario.quorum
+        c.clusterSize = scenario.nodes
+        c.keepaliveInterval = Milliseconds(1000)
+        self.config = c
+        var t = TrackerConfig()
+        t.announceInterval = scenario.announceInterval
+        t.peerTimeout = scenario.peerTimeout
+        self.trackerConfig = t
+        self.key = SipHash24(k0: scenario.seed, k1: 0x4B45_59)
+    }
+
+    public static func run(seed: UInt64, trace: Bool = false) -> SimulationReport {
+        var sim = Simulator(scenario: Scenario(seed: seed), trace: trace)
+        return sim.run()
+    }
+
+    public mutating func run() -> SimulationReport {
+        let hashes = (0..<scenario.torrents).map { _ in InfoHash(a: rng.next(), b: rng.next(), c: 0) }
+        for i in 0..<scenario.peers {
+            let p = SimPeer(index: i, infoHash: hashes[i % hashes.count], rng: &rng)
+            peerByEndpoint[p.endpoint] = i
+            peers.append(p)
+            queue.push(now + Milliseconds(Int64(1500 + rng.below(3000))), .peerWake(i))
+        }
+        for s in 0..<scenario.initialNodes { startNode(s) }
+        for f in scenario.faults { queue.push(f.at, .fault(f.fault)) }
+        queue.push(scenario.faultEnd, .endFaults)
+        let end = scenario.faultEnd + scenario.settle
+        runUntil(end) { _ in false }
+        if violation == nil { checkService() }
+        // Drain: peers go quiet; the cluster must converge while commits already under
+        // way finish.
+        draining = true
+        var converged = false
+        runUntil(end + Milliseconds.seconds(10)) { sim in
+            converged = sim.convergenceProblem() == nil
+            return converged
+        }
+        if violation == nil && !converged { fail(convergenceProblem() ?? "did not converge") }
+        if violation == nil { checkAcknowledged() }
+        return SimulationReport(seed: scenario.seed, scenario: scenario, violation: violation, traceHash: traceDigest.value,
+                                events: events, commits: commits, acknowledgedAnnounces: acknowledged, trace: trace)
+    }
+
+    // MARK: nodes
+
+    func nodeID(_ slot: Int) -> NodeID { NodeID(UInt32(slot + 1)) }
+
+    func nodeNow(_ slot: Int) -> Instant { now + Milliseconds(scenario.clockDrift[slot]) }
+
+    mutating func startNode(_ slot: Int) {
+        slots[slot].exists = true
+        let durable = slots[slot].disk.durable()
+        let node = TrackerNode(id: nodeID(slot), incarnation: rng.next(), config: config,
+                               handler: PeerRequestHandler(config: trackerConfig, connectionIDs: ConnectionIDPolicy(key: key)),
+                               seed: rng.next(), now: nodeNow(slot), restoring: durable)
+        slots[slot].node = node
+        slots[slot].trackedLast = node.replica.lastCommitted
+        slots[slot].scheduledTick = nil
+        note(slot, "start (restored \(node.replica.lastCommitted))")
+        scheduleTick(slot)
+    }
+
+    mutating func scheduleTick(_ slot: Int) {
+        guard let node = slots[slot].node else { return }
+        let wake = node.nextWake(now: nodeNow(slot)) - Milliseconds(scenario.clockDrift[slot])
+        if let s = slots[slot].scheduledTick, s > now, s <= wake { return }
+        slots[slot].scheduledTick = wake
+        queue.push(wake, .tick(slot))
+    }
+
+    mutating func step(_ slot: Int, _ event: NodeEvent, label: @autoclosure () -> String) {
+        guard var node = slots[slot].node else { return }
+        let actions = node.step(event, now: nodeNow(slot))
+        slots[slot].node = node
+        traceDigest.add(UInt64(bitPattern: now.milliseconds), UInt64(slot), UInt64(actions.count))
+        if tracing { trace.append("\(now.milliseconds - Scenario.start.milliseconds)ms s\(slot) [\(node.role) \(node.epoch)] \(label()) -> \(actions.map(describe).joined(separator: ", "))") }
+        observeCommits(slot)
+        for action in actions { perform(action, from: slot) }
+        if slots[slot].node != nil { checkStep(slot) }
+        scheduleTick(slot)
+    }
+
+    // MARK: events
+
+    mutating func handle(_ event: SimEvent) {
+        switch event {
+        case .tick(let s):
+            guard slots[s].scheduledTick == now else { return }
+            slots[s].scheduledTick = nil
+            step(s, .tick, label: "tick")
+        case .cluster(let s, let env):
+            step(s, .cluster(env), label: "\(env.message.name) from n\(env.from.rawValue) \(env.epoch)")
+        case .peerDatagram(let s, let bytes, let from):
+            step(s, .peer(bytes, from: from), label: "datagram from \(from)")
+        case .reply(let p, let bytes):
+            let (v, _) = peers[p].receive(bytes, now: now)
+            traceDigest.add(UInt64(p), UInt64(bytes.readableBytes))
+            if let v { fail(v) }
+            schedulePeer(p, at: now + Milliseconds(Int64(200 + rng.below(1500))))
+        case .storeResult(let s, let incarnation, let ok):
+            guard slots[s].node?.incarnation == incarnation else { return }
+            step(s, .storeResult(ok: ok, detail: ok ? "" : "disk failure"), label: "store \(ok ? "ok" : "failed")")
+        case .peerWake(let p):
+            guard peers[p].wakeAt == nil || peers[p].wakeAt! <= now else { return }
+            peers[p].wakeAt = nil
+            if draining { return }
+            if let bytes = peers[p].wake(now: now, rng: &rng) { multicast(bytes, from: p) }
+            schedulePeer(p, at: peers[p].nextDeadline ?? now + Milliseconds(Int64(200 + rng.below(1500))))
+        case .fault(let f):
+            note(-1, "FAULT \(f)")
+            apply(f)
+        case .endFaults:
+            faultsOver = true
+            partitionSide = nil
+            oneWay = nil
+            for s in slots.indices {
+                slots[s].extraDelay = 0
+                if slots[s].disk.failing {
+                    slots[s].disk.failing = false
+                }
+                if slots[s].exists && slots[s].node == nil { startNode(s) }
+            }
+            note(-1, "FAULTS END: network healed, every node up")
+        }
+    }
+
+    mutating func schedulePeer(_ p: Int, at t: Instant) {
+        if let w = peers[p].wakeAt, w > now, w <= t { return }
+        peers[p].wakeAt = t
+        queue.push(t, .peerWake(p))
+    }
+
+    mutating func apply(_ fault: Scenario.Fault) {
+        switch fault {
+        case .crash(let s):
+            guard let node = slots[s].node else { return }
+            if slots[s].disk.lastTxid < node.replica.lastCommitted.txid { slots[s].generation += 1 }
+            slots[s].node = nil
+        case .restart(let s), .join(let s):
+            if slots[s].node == nil { startNode(s) }
+        case .shutdown(let s):
+            step(s, .shutdown, label: "shutdown")
+            slots[s].node = nil
+        case .partition(let side): partitionSide = Set(side)
+        case .oneWay(let a, let b): oneWay = (a, b)
+        case .heal:
+            partitionSide = nil
+            oneWay = nil
+        case .storeFails(let s): slots[s].disk.failing = true
+        case .storeHeals(let s): slots[s].disk.failing = false
+        case .slow(let s, let d): slots[s].extraDelay = d
+        }
+    }
+
+    // MARK: network
+
+    func blocked(_ a: Int, _ b: Int) -> Bool {
+        if let side = partitionSide, side.contains(a) != side.contains(b) { return true }
+        if let w = oneWay, w.from == a, w.to == b { return true }
+        return false
+    }
+
+    mutating func delay(_ slots: Int...) -> Milliseconds {
+        let base = scenario.minDelay + Int64(rng.below(Int(scenario.maxDelay - scenario.minDelay) + 1))
+        return Milliseconds(base + slots.reduce(0) { $0 + self.slots[$1].extraDelay })
+    }
+
+    mutating func lost() -> Bool { !faultsOver && rng.chance(scenario.lossRate) }
+    mutating func duplicated() -> Bool { !faultsOver && rng.chance(scenario.duplicateRate) }
+
+    mutating func deliverCluster(_ env: ClusterEnvelope, from: Int, to: Int) {
+        guard slots[to].node != nil, !blocked(from, to) else { return }
+        if lost() { return }
+        queue.push(now + delay(from, to), .cluster(to, env))
+        if duplicated() { queue.push(now + delay(from, to), .cluster(to, env)) }
+    }
+
+    mutating func multicast(_ bytes: ByteBuffer, from peer: Int) {
+        for s in slots.indices where slots[s].node != nil {
+            if lost() { continue }
+            queue.push(now + delay(s), .peerDatagram(s, bytes, peers[peer].endpoint))
+        }
+    }
+
+    mutating func perform(_ action: NodeAction, from slot: Int) {
+        switch action {
+        case .broadcast(let env), .send(let env):
+            // Every message crosses the wire format, so the codec is exercised all the time.
+            let bytes = ClusterCodec.encode(env)
+            traceDigest.add(UInt64(bytes.readableBytes), UInt64(env.message.name.utf8.count))
+            guard case .success(let decoded) = ClusterCodec.decode(bytes), decoded == env else {
+                return fail("cluster codec does not round-trip \(env.message.name)")
+            }
+            if case .send = action, let to = env.to {
+                let target = Int(to.rawValue) - 1
+                if slots.indices.contains(target) { deliverCluster(decoded, from: slot, to: target) }
+            } else {
+                for s in slots.indices where s != slot { deliverCluster(decoded, from: slot, to: s) }
+            }
+        case .reply(let response, let to):
+            guard let node = slots[slot].node, node.isServing else {
+                return fail("s\(slot) answered a peer while not a serving master")
+            }
+            guard let p = peerByEndpoint[to] else { return }
+            if case .announce = response { recordAck(peer: p, by: slot) }
+            let bytes = BEP15Codec.encode(response)
+            if lost() { return }
+            queue.push(now + delay(slot), .reply(p, bytes))
+        case .persist(let tx):
+            if slots[slot].disk.failing { return storeResult(slot, ok: false) }
+            guard tx.txid == slots[slot].disk.lastTxid + 1 else {
+                return fail("s\(slot) persisted \(tx.ref) after \(slots[slot].disk.lastTxid): a gap on disk")
+            }
+            slots[slot].disk.txs.append(tx)
+            if slots[slot].disk.txs.count > 512 {
+                slots[slot].disk.base = slots[slot].disk.durable().snapshot
+                slots[slot].disk.txs = []
+            }
+        case .persistSnapshot(let s):
+            if slots[slot].disk.failing { return storeResult(slot, ok: false) }
+            slots[slot].disk.base = s
+            slots[slot].disk.txs = []
+        case .persistEpoch(let e):
+            slots[slot].disk.epoch = max(slots[slot].disk.epoch, e)
+        case .wipeStore:
+            slots[slot].generation += 1
+            slots[slot].disk.base = nil
+            slots[slot].disk.txs = []
+        case .probeStore:
+            storeResult(slot, ok: !slots[slot].disk.failing)
+        case .exit(let reason):
+            if reason != "left the cluster" { fail("s\(slot) exited: \(reason)") }
+            slots[slot].node = nil
+        }
+    }
+
+    /// Only failures and probes are reported back: a successful write needs no event.
+    mutating func storeResult(_ slot: Int, ok: Bool) {
+        guard let inc = slots[slot].node?.incarnation else { return }
+        queue.push(now, .storeResult(slot, inc, ok))
+    }
+
+    mutating func recordAck(peer p: Int, by slot: Int) {
+        guard let node = slots[slot].node else { return }
+        let key = peers[p].key
+        let hash = peers[p].infoHash
+        acknowledged += 1
+        var holders: [Int: Int] = [:]
+        if let ref = node.replica.lastTransaction(announcing: key, in: hash) {
+            for (s, gen) in appliedBy[ref] ?? [:] { holders[s] = gen }
+        }
+        holders[slot] = slots[slot].generation
+        if let record = node.replica.store[hash]?.peer(key) {
+            acked[key] = AckedAnnounce(at: record.lastAnnounce, stopped: false, holders: holders)
+        } else {
+            acked[key] = AckedAnnounce(at: nodeNow(slot), stopped: true, holders: holders)
+        }
+        ackedInfoHash[key] = hash
+    }
+
+    // MARK: invariants
+
+    mutating func fail(_ message: String) {
+        if violation == nil {
+            violation = "at \(now.milliseconds - Scenario.start.milliseconds)ms: \(message)"
+            note(-1, "VIOLATION \(message)")
+        }
+    }
+
+    mutating func observeCommits(_ slot: Int) {
+        guard let node = slots[slot].node else { return }
+        let last = node.replica.lastCommitted
+        let tracked = slots[slot].trackedLast
+        guard last != tracked else { return }
+        slots[slot].trackedLast = last
+        if last.txid == 0 { slots[slot].generation += 1; return }
+        guard node.replica.isPrefix(tracked), let txs = node.replica.transactions(after: tracked.txid, limit: Int.max) else {
+            return  // a snapshot replaced the state
+        }
+        for tx in txs {
+            commits += 1
+            let digest = tx.digest
+            if let known = appliedDigests[tx.ref], known != digest {
+                return fail("two different transactions committed as \(tx.ref)")
+            }
+            appliedDigests[tx.ref] = digest
+            appliedBy[tx.ref, default: [:]][slot] = slots[slot].generation
+            for case .expire(let before) in tx.updates where before > maxExpireCutoff { maxExpireCutoff = before }
+        }
+    }
+
+    mutating func checkStep(_ slot: Int) {
+        guard let node = slots[slot].node else { return }
+        if node.role == .master {
+            if let other = epochMasters[node.epoch], other != node.id {
+                return fail("two masters in epoch \(node.epoch): n\(other.rawValue) and n\(node.id.rawValue)")
+            }
+            epochMasters[node.epoch] = node.id
+        }
+    }
+
+    mutating func runUntil(_ end: Instant, stop: (Simulator) -> Bool) {
+        while violation == nil, let (time, event) = queue.pop() {
+            if time > end {
+                queue.push(time, event)
+                break
+            }
+            now = time
+            events += 1
+            handle(event)
+            if stop(self) { break }
+        }
+    }
+
+    /// Why the live nodes are not (yet) one master and identical replicas, or nil.
+    func convergenceProblem() -> String? {
+        let live = slots.indices.filter { slots[$0].node != nil }
+        let masters = live.filter { slots[$0].node!.isServing }
+        guard masters.count == 1 else {
+            let roles = live.map { "s\($0)=\(slots[$0].node!.role)/\(slots[$0].node!.epoch)" }.joined(separator: " ")
+            return "after healing, \(masters.count) serving masters (\(roles))"
+        }
+        let m = slots[masters[0]].node!
+        for s in live where s != masters[0] {
+            let n = slots[s].node!
+            guard n.role == .slave, n.master == m.id else {
+                return "after healing, s\(s) is \(n.role) following \(n.master.map { "\($0)" } ?? "nobody"), not master \(m.id)"
+            }
+            guard n.replica == m.replica, n.replica.digest == m.replica.digest else {
+                return "after healing, s\(s) holds \(n.replica.lastCommitted) digest \(n.replica.digest), master holds \(m.replica.lastCommitted) digest \(m.replica.digest)"
+            }
+        }
+        return nil
+    }
+
+    mutating func checkService() {
+        let recent = scenario.faultEnd + Milliseconds(scenario.settle.value / 2)
+        if !peers.contains(where: { ($0.lastAnnounceReply ?? .zero) > recent }) {
+            fail("no peer got an announce answered in the last \(scenario.settle.value / 2) ms")
+        }
+    }
+
+    mutating func checkAcknowledged() {
+        guard let ms = slots.indices.first(where: { slots[$0].node?.isServing == true }) else { return }
+        let m = slots[ms].node!
+        for key in acked.keys.sorted() {
+            let a = acked[key]!
+            guard !a.stopped, a.at >= maxExpireCutoff else { continue }
+            let survivors = a.holders.filter { slots[$0.key].generation == $0.value }
+            guard !survivors.isEmpty else { continue }
+            let record = m.replica.store[ackedInfoHash[key]!]?.peer(key)
+            guard let r = record, r.lastAnnounce >= a.at else {
+                return fail("acknowledged announce of \(key.ip) at \(a.at.milliseconds - Scenario.start.milliseconds)ms was lost (holders \(survivors.keys.sorted()))")
+            }
+        }
+    }
+
+    mutating func note(_ slot: Int, _ text: @autoclosure () -> String) {
+        if tracing { trace.append("\(now.milliseconds - Scenario.start.milliseconds)ms \(slot >= 0 ? "s\(slot)" : "--") \(text())") }
+    }
+
+    func describe(_ action: NodeAction) -> String {
+        switch action {
+        case .broadcast(let e): return "broadcast \(describe(e.message))"
+        case .send(let e): return "send \(describe(e.message)) to n\(e.to?.rawValue ?? 0)"
+        case .reply(let r, let to):
+            switch r {
+            case .connect: return "reply connect to \(to)"
+            case .announce(let a): return "reply announce(\(a.seeders)s/\(a.leechers)l, \(a.peers.count) peers) to \(to)"
+            case .scrape: return "reply scrape to \(to)"
+            case .error(let e): return "reply error '\(e.message)' to \(to)"
+            }
+        case .persist(let tx): return "persist \(tx.ref)"
+        case .persistSnapshot(let s): return "persist snapshot \(s.lastCommitted)"
+        case .persistEpoch(let e): return "persist epoch \(e)"
+        case .wipeStore: return "wipe store"
+        case .probeStore: return "probe store"
+        case .exit(let r): return "exit (\(r))"
+        }
+    }
+
+    func describe(_ m: ClusterMessage) -> String {
+        switch m {
+        case .keepalive(let k): return "KEEPALIVE(\(k.role), last \(k.lastCommitted)\(k.inSync ? "" : ", behind"))"
+        case .prepare(let tx, let prev, _): return "PREPARE(\(tx.ref), \(tx.updates.count) updates, after \(prev))"
+        case .vote(let txid, _, let ok, let reason): return "VOTE(#\(txid) \(ok ? "OK" : "ERROR \(reason)"))"
+        case .commit(let ref, _): return "COMMIT(\(ref))"
+        case .abort(let ref, _): return "ABORT(\(ref))"
+        case .coordinatorAck(let last, let p): return "COORDINATOR-ACK(last \(last)\(p.map { ", prepared \($0.ref)" } ?? ""))"
+        case .catchUp(let txs): return "CATCHUP(\(txs.count) txs)"
+        case .snapshot(let s): return "SNAPSHOT(\(s.lastCommitted), \(s.content.count) swarms)"
+        case .hello(let h): return "HELLO(last \(h.lastCommitted))"
+        default: return m.name
+        }
+    }
+}

@@ -1,0 +1,296 @@
+import NIOCore
+
+/// Why bytes from the cluster channel are not a cluster message. Garbage on the broker
+/// is logged and dropped; it never traps.
+public struct ClusterDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Compact, versioned binary layout for cluster messages, independent of the transport.
+///
+/// Header (26 bytes): magic "TK" (2), version (1), type (1), from (4), incarnation (8),
+/// epoch (8: term << 32 | master id), to (4, 0 = everyone). Integers are big-endian.
+/// Lists are a u32 count then the items; a count larger than the remaining bytes could
+/// hold is rejected before anything is allocated.
+public enum ClusterCodec {
+    public static let magic: UInt16 = 0x544B
+    public static let version: UInt8 = 1
+
+    enum Tag: UInt8 {
+        case keepalive = 1, election, answer, coordinator, coordinatorAck, prepare, vote, commit, abort
+        case hello, idAssigned, idRefused, catchUpRequest, catchUp, snapshot, snapshotAck
+        case mergeRequest, mergeOffer, mergeDone, leaving
+    }
+
+    public static func encode(_ envelope: ClusterEnvelope) -> ByteBuffer {
+        var b = ByteBuffer()
+        encode(envelope, into: &b)
+        return b
+    }
+
+    public static func encode(_ e: ClusterEnvelope, into b: inout ByteBuffer) {
+        b.writeInteger(magic)
+        b.writeInteger(version)
+        b.writeInteger(tag(e.message).rawValue)
+        b.writeInteger(e.from.rawValue)
+        b.writeInteger(e.incarnation)
+        b.writeInteger(e.epoch.packed)
+        b.writeInteger(e.to?.rawValue ?? 0)
+        switch e.message {
+        case .keepalive(let k):
+            b.writeInteger(k.role.rawValue)
+            b.writeInteger(k.master.rawValue)
+            write(k.lastCommitted, &b)
+            b.writeInteger(k.inSync ? 1 as UInt8 : 0)
+        case .election(let ref), .coordinator(let ref), .catchUpRequest(let ref), .snapshotAck(let ref):
+            write(ref, &b)
+        case .answer, .mergeRequest, .leaving:
+            break
+        case .coordinatorAck(let ref, let prepared):
+            write(ref, &b)
+            if let p = prepared { b.writeInteger(1 as UInt8); write(p, &b) } else { b.writeInteger(0 as UInt8) }
+        case .prepare(let tx, let previous, let previousDigest):
+            write(tx, &b); write(previous, &b); b.writeInteger(previousDigest)
+        case .vote(let txid, let digest, let ok, let reason):
+            b.writeInteger(txid); b.writeInteger(digest); b.writeInteger(ok ? 1 as UInt8 : 0)
+            writeString(reason, &b)
+        case .commit(let ref, let digest), .abort(let ref, let digest):
+            write(ref, &b); b.writeInteger(digest)
+        case .hello(let h):
+            write(h.lastCommitted, &b); b.writeInteger(h.hasState ? 1 as UInt8 : 0)
+        case .idAssigned(let inc, let id), .idRefused(let inc, let id):
+            b.writeInteger(inc); b.writeInteger(id.rawValue)
+        case .catchUp(let txs):
+            b.writeInteger(UInt32(txs.count))
+            for tx in txs { write(tx, &b) }
+        case .snapshot(let s):
+            write(s.lastCommitted, &b)
+            b.writeInteger(UInt32(s.history.runs.count))
+            for run in s.history.runs { b.writeInteger(run.epoch.packed); b.writeInteger(run.firstTxid) }
+            b.writeInteger(s.digest)
+            writeList(s.content, &b, write)
+        case .mergeOffer(let o):
+            b.writeInteger(o.offerID); b.writeInteger(o.part); b.writeInteger(o.parts)
+            writeList(o.swarms, &b, write)
+        case .mergeDone(let id):
+            b.writeInteger(id)
+        }
+    }
+
+    static func tag(_ m: ClusterMessage) -> Tag {
+        switch m {
+        case .keepalive: return .keepalive
+        case .election: return .election
+        case .answer: return .answer
+        case .coordinator: return .coordinator
+        case .coordinatorAck: return .coordinatorAck
+        case .prepare: return .prepare
+        case .vote: return .vote
+        case .commit: return .commit
+        case .abort: return .abort
+        case .hello: return .hello
+        case .idAssigned: return .idAssigned
+        case .idRefused: return .idRefused
+        case .catchUpRequest: return .catchUpRequest
+        case .catchUp: return .catchUp
+        case .snapshot: return .snapshot
+        case .snapshotAck: return .snapshotAck
+        case .mergeRequest: return .mergeRequest
+        case .mergeOffer: return .mergeOffer
+        case .mergeDone: return .mergeDone
+        case .leaving: return .leaving
+        }
+    }
+
+    // MARK: writing
+
+    static func write(_ ref: TxRef, _ b: inout ByteBuffer) {
+        b.writeInteger(ref.epoch.packed); b.writeInteger(ref.txid)
+    }
+
+    static func writeString(_ s: String, _ b: inout ByteBuffer) {
+        let utf8 = Array(s.utf8.prefix(1024))
+        b.writeInteger(UInt16(utf8.count)); b.writeBytes(utf8)
+    }
+
+    static func writeList<T>(_ items: [T], _ b: inout ByteBuffer, _ one: (T, inout ByteBuffer) -> Void) {
+        b.writeInteger(UInt32(items.count))
+        for item in items { one(item, &b) }
+    }
+
+    static func write(_ tx: Transaction, _ b: inout ByteBuffer) {
+        write(tx.ref, &b)
+        writeList(tx.updates, &b, write)
+    }
+
+    static func write(_ ip: IPAddress, _ b: inout ByteBuffer) {
+        b.writeInteger(ip.family.rawValue); ip.write(to: &b)
+    }
+
+    static func write(_ r: PeerRecord, _ b: inout ByteBuffer) {
+        r.peerID.write(to: &b); write(r.endpoint.ip, &b); b.writeInteger(r.endpoint.port)
+        b.writeInteger(r.uploaded); b.writeInteger(r.downloaded); b.writeInteger(r.left)
+        b.writeInteger(r.lastAnnounce.milliseconds)
+    }
+
+    static func write(_ k: PeerKey, _ b: inout ByteBuffer) {
+        k.peerID.write(to: &b); write(k.ip, &b)
+    }
+
+    static func write(_ m: SwarmMerge, _ b: inout ByteBuffer) {
+        m.infoHash.write(to: &b)
+        writeList(m.peers, &b, write)
+        writeList(m.completed, &b, write)
+    }
+
+    static func write(_ u: SwarmUpdate, _ b: inout ByteBuffer) {
+        switch u {
+        case .announce(let a):
+            b.writeInteger(1 as UInt8)
+            a.infoHash.write(to: &b)
+            b.writeInteger(UInt8(a.event.rawValue))
+            write(PeerRecord(peerID: a.peerID, endpoint: a.endpoint, uploaded: a.uploaded, downloaded: a.downloaded,
+                             left: a.left, lastAnnounce: a.at), &b)
+        case .expire(let before):
+            b.writeInteger(2 as UInt8); b.writeInteger(before.milliseconds)
+        case .merge(let m):
+            b.writeInteger(3 as UInt8); write(m, &b)
+        }
+    }
+
+    // MARK: reading
+
+    public static func decode(_ bytes: ByteBuffer) -> Result<ClusterEnvelope, ClusterDecodingError> {
+        var r = Reader(buffer: bytes)
+        do { return .success(try r.envelope()) } catch let e as ClusterDecodingError { return .failure(e) } catch {
+            return .failure(ClusterDecodingError("\(error)"))
+        }
+    }
+
+    struct Reader {
+        var buffer: ByteBuffer
+
+        mutating func int<T: FixedWidthInteger>(_: T.Type = T.self) throws -> T {
+            guard let v = buffer.readInteger(as: T.self) else { throw ClusterDecodingError("truncated message") }
+            return v
+        }
+
+        mutating func bool() throws -> Bool {
+            switch try int(UInt8.self) {
+            case 0: return false
+            case 1: return true
+            case let v: throw ClusterDecodingError("bad boolean \(v)")
+            }
+        }
+
+        mutating func bytes20() throws -> Bytes20 {
+            guard let v = Bytes20(reading: &buffer) else { throw ClusterDecodingError("truncated message") }
+            return v
+        }
+
+        mutating func ref() throws -> TxRef { TxRef(epoch: Epoch(packed: try int()), txid: try int()) }
+
+        mutating func string() throws -> String {
+            let n = Int(try int(UInt16.self))
+            guard let s = buffer.readString(length: n) else { throw ClusterDecodingError("truncated string") }
+            return s
+        }
+
+        mutating func list<T>(minItemSize: Int, _ one: (inout Reader) throws -> T) throws -> [T] {
+            let n = Int(try int(UInt32.self))
+            guard n <= buffer.readableBytes / max(minItemSize, 1) else { throw ClusterDecodingError("list of \(n) cannot fit") }
+            var out: [T] = []
+            out.reserveCapacity(n)
+            for _ in 0..<n { out.append(try one(&self)) }
+            return out
+        }
+
+        mutating func ip() throws -> IPAddress {
+            guard let family = IPAddress.Family(rawValue: try int(UInt8.self)) else { throw ClusterDecodingError("bad address family") }
+            guard let ip = IPAddress.read(family, from: &buffer) else { throw ClusterDecodingError("truncated address") }
+            return ip
+        }
+
+        mutating func record() throws -> PeerRecord {
+            let id = try bytes20()
+            let ip = try ip()
+            let port: UInt16 = try int()
+            return PeerRecord(peerID: id, endpoint: PeerEndpoint(ip: ip, port: port), uploaded: try int(), downloaded: try int(),
+                              left: try int(), lastAnnounce: Instant(milliseconds: try int()))
+        }
+
+        mutating func key() throws -> PeerKey { PeerKey(peerID: try bytes20(), ip: try ip()) }
+
+        mutating func merge() throws -> SwarmMerge {
+            SwarmMerge(infoHash: try bytes20(), peers: try list(minItemSize: 59) { try $0.record() },
+                       completed: try list(minItemSize: 25) { try $0.key() })
+        }
+
+        mutating func update() throws -> SwarmUpdate {
+            switch try int(UInt8.self) {
+            case 1:
+                let hash = try bytes20()
+                guard let event = AnnounceEvent(rawValue: UInt32(try int(UInt8.self))) else { throw ClusterDecodingError("bad event") }
+                let r = try record()
+                return .announce(Announce(infoHash: hash, peerID: r.peerID, endpoint: r.endpoint, uploaded: r.uploaded,
+                                          downloaded: r.downloaded, left: r.left, event: event, at: r.lastAnnounce))
+            case 2: return .expire(before: Instant(milliseconds: try int()))
+            case 3: return .merge(try merge())
+            case let t: throw ClusterDecodingError("bad update kind \(t)")
+            }
+        }
+
+        mutating func transaction() throws -> Transaction {
+            Transaction(ref: try ref(), updates: try list(minItemSize: 9) { try $0.update() })
+        }
+
+        mutating func envelope() throws -> ClusterEnvelope {
+            guard try int(UInt16.self) == ClusterCodec.magic else { throw ClusterDecodingError("not a cluster message (bad magic)") }
+            let v: UInt8 = try int()
+            guard v == ClusterCodec.version else { throw ClusterDecodingError("unsupported cluster protocol version \(v)") }
+            let rawTag: UInt8 = try int()
+            guard let tag = Tag(rawValue: rawTag) else { throw ClusterDecodingError("unknown message type \(rawTag)") }
+            let from = NodeID(try int(UInt32.self))
+            let incarnation: UInt64 = try int()
+            let epoch = Epoch(packed: try int())
+            let toRaw: UInt32 = try int()
+            let message: ClusterMessage
+            switch tag {
+            case .keepalive:
+                guard let role = Role(rawValue: try int()) else { throw ClusterDecodingError("bad role") }
+                message = .keepalive(Keepalive(role: role, master: NodeID(try int()), lastCommitted: try ref(), inSync: try bool()))
+            case .election: message = .election(lastCommitted: try ref())
+            case .answer: message = .answer
+            case .coordinator: message = .coordinator(lastCommitted: try ref())
+            case .coordinatorAck:
+                let ref = try ref()
+                message = .coordinatorAck(lastCommitted: ref, prepared: try bool() ? try transaction() : nil)
+            case .prepare: message = .prepare(try transaction(), previous: try ref(), previousDigest: try int())
+            case .vote: message = .vote(txid: try int(), digest: try int(), ok: try bool(), reason: try string())
+            case .commit: message = .commit(try ref(), digest: try int())
+            case .abort: message = .abort(try ref(), digest: try int())
+            case .hello: message = .hello(Hello(lastCommitted: try ref(), hasState: try bool()))
+            case .idAssigned: message = .idAssigned(incarnation: try int(), id: NodeID(try int()))
+            case .idRefused: message = .idRefused(incarnation: try int(), id: NodeID(try int()))
+            case .catchUpRequest: message = .catchUpRequest(after: try ref())
+            case .catchUp: message = .catchUp(try list(minItemSize: 20) { try $0.transaction() })
+            case .snapshot:
+                let last = try ref()
+                let runs = try list(minItemSize: 16) { EpochHistory.Run(epoch: Epoch(packed: try $0.int()), firstTxid: try $0.int()) }
+                let digest: UInt64 = try int()
+                let content = try list(minItemSize: 28) { try $0.merge() }
+                message = .snapshot(Snapshot(lastCommitted: last, history: EpochHistory(runs: runs), content: content, digest: digest))
+            case .snapshotAck: message = .snapshotAck(try ref())
+            case .mergeRequest: message = .mergeRequest
+            case .mergeOffer:
+                message = .mergeOffer(MergeOffer(offerID: try int(), part: try int(), parts: try int(),
+                                                 swarms: try list(minItemSize: 28) { try $0.merge() }))
+            case .mergeDone: message = .mergeDone(offerID: try int())
+            case .leaving: message = .leaving
+            }
+            guard buffer.readableBytes == 0 else { throw ClusterDecodingError("\(buffer.readableBytes) trailing bytes") }
+            return ClusterEnvelope(from: from, incarnation: incarnation, epoch: epoch, to: toRaw == 0 ? nil : NodeID(toRaw), message: message)
+        }
+    }
+}

@@ -1,0 +1,125 @@
+/// Every cluster message travels in an envelope that says who sent it, which run of
+/// that node (its incarnation, fresh at each start), the highest epoch the sender knows,
+/// and for whom it is (nil: everyone, the broker topic).
+public struct ClusterEnvelope: Hashable, Sendable {
+    public var from: NodeID
+    public var incarnation: UInt64
+    public var epoch: Epoch
+    public var to: NodeID?
+    public var message: ClusterMessage
+
+    public init(from: NodeID, incarnation: UInt64, epoch: Epoch, to: NodeID?, message: ClusterMessage) {
+        self.from = from; self.incarnation = incarnation; self.epoch = epoch; self.to = to; self.message = message
+    }
+}
+
+public enum ClusterMessage: Hashable, Sendable {
+    /// Every interval: I am alive, in this role, following this master, with this state.
+    case keepalive(Keepalive)
+    /// Bully: "I am running for master"; every live higher id answers and runs itself.
+    case election(lastCommitted: TxRef)
+    /// Bully: "I am alive and higher than you; wait for a coordinator."
+    case answer
+    /// Bully: "I am master of `epoch`." Everyone who accepts replies `coordinatorAck`.
+    case coordinator(lastCommitted: TxRef)
+    /// A follower's state for a new master's recovery: what it committed, what it prepared.
+    case coordinatorAck(lastCommitted: TxRef, prepared: Transaction?)
+    /// 2PC phase one. `previous` is the master's last committed transaction: only a
+    /// replica that holds exactly it may vote OK. A replica that prepared `previous` and
+    /// missed its COMMIT commits it on seeing this (the digest proves it is the same).
+    case prepare(Transaction, previous: TxRef, previousDigest: UInt64)
+    /// 2PC vote: OK, or ERROR with a reason (store failure, behind).
+    case vote(txid: UInt64, digest: UInt64, ok: Bool, reason: String)
+    /// 2PC phase two: apply the prepared transaction with this digest.
+    case commit(TxRef, digest: UInt64)
+    case abort(TxRef, digest: UInt64)
+    /// A node that starts, restarts or diverged asks the master for state.
+    case hello(Hello)
+    /// The master's answer to `--id auto`: this incarnation may use this id.
+    case idAssigned(incarnation: UInt64, id: NodeID)
+    /// The id is in use by another live node; the named incarnation must exit.
+    case idRefused(incarnation: UInt64, id: NodeID)
+    /// "Send me committed transactions after this one."
+    case catchUpRequest(after: TxRef)
+    case catchUp([Transaction])
+    case snapshot(Snapshot)
+    case snapshotAck(TxRef)
+    /// The master asks a diverged node to offer its repository for merging.
+    case mergeRequest
+    /// A diverged node's repository (one part of it), to be merged by the master.
+    case mergeOffer(MergeOffer)
+    /// The offer with this id is committed; the node may now drop its old state.
+    case mergeDone(offerID: UInt64)
+    /// Clean shutdown: forget me now rather than after two missed keepalives.
+    case leaving
+}
+
+public struct Keepalive: Hashable, Sendable {
+    public var role: Role
+    /// The master this node follows (itself if master), or unassigned.
+    public var master: NodeID
+    public var lastCommitted: TxRef
+    /// True when the node's repository equals the master's history (it may vote).
+    public var inSync: Bool
+
+    public init(role: Role, master: NodeID, lastCommitted: TxRef, inSync: Bool) {
+        self.role = role; self.master = master; self.lastCommitted = lastCommitted; self.inSync = inSync
+    }
+}
+
+public struct Hello: Hashable, Sendable {
+    public var lastCommitted: TxRef
+    /// The sender holds committed data (as opposed to an empty or wiped repository).
+    public var hasState: Bool
+
+    public init(lastCommitted: TxRef, hasState: Bool) { self.lastCommitted = lastCommitted; self.hasState = hasState }
+}
+
+public struct MergeOffer: Hashable, Sendable {
+    public var offerID: UInt64
+    public var part: UInt32
+    public var parts: UInt32
+    public var swarms: [SwarmMerge]
+
+    public init(offerID: UInt64, part: UInt32, parts: UInt32, swarms: [SwarmMerge]) {
+        self.offerID = offerID; self.part = part; self.parts = parts; self.swarms = swarms
+    }
+}
+
+extension ClusterMessage {
+    /// Short name for traces and logs.
+    public var name: String {
+        switch self {
+        case .keepalive: return "KEEPALIVE"
+        case .election: return "ELECTION"
+        case .answer: return "ANSWER"
+        case .coordinator: return "COORDINATOR"
+        case .coordinatorAck: return "COORDINATOR-ACK"
+        case .prepare: return "PREPARE"
+        case .vote: return "VOTE"
+        case .commit: return "COMMIT"
+        case .abort: return "ABORT"
+        case .hello: return "HELLO"
+        case .idAssigned: return "ID-ASSIGNED"
+        case .idRefused: return "ID-REFUSED"
+        case .catchUpRequest: return "CATCHUP-REQUEST"
+        case .catchUp: return "CATCHUP"
+        case .snapshot: return "SNAPSHOT"
+        case .snapshotAck: return "SNAPSHOT-ACK"
+        case .mergeRequest: return "MERGE-REQUEST"
+        case .mergeOffer: return "MERGE-OFFER"
+        case .mergeDone: return "MERGE-DONE"
+        case .leaving: return "LEAVING"
+        }
+    }
+
+    /// Messages only a master sends; from a lower epoch than ours they are ignored.
+    /// (CATCHUP and SNAPSHOT also flow to a recovering master from a follower, so their
+    /// handlers check the sender themselves.)
+    public var isMasterMessage: Bool {
+        switch self {
+        case .coordinator, .prepare, .commit, .abort, .mergeRequest, .mergeDone, .idAssigned: return true
+        default: return false
+        }
+    }
+}

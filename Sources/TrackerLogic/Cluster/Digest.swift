@@ -1,0 +1,72 @@
+/// A keyed 64-bit fingerprint, chained over words. Fixed key: digests must agree
+/// across nodes and runs. Not a security boundary, only a consistency check.
+public struct Digest: Sendable {
+    private static let hasher = SipHash24(k0: 0x5452_4143_4B45_5221, k1: 0x4449_4745_5354_2121)
+    public private(set) var value: UInt64 = 0x6A09_E667_F3BC_C908
+
+    public init() {}
+
+    public mutating func add(_ a: UInt64, _ b: UInt64 = 0, _ c: UInt64 = 0) {
+        value = Self.hasher.hash(value ^ a, b, c)
+    }
+
+    public mutating func add(_ h: Bytes20) { add(h.a, h.b, UInt64(h.c)) }
+
+    public mutating func add(_ ip: IPAddress) {
+        switch ip {
+        case .v4(let v): add(4, UInt64(v))
+        case .v6(let hi, let lo): add(6, hi, lo)
+        }
+    }
+
+    public mutating func add(_ record: PeerRecord) {
+        add(record.peerID)
+        add(record.endpoint.ip)
+        add(UInt64(record.endpoint.port), UInt64(bitPattern: record.uploaded), UInt64(bitPattern: record.downloaded))
+        add(UInt64(bitPattern: record.left), UInt64(bitPattern: record.lastAnnounce.milliseconds))
+    }
+
+    public mutating func add(_ update: SwarmUpdate) {
+        switch update {
+        case .announce(let a):
+            add(1, UInt64(a.event.rawValue))
+            add(a.infoHash)
+            add(PeerRecord(a))
+        case .expire(let before):
+            add(2, UInt64(bitPattern: before.milliseconds))
+        case .merge(let m):
+            add(3, UInt64(m.peers.count), UInt64(m.completed.count))
+            add(m.infoHash)
+            for p in m.peers { add(p) }
+            for k in m.completed { add(k.peerID); add(k.ip) }
+        }
+    }
+
+    /// Order-independent fingerprint of a whole repository: replicas that hold the same
+    /// peers and completions agree whatever order their tables store them in.
+    public static func of(_ store: SwarmStore) -> UInt64 {
+        var total: UInt64 = 0
+        var count: UInt64 = 0
+        for (hash, swarm) in store.swarms {
+            for record in swarm.peers {
+                var d = Digest()
+                d.add(hash)
+                d.add(record)
+                total &+= d.value
+                count &+= 1
+            }
+            for key in swarm.completedPeers {
+                var d = Digest()
+                d.add(0xC0, 0, 0)
+                d.add(hash)
+                d.add(key.peerID)
+                d.add(key.ip)
+                total &+= d.value
+                count &+= 1
+            }
+        }
+        var d = Digest()
+        d.add(total, count)
+        return d.value
+    }
+}

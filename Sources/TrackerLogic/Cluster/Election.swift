@@ -1,0 +1,81 @@
+/// Bully election: a candidate announces itself; any live higher id answers and runs
+/// itself; a candidate nobody answers within the timeout becomes master with an epoch
+/// above every epoch it has seen. No peer is served while this runs.
+enum ElectionPhase: Sendable, Equatable {
+    /// ELECTION sent; waiting for an ANSWER from a higher id until the deadline.
+    case awaitingAnswers(deadline: Instant)
+    /// A higher id answered; waiting for its COORDINATOR until the deadline.
+    case awaitingCoordinator(deadline: Instant)
+
+    var deadline: Instant {
+        switch self {
+        case .awaitingAnswers(let d), .awaitingCoordinator(let d): return d
+        }
+    }
+}
+
+extension TrackerNode {
+    mutating func startElection(_ now: Instant) {
+        guard id.isAssigned, role != .stopped, role != .starting else { return }
+        if role == .master { stepDown(now) }
+        role = .candidate
+        master = nil
+        election = .awaitingAnswers(deadline: now + config.answerTimeout)
+        broadcast(.election(lastCommitted: replica.lastCommitted))
+    }
+
+    mutating func electionTick(_ now: Instant) {
+        guard let phase = election, now >= phase.deadline else { return }
+        switch phase {
+        case .awaitingAnswers: becomeMaster(now)
+        case .awaitingCoordinator: startElection(now)
+        }
+    }
+
+    mutating func electionReceived(from candidate: NodeID, _ now: Instant) {
+        guard candidate < id else { return }  // a higher candidate will win; wait for it
+        send(.answer, to: candidate)
+        switch role {
+        case .master:
+            // Still here: remind everyone who leads.
+            broadcast(.coordinator(lastCommitted: replica.lastCommitted))
+        case .candidate:
+            break
+        case .slave:
+            startElection(now)
+        case .starting, .stopped:
+            break
+        }
+    }
+
+    mutating func answerReceived(_ now: Instant) {
+        guard role == .candidate else { return }
+        election = .awaitingCoordinator(deadline: now + config.coordinatorTimeout)
+    }
+
+    mutating func coordinatorReceived(_ env: ClusterEnvelope, _ now: Instant) {
+        // The epoch check in `receive` already made this the master of our epoch.
+        if role == .master && env.from != id { stepDown(now) }
+        election = nil
+        if master != env.from { follow(env.from, now) } else { role = .slave }
+        send(.coordinatorAck(lastCommitted: replica.lastCommitted, prepared: follower.prepared), to: env.from)
+    }
+
+    /// Nobody higher answered: lead a new epoch. The leader first recovers every
+    /// transaction a majority may have committed, then serves.
+    mutating func becomeMaster(_ now: Instant) {
+        election = nil
+        role = .master
+        master = id
+        adopt(epoch: epoch.successor(for: id))
+        follower = FollowerState()
+        leader = LeaderState(recoveryDeadline: now + config.recoveryTimeout, now: now, expiryEvery: expiryPeriod)
+        broadcast(.coordinator(lastCommitted: replica.lastCommitted))
+        nextKeepalive = now  // tell everyone at once
+        leaderTick(now)
+    }
+
+    var expiryPeriod: Milliseconds {
+        Milliseconds(max(handler.config.effectivePeerTimeout.value / 10, 1000))
+    }
+}

@@ -1,0 +1,350 @@
+/// Why an update is in the master's queue: who is waiting for it.
+enum UpdateOrigin: Sendable, Equatable {
+    case peer(PendingAnnounce)
+    case expiry
+    case merge(OfferKey)
+    /// Recovered from a failed master's prepared transactions or our own diverged state.
+    case recovered
+}
+
+struct OfferKey: Hashable, Sendable, Comparable {
+    var node: NodeID
+    var offerID: UInt64
+    static func < (l: OfferKey, r: OfferKey) -> Bool { (l.node, l.offerID) < (r.node, r.offerID) }
+}
+
+struct QueuedUpdate: Sendable, Equatable {
+    var update: SwarmUpdate
+    var origin: UpdateOrigin
+}
+
+/// The transaction in its voting phase.
+struct InFlight: Sendable {
+    var tx: Transaction
+    var previous: TxRef
+    var items: [QueuedUpdate]
+    var voters: [NodeID]
+    var votes: [NodeID: Bool] = [:]
+    var needed: Int
+    var deadline: Instant
+    var retries = 0
+}
+
+struct Recovery: Sendable {
+    var deadline: Instant
+    var acks: [NodeID: (last: TxRef, prepared: Transaction?)] = [:]
+    var fetching: (node: NodeID, deadline: Instant)?
+    /// Our own repository when it diverged from the one we fetched: merged back once we serve.
+    var ownDivergedContent: [SwarmMerge] = []
+}
+
+struct OfferProgress: Sendable {
+    var parts: UInt32
+    var received: Set<UInt32> = []
+    var pending = 0
+}
+
+/// What only the master keeps.
+struct LeaderState: Sendable {
+    var recovery: Recovery?
+    var queue: [QueuedUpdate] = []
+    var batchDeadline: Instant?
+    var retryAfter: Instant?
+    var inFlight: InFlight?
+    var nextExpiry: Instant
+    var lastDigest: UInt64 = 0
+    var offers: [OfferKey: OfferProgress] = [:]
+    var finishedOffers: Set<OfferKey> = []
+    var assignedIDs: [UInt64: NodeID] = [:]
+
+    init(recoveryDeadline: Instant, now: Instant, expiryEvery: Milliseconds) {
+        recovery = Recovery(deadline: recoveryDeadline)
+        nextExpiry = now + expiryEvery
+    }
+
+    var isServing: Bool { recovery == nil }
+
+    var nextDeadline: Instant? {
+        var candidates: [Instant] = [nextExpiry]
+        if let r = recovery { candidates.append(r.deadline); if let f = r.fetching { candidates.append(f.deadline) } }
+        if let f = inFlight { candidates.append(f.deadline) }
+        if inFlight == nil, let b = batchDeadline { candidates.append(max(b, retryAfter ?? b)) }
+        return candidates.min()
+    }
+}
+
+extension TrackerNode {
+    // MARK: recovery
+
+    mutating func coordinatorAckReceived(from node: NodeID, last: TxRef, prepared: Transaction?, _ now: Instant) {
+        guard role == .master, leader != nil else { return }
+        membership.update(node) { $0.lastCommitted = last }
+        if leader!.recovery != nil {
+            leader!.recovery!.acks[node] = (last, prepared)
+            leaderTick(now)
+        } else if last == replica.lastCommitted {
+            membership.update(node) { $0.confirmed = last }
+        }
+    }
+
+    func majority(of n: Int) -> Int { n / 2 + 1 }
+
+    mutating func recoveryTick(_ now: Instant) {
+        guard var r = leader?.recovery else { return }
+        if let f = r.fetching {
+            guard now >= f.deadline else { return }
+            r.fetching = nil
+        }
+        let live = liveMembers(now).filter { $0.role != .starting }
+        let everyoneAnswered = live.allSatisfy { r.acks[$0.id] != nil }
+        guard everyoneAnswered || now >= r.deadline else { leader!.recovery = r; return }
+        if config.quorum == .strict && r.acks.count + 1 < majority(of: config.clusterSize) {
+            // Not enough of the cluster to know what it committed: keep asking, serve nobody.
+            r.deadline = now + config.recoveryTimeout
+            leader!.recovery = r
+            broadcast(.coordinator(lastCommitted: replica.lastCommitted))
+            return
+        }
+        // Catch up from the most up-to-date follower first.
+        let answered = r.acks.keys.sorted().filter { membership.isLive($0, now: now, downAfter: config.downAfter) }
+        if let best = answered.max(by: { r.acks[$0]!.last < r.acks[$1]!.last }),
+           replica.lastCommitted < r.acks[best]!.last, r.acks[best]!.last != replica.lastCommitted {
+            r.fetching = (best, now + config.recoveryTimeout)
+            leader!.recovery = r
+            send(.catchUpRequest(after: replica.lastCommitted), to: best)
+            return
+        }
+        // Whatever anyone prepared right after our last commit may have been committed
+        // by the old master: propose it again (applying an update twice is harmless).
+        var seen = Set<UInt64>()
+        var recovered: [SwarmUpdate] = []
+        var candidates = answered.compactMap { r.acks[$0]!.prepared }
+        if let mine = follower.prepared { candidates.append(mine) }
+        for tx in candidates.sorted(by: { ($0.ref, $0.digest) < ($1.ref, $1.digest) })
+        where tx.txid == replica.lastCommitted.txid + 1 && seen.insert(tx.digest).inserted {
+            recovered += tx.updates
+        }
+        recovered += r.ownDivergedContent.map { .merge($0) }
+        follower = FollowerState()
+        leader!.recovery = nil
+        for node in answered {
+            let last = r.acks[node]!.last
+            if last == replica.lastCommitted {
+                membership.update(node) { $0.confirmed = last }
+            } else {
+                syncReply(to: node, last: last, hasState: last.txid > 0)
+            }
+        }
+        leader!.queue.insert(contentsOf: recovered.map { QueuedUpdate(update: $0, origin: .recovered) }, at: 0)
+        if !leader!.queue.isEmpty { leader!.batchDeadline = now }
+        nextKeepalive = now
+    }
+
+    // MARK: serving
+
+    mutating func leaderTick(_ now: Instant) {
+        guard role == .master, leader != nil else { return }
+        if leader!.recovery != nil {
+            recoveryTick(now)
+            if leader!.recovery != nil { return }
+        }
+        if now >= leader!.nextExpiry {
+            leader!.nextExpiry = now + expiryPeriod
+            enqueue(.expire(before: now - handler.config.effectivePeerTimeout), origin: .expiry, now)
+        }
+        if let f = leader!.inFlight, now >= f.deadline { voteTimedOut(now) }
+        tryPrepare(now)
+    }
+
+    mutating func enqueue(_ update: SwarmUpdate, origin: UpdateOrigin, _ now: Instant) {
+        guard leader != nil else { return }
+        leader!.queue.append(QueuedUpdate(update: update, origin: origin))
+        if leader!.batchDeadline == nil { leader!.batchDeadline = now + config.batchDelay }
+        tryPrepare(now)
+    }
+
+    mutating func tryPrepare(_ now: Instant) {
+        guard role == .master, var l = leader, l.isServing, l.inFlight == nil, !l.queue.isEmpty else { return }
+        if let r = l.retryAfter, now < r { return }
+        guard l.queue.count >= config.batchMaxUpdates || now >= (l.batchDeadline ?? now) else { return }
+        let items = Array(l.queue.prefix(config.batchMaxUpdates))
+        l.queue.removeFirst(items.count)
+        l.batchDeadline = l.queue.isEmpty ? nil : now
+        l.retryAfter = nil
+        let previous = replica.lastCommitted
+        let tx = Transaction(ref: TxRef(epoch: epoch, txid: previous.txid + 1), updates: items.map(\.update))
+        let voters = liveMembers(now).filter { $0.confirmed == previous && !$0.suspect && $0.role == .slave }.map(\.id)
+        let needed = config.quorum == .strict ? majority(of: config.clusterSize) : majority(of: voters.count + 1)
+        l.inFlight = InFlight(tx: tx, previous: previous, items: items, voters: voters, needed: needed,
+                              deadline: now + config.voteTimeout)
+        leader = l
+        broadcast(.prepare(tx, previous: previous, previousDigest: l.lastDigest))
+        evaluateVotes(now)
+    }
+
+    mutating func voteReceived(from node: NodeID, txid: UInt64, digest: UInt64, ok: Bool, _ now: Instant) {
+        guard role == .master, let f = leader?.inFlight, f.tx.txid == txid, f.tx.digest == digest else { return }
+        guard f.voters.contains(node) else {
+            if ok { membership.update(node) { $0.confirmed = f.previous } }
+            return
+        }
+        leader!.inFlight!.votes[node] = ok
+        evaluateVotes(now)
+    }
+
+    mutating func evaluateVotes(_ now: Instant) {
+        guard let f = leader?.inFlight else { return }
+        let ok = f.votes.values.filter { $0 }.count + (storeHealthy ? 1 : 0)
+        let pending = f.voters.count - f.votes.count
+        if ok >= f.needed {
+            commitInFlight(now)
+        } else if ok + pending < f.needed {
+            let errors = f.votes.values.filter { !$0 }.count + (storeHealthy ? 0 : 1)
+            abortInFlight(reason: errors > 0 ? "tracker cluster could not store the announce; retry"
+                                             : "tracker cluster has no quorum; retry", now)
+        }
+    }
+
+    mutating func voteTimedOut(_ now: Instant) {
+        guard var f = leader?.inFlight else { return }
+        if f.retries < config.voteRetries {
+            f.retries += 1
+            f.deadline = now + config.voteTimeout
+            leader!.inFlight = f
+            broadcast(.prepare(f.tx, previous: f.previous, previousDigest: leader!.lastDigest))
+            return
+        }
+        let silent = f.voters.filter { f.votes[$0] == nil }
+        for node in silent { membership.update(node) { $0.suspect = true } }
+        if config.quorum == .live {
+            // Silent voters count as down: the quorum is a majority of who is left.
+            f.voters = f.voters.filter { f.votes[$0] != nil }
+            f.needed = majority(of: f.voters.count + 1)
+        } else {
+            for node in silent { f.votes[node] = false }
+        }
+        f.deadline = now + config.voteTimeout
+        leader!.inFlight = f
+        evaluateVotes(now)
+    }
+
+    mutating func commitInFlight(_ now: Instant) {
+        guard let f = leader?.inFlight else { return }
+        commitLocally(f.tx)
+        leader!.lastDigest = f.tx.digest
+        leader!.inFlight = nil
+        broadcast(.commit(f.tx.ref, digest: f.tx.digest))
+        for (node, ok) in f.votes.sorted(by: { $0.key < $1.key }) where ok {
+            membership.update(node) { $0.confirmed = f.tx.ref }
+        }
+        for item in f.items {
+            switch item.origin {
+            case .peer(let pending):
+                out.append(.reply(handler.answer(pending, store: replica.store, rng: &rng), to: pending.replyTo))
+            case .merge(let key):
+                leader!.offers[key]?.pending -= 1
+                finishOfferIfDone(key)
+            case .expiry, .recovered:
+                break
+            }
+        }
+        if !leader!.queue.isEmpty { leader!.batchDeadline = now }
+        tryPrepare(now)
+    }
+
+    mutating func abortInFlight(reason: String, _ now: Instant) {
+        guard let f = leader?.inFlight else { return }
+        leader!.inFlight = nil
+        broadcast(.abort(f.tx.ref, digest: f.tx.digest))
+        var keep: [QueuedUpdate] = []
+        for item in f.items {
+            if case .peer(let pending) = item.origin {
+                out.append(.reply(handler.refusal(pending, reason: reason), to: pending.replyTo))
+            } else {
+                keep.append(item)  // expiry, merges and recovered updates must not be lost
+            }
+        }
+        leader!.queue.insert(contentsOf: keep, at: 0)
+        leader!.retryAfter = now + config.voteTimeout
+        if !leader!.queue.isEmpty { leader!.batchDeadline = now }
+    }
+
+    /// Leaves the master role: queued and in-flight peers get no answer (they retransmit
+    /// and the next master answers); a prepared transaction may still be recovered.
+    mutating func stepDown(_ now: Instant) {
+        guard role == .master else { return }
+        if let f = leader?.inFlight { follower.prepared = f.tx }
+        leader = nil
+        role = .slave
+        master = nil
+    }
+
+    // MARK: join, catch-up and merge (master side)
+
+    mutating func helloReceived(_ env: ClusterEnvelope, _ h: Hello, _ now: Instant) {
+        guard role == .master, leader?.isServing == true else { return }
+        if !env.from.isAssigned {
+            let assigned: NodeID
+            if let known = leader!.assignedIDs[env.incarnation] {
+                assigned = known
+            } else {
+                let taken = Array(membership.members.keys) + Array(leader!.assignedIDs.values) + [id]
+                assigned = NodeID((taken.max() ?? .unassigned).rawValue + 1)
+                leader!.assignedIDs[env.incarnation] = assigned
+            }
+            broadcast(.idAssigned(incarnation: env.incarnation, id: assigned))
+            return
+        }
+        syncReply(to: env.from, last: h.lastCommitted, hasState: h.hasState)
+    }
+
+    /// The cheapest way to bring a node to our state: nothing, our log, a merge of its
+    /// diverged repository first, or a full snapshot.
+    mutating func syncReply(to node: NodeID, last: TxRef, hasState: Bool) {
+        if last == replica.lastCommitted {
+            send(.catchUp([]), to: node)
+            membership.update(node) { $0.confirmed = last }
+        } else if replica.isPrefix(last), let txs = replica.transactions(after: last.txid) {
+            send(.catchUp(txs), to: node)
+        } else if hasState && !replica.isPrefix(last) {
+            send(.mergeRequest, to: node)
+        } else {
+            send(.snapshot(replica.snapshot()), to: node)
+        }
+    }
+
+    mutating func catchUpRequested(by node: NodeID, after: TxRef, _ now: Instant) {
+        if role == .master, leader?.isServing == true {
+            syncReply(to: node, last: after, hasState: true)
+        } else if role == .slave, node == master {
+            // A recovering master fetches from us.
+            if replica.isPrefix(after), let txs = replica.transactions(after: after.txid) {
+                send(.catchUp(txs), to: node)
+            } else {
+                send(.snapshot(replica.snapshot()), to: node)
+            }
+        }
+    }
+
+    mutating func mergeOfferReceived(_ offer: MergeOffer, from node: NodeID, _ now: Instant) {
+        guard role == .master, leader?.isServing == true else { return }
+        let key = OfferKey(node: node, offerID: offer.offerID)
+        if leader!.finishedOffers.contains(key) {
+            send(.mergeDone(offerID: offer.offerID), to: node)
+            return
+        }
+        var progress = leader!.offers[key] ?? OfferProgress(parts: offer.parts)
+        guard progress.received.insert(offer.part).inserted else { return }
+        progress.pending += offer.swarms.count
+        leader!.offers[key] = progress
+        for m in offer.swarms { enqueue(.merge(m), origin: .merge(key), now) }
+        finishOfferIfDone(key)
+    }
+
+    mutating func finishOfferIfDone(_ key: OfferKey) {
+        guard let p = leader?.offers[key], p.pending == 0, p.received.count == Int(p.parts) else { return }
+        leader!.offers[key] = nil
+        leader!.finishedOffers.insert(key)
+        send(.mergeDone(offerID: key.offerID), to: key.node)
+    }
+}

@@ -1,0 +1,74 @@
+/// What a node knows of one other node, from its keepalives and messages.
+public struct Member: Hashable, Sendable {
+    public var id: NodeID
+    public var incarnation: UInt64
+    public var role: Role
+    public var master: NodeID
+    public var lastCommitted: TxRef
+    public var inSync: Bool
+    public var lastHeard: Instant
+    /// The last transaction the master knows this node holds (master's bookkeeping).
+    public var confirmed: TxRef
+    /// Set when it stayed silent through a vote; cleared when heard again.
+    public var suspect: Bool = false
+}
+
+/// The live-node table (the dashboard's trackers tab). Iteration is by id, so a
+/// seed replays identically.
+public struct Membership: Sendable {
+    public private(set) var members: [NodeID: Member] = [:]
+
+    public init() {}
+
+    public mutating func heard(_ env: ClusterEnvelope, now: Instant) {
+        guard env.from.isAssigned else { return }
+        var m = members[env.from] ?? Member(id: env.from, incarnation: env.incarnation, role: .slave, master: .unassigned,
+                                            lastCommitted: .zero, inSync: false, lastHeard: now, confirmed: .zero)
+        if m.incarnation != env.incarnation {
+            // A new run of that node: what we knew of the old one is void.
+            m = Member(id: env.from, incarnation: env.incarnation, role: .slave, master: .unassigned,
+                       lastCommitted: .zero, inSync: false, lastHeard: now, confirmed: .zero)
+        }
+        m.lastHeard = now
+        m.suspect = false
+        if case .keepalive(let k) = env.message {
+            m.role = k.role
+            m.master = k.master
+            m.lastCommitted = k.lastCommitted
+            m.inSync = k.inSync
+            if k.inSync { m.confirmed = max(m.confirmed, k.lastCommitted) }
+        }
+        members[env.from] = m
+    }
+
+    public func isLive(_ id: NodeID, now: Instant, downAfter: Milliseconds) -> Bool {
+        guard let m = members[id] else { return false }
+        return now - m.lastHeard <= downAfter
+    }
+
+    /// Live nodes other than the caller, by id.
+    public func live(now: Instant, downAfter: Milliseconds) -> [Member] {
+        members.keys.sorted().compactMap { id in
+            let m = members[id]!
+            return now - m.lastHeard <= downAfter ? m : nil
+        }
+    }
+
+    public mutating func remove(_ id: NodeID) { members[id] = nil }
+
+    public mutating func update(_ id: NodeID, _ change: (inout Member) -> Void) {
+        if members[id] != nil { change(&members[id]!) }
+    }
+
+    public subscript(id: NodeID) -> Member? { members[id] }
+
+    /// Drops nodes not heard from for a long time, so the table does not grow forever.
+    public mutating func forget(before: Instant) {
+        for id in members.keys.sorted() where members[id]!.lastHeard < before { members[id] = nil }
+    }
+
+    /// When the next member would be declared down, for arming a timer.
+    public func nextExpiry(after now: Instant, downAfter: Milliseconds) -> Instant? {
+        members.values.map { $0.lastHeard + downAfter + Milliseconds(1) }.filter { $0 > now }.min()
+    }
+}

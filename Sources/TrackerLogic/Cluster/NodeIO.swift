@@ -1,0 +1,84 @@
+import NIOCore
+
+/// Everything that can happen to a node. Time comes with each event.
+public enum NodeEvent: Sendable {
+    /// Time passed; the node does whatever is due.
+    case tick
+    /// A cluster message arrived from the broker.
+    case cluster(ClusterEnvelope)
+    /// A datagram arrived from a peer (every node of the group receives it).
+    case peer(ByteBuffer, from: PeerEndpoint)
+    /// The answer to a `persist…`, `wipeStore` or `probeStore` action.
+    case storeResult(ok: Bool, detail: String)
+    /// Operator asked for a clean shutdown.
+    case shutdown
+}
+
+/// What a node asks its environment to do. The runtime and the simulator perform them.
+public enum NodeAction: Hashable, Sendable {
+    /// To every other node (the broker topic).
+    case broadcast(ClusterEnvelope)
+    /// To one node.
+    case send(ClusterEnvelope)
+    /// To a peer, from the node's unicast (or shared service) address.
+    case reply(TrackerResponse, to: PeerEndpoint)
+    /// Write one committed transaction (one SQL transaction).
+    case persist(Transaction)
+    /// Replace the whole stored repository (after a snapshot or a store repair).
+    case persistSnapshot(Snapshot)
+    /// Record the highest epoch seen, so a restarted node never reuses one.
+    case persistEpoch(Epoch)
+    /// Empty the stored repository (clean shutdown; a merged-away diverged state).
+    case wipeStore
+    /// Check whether the store accepts writes again.
+    case probeStore
+    /// The node must stop: its id is taken, or it left.
+    case exit(reason: String)
+}
+
+/// What survives a crash: the stored repository and the highest epoch.
+public struct DurableState: Sendable, Equatable {
+    public var snapshot: Snapshot?
+    public var epoch: Epoch
+    public init(snapshot: Snapshot?, epoch: Epoch) { self.snapshot = snapshot; self.epoch = epoch }
+}
+
+/// Timing and quorum of the cluster protocol.
+public struct ClusterConfig: Sendable, Hashable {
+    public var keepaliveInterval = Milliseconds(1000)
+    /// A node missing this many intervals is down (the spec: 2).
+    public var missedKeepalives: Int64 = 2
+    public var quorum: QuorumMode = .live
+    /// Configured cluster size, for strict quorum.
+    public var clusterSize = 1
+    /// Group commit: at most this many updates per transaction…
+    public var batchMaxUpdates = 256
+    /// …and at most this long waiting for more.
+    public var batchDelay = Milliseconds(2)
+    /// How long a master waits for votes before asking again.
+    public var voteTimeout = Milliseconds(250)
+    /// Re-sends of a PREPARE before silent voters count as down.
+    public var voteRetries = 2
+
+    public init() {}
+
+    public var downAfter: Milliseconds { keepaliveInterval * missedKeepalives }
+    /// A starting node listens this long before it takes part.
+    public var startupListen: Milliseconds { downAfter + Milliseconds(keepaliveInterval.value / 4) }
+    /// A candidate waits this long for an ANSWER from a higher id.
+    public var answerTimeout: Milliseconds { keepaliveInterval }
+    /// After an ANSWER, how long to wait for a COORDINATOR before running again.
+    public var coordinatorTimeout: Milliseconds { keepaliveInterval * 3 }
+    /// How long a new master waits for followers' state before it recovers with what it has.
+    public var recoveryTimeout: Milliseconds { downAfter }
+
+    public var problems: [String] {
+        var out: [String] = []
+        if keepaliveInterval.value < 10 { out.append("keepalive interval must be at least 10 ms") }
+        if missedKeepalives < 1 { out.append("missed keepalives must be at least 1") }
+        if clusterSize < 1 { out.append("cluster size must be at least 1") }
+        if batchMaxUpdates < 1 { out.append("batch size must be at least 1") }
+        if voteTimeout.value < 1 { out.append("vote timeout must be positive") }
+        return out
+    }
+}

@@ -1,0 +1,116 @@
+/// Which epoch created each committed txid, as runs: `(epoch, first txid)` pairs.
+/// Two replicas share a history up to a txid exactly when they name the same epoch
+/// for it, since one epoch has one master and that master numbers its transactions
+/// once. This is how a rejoining node learns whether it diverged, without shipping logs.
+public struct EpochHistory: Hashable, Sendable {
+    public private(set) var runs: [Run] = []
+
+    public struct Run: Hashable, Sendable {
+        public var epoch: Epoch
+        public var firstTxid: UInt64
+        public init(epoch: Epoch, firstTxid: UInt64) { self.epoch = epoch; self.firstTxid = firstTxid }
+    }
+
+    public init() {}
+    public init(runs: [Run]) { self.runs = runs }
+
+    mutating func record(_ ref: TxRef) {
+        if runs.last?.epoch != ref.epoch { runs.append(Run(epoch: ref.epoch, firstTxid: ref.txid)) }
+    }
+
+    /// The epoch of a txid at or below the last committed one.
+    public func epoch(of txid: UInt64) -> Epoch? {
+        guard txid > 0 else { return .zero }
+        var found: Epoch?
+        for run in runs {
+            if run.firstTxid <= txid { found = run.epoch } else { break }
+        }
+        return found
+    }
+}
+
+/// The repository plus what replication needs around it: the last committed
+/// transaction, the epoch history, and a bounded log of recent transactions for
+/// catching up slaves without a full snapshot.
+public struct Replica: Sendable, Equatable {
+    public private(set) var store = SwarmStore()
+    public private(set) var lastCommitted = TxRef.zero
+    public private(set) var history = EpochHistory()
+    private(set) var log: [Transaction] = []
+    public let logLimit: Int
+
+    public init(logLimit: Int = 4096) { self.logLimit = logLimit }
+
+    /// Applies the next transaction. Exactly once, in order: anything else is a bug.
+    public mutating func commit(_ tx: Transaction) {
+        precondition(tx.txid == lastCommitted.txid + 1, "commit \(tx.ref) out of order after \(lastCommitted)")
+        store.apply(tx.updates)
+        lastCommitted = tx.ref
+        history.record(tx.ref)
+        log.append(tx)
+        if log.count > logLimit { log.removeFirst(log.count - logLimit / 2) }
+    }
+
+    /// Committed transactions after `txid`, or nil when the log no longer reaches back.
+    public func transactions(after txid: UInt64, limit: Int = 256) -> [Transaction]? {
+        guard txid <= lastCommitted.txid else { return nil }
+        if txid == lastCommitted.txid { return [] }
+        guard let first = log.first, first.txid <= txid + 1 else { return nil }
+        let start = Int(txid + 1 - first.txid)
+        return Array(log[start..<(start + min(log.count - start, limit))])
+    }
+
+    /// Whether a replica whose last commit is `ref` holds only transactions we hold too
+    /// (so it can catch up by replaying ours).
+    public func isPrefix(_ ref: TxRef) -> Bool {
+        ref.txid <= lastCommitted.txid && history.epoch(of: ref.txid) == ref.epoch
+    }
+
+    public var digest: UInt64 { Digest.of(store) }
+
+    /// The latest retained transaction that announced this peer (for the simulator's
+    /// bookkeeping of who holds an acknowledged announce).
+    public func lastTransaction(announcing key: PeerKey, in infoHash: InfoHash) -> TxRef? {
+        for tx in log.reversed() {
+            for case .announce(let a) in tx.updates where a.infoHash == infoHash && a.key == key { return tx.ref }
+        }
+        return nil
+    }
+
+    public func snapshot() -> Snapshot {
+        Snapshot(lastCommitted: lastCommitted, history: history, content: store.content(), digest: digest)
+    }
+
+    /// Replaces everything with a snapshot whose checksum was verified by the caller.
+    public mutating func install(_ snapshot: Snapshot) {
+        store = SwarmStore(content: snapshot.content)
+        lastCommitted = snapshot.lastCommitted
+        history = snapshot.history
+        log = []
+    }
+
+    /// Empties the repository (clean shutdown, or giving up a diverged state). The epoch
+    /// history goes too: an empty replica shares nothing with anyone.
+    public mutating func wipe() {
+        self = Replica(logLimit: logLimit)
+    }
+
+    public static func == (l: Replica, r: Replica) -> Bool {
+        l.lastCommitted == r.lastCommitted && l.store == r.store
+    }
+}
+
+/// A full copy of a replica, with a checksum the receiver verifies before installing.
+public struct Snapshot: Hashable, Sendable {
+    public var lastCommitted: TxRef
+    public var history: EpochHistory
+    public var content: [SwarmMerge]
+    public var digest: UInt64
+
+    public init(lastCommitted: TxRef, history: EpochHistory, content: [SwarmMerge], digest: UInt64) {
+        self.lastCommitted = lastCommitted; self.history = history; self.content = content; self.digest = digest
+    }
+
+    /// Recomputes the checksum from the content.
+    public var isIntact: Bool { Digest.of(SwarmStore(content: content)) == digest }
+}

@@ -1,0 +1,321 @@
+import NIOCore
+
+/// One tracker node of the cluster as a pure state machine: `step(event, now)` returns
+/// the actions to perform. Composed of membership (keepalives), a bully election, the
+/// master's two-phase commit and recovery, the follower side, and join/state transfer —
+/// each in its own file as an extension. The same value runs in the runtime and in the
+/// simulator.
+public struct TrackerNode: Sendable {
+    public internal(set) var id: NodeID
+    public let incarnation: UInt64
+    public let config: ClusterConfig
+    public let handler: PeerRequestHandler
+
+    public internal(set) var role: Role = .starting
+    /// The highest epoch this node has accepted: its own as master, its master's as slave.
+    public internal(set) var epoch: Epoch
+    /// Whom it follows (itself when master).
+    public internal(set) var master: NodeID?
+    public internal(set) var replica: Replica
+    public internal(set) var membership = Membership()
+    public internal(set) var storeHealthy = true
+
+    var rng: SeededGenerator
+    var startupUntil: Instant
+    var nextKeepalive: Instant
+    /// When the current master was adopted: a master never heard from is given the
+    /// usual grace before it counts as down.
+    var masterSince: Instant
+    var election: ElectionPhase?
+    var leader: LeaderState?
+    var follower = FollowerState()
+    /// A node of our id with another incarnation, and when it was first heard.
+    var idConflict: (incarnation: UInt64, firstHeard: Instant)?
+    var nextProbe: Instant?
+    var storeNeedsRewrite = false
+    var out: [NodeAction] = []
+
+    /// - Parameters:
+    ///   - id: the configured id, or `.unassigned` for `--id auto`.
+    ///   - restoring: what the node's disk held (nil for a fresh node).
+    public init(id: NodeID, incarnation: UInt64, config: ClusterConfig, handler: PeerRequestHandler,
+                seed: UInt64, now: Instant, restoring: DurableState? = nil) {
+        precondition(config.problems.isEmpty, "invalid cluster config: \(config.problems)")
+        self.id = id
+        self.incarnation = incarnation
+        self.config = config
+        self.handler = handler
+        self.rng = SeededGenerator(seed: seed)
+        self.replica = Replica()
+        self.epoch = restoring?.epoch ?? .zero
+        if let s = restoring?.snapshot { replica.install(s) }
+        self.startupUntil = now + config.startupListen
+        self.nextKeepalive = startupUntil
+        self.masterSince = now
+    }
+
+    // MARK: stepping
+
+    public mutating func step(_ event: NodeEvent, now: Instant) -> [NodeAction] {
+        guard role != .stopped else { return [] }
+        switch event {
+        case .tick: tick(now)
+        case .cluster(let env): receive(env, now)
+        case .peer(let datagram, let from): receivePeer(datagram, from: from, now)
+        case .storeResult(let ok, _): storeResult(ok: ok, now)
+        case .shutdown: leave(now)
+        }
+        if role != .stopped { checkInvariants() }
+        defer { out.removeAll(keepingCapacity: true) }
+        return out
+    }
+
+    /// When the node next needs a `.tick`, at the latest.
+    public func nextWake(now: Instant) -> Instant {
+        var t = nextKeepalive
+        // Deadlines already past were handled by the tick that passed them.
+        func consider(_ x: Instant?) { if let x, x > now, x < t { t = x } }
+        if role == .starting { consider(startupUntil) }
+        consider(membership.nextExpiry(after: now, downAfter: config.downAfter))
+        consider(election?.deadline)
+        consider(leader?.nextDeadline)
+        consider(follower.nextDeadline)
+        consider(nextProbe)
+        if role != .starting, master != nil && master != id { consider(masterSince + config.downAfter + Milliseconds(1)) }
+        return max(t, now + Milliseconds(1))
+    }
+
+    /// Serving peers: master, recovered, not in an election.
+    public var isServing: Bool { role == .master && leader?.isServing == true }
+
+    /// The keepalive view of whether this node's repository is the master's.
+    public var inSync: Bool {
+        if role == .master { return isServing }
+        return role == .slave && follower.masterLast == replica.lastCommitted
+    }
+
+    // MARK: helpers used by every part
+
+    func envelope(_ message: ClusterMessage, to: NodeID? = nil) -> ClusterEnvelope {
+        ClusterEnvelope(from: id, incarnation: incarnation, epoch: epoch, to: to, message: message)
+    }
+
+    mutating func broadcast(_ message: ClusterMessage) { out.append(.broadcast(envelope(message))) }
+
+    mutating func send(_ message: ClusterMessage, to node: NodeID) { out.append(.send(envelope(message, to: node))) }
+
+    func liveMembers(_ now: Instant) -> [Member] {
+        membership.live(now: now, downAfter: config.downAfter).filter { $0.id != id && $0.role != .stopped }
+    }
+
+    mutating func adopt(epoch newEpoch: Epoch) {
+        guard newEpoch > epoch else { return }
+        epoch = newEpoch
+        out.append(.persistEpoch(newEpoch))
+    }
+
+    mutating func commitLocally(_ tx: Transaction) {
+        replica.commit(tx)
+        if storeHealthy && !storeNeedsRewrite { out.append(.persist(tx)) }
+    }
+
+    mutating func installLocally(_ snapshot: Snapshot) {
+        replica.install(snapshot)
+        out.append(.persistSnapshot(snapshot))
+        storeNeedsRewrite = false
+    }
+
+    // MARK: tick
+
+    mutating func tick(_ now: Instant) {
+        if role == .starting {
+            guard now >= startupUntil else { return }
+            finishStartup(now)
+        }
+        if now >= nextKeepalive {
+            broadcast(.keepalive(Keepalive(role: role, master: master ?? .unassigned,
+                                           lastCommitted: replica.lastCommitted, inSync: inSync)))
+            nextKeepalive = now + config.keepaliveInterval
+        }
+        membership.forget(before: now - config.downAfter * 30)
+        checkIDConflict(now)
+        if role == .stopped { return }
+        if let probeAt = nextProbe, now >= probeAt {
+            nextProbe = now + config.keepaliveInterval
+            out.append(.probeStore)
+        }
+        switch role {
+        case .candidate: electionTick(now)
+        case .master: leaderTick(now)
+        case .slave: followerTick(now)
+        case .starting, .stopped: break
+        }
+    }
+
+    mutating func finishStartup(_ now: Instant) {
+        role = .slave
+        if !id.isAssigned {
+            if let m = knownMaster(now) {
+                follow(m, now)
+                return
+            }
+            // No master to assign an id: take the next free one ourselves.
+            let highest = membership.members.keys.max() ?? .unassigned
+            id = NodeID(highest.rawValue + 1)
+        }
+        if let m = knownMaster(now) {
+            follow(m, now)
+        } else {
+            startElection(now)
+        }
+    }
+
+    func knownMaster(_ now: Instant) -> NodeID? {
+        let masters = liveMembers(now).filter { $0.role == .master && $0.master == $0.id }
+        if epoch.master.isAssigned, epoch.master != id, masters.contains(where: { $0.id == epoch.master }) { return epoch.master }
+        return masters.max { $0.id < $1.id }?.id
+    }
+
+    // MARK: receiving
+
+    mutating func receive(_ env: ClusterEnvelope, _ now: Instant) {
+        if env.from == id && env.incarnation == incarnation { return }  // our own topic message
+        if let to = env.to, to != id { return }
+        if env.from == id && id.isAssigned, case .keepalive = env.message {
+            noteIDConflict(env.incarnation, now)
+        }
+        membership.heard(env, now: now)
+        if env.epoch > epoch && env.epoch.master.isAssigned {
+            higherEpochSeen(env.epoch, now)
+        }
+        if case .idAssigned = env.message { return handleIDAssigned(env, now) }
+        if env.message.isMasterMessage {
+            // Only the master of the epoch we follow may drive us; stale masters are ignored.
+            guard env.epoch == epoch, env.from == epoch.master else { return }
+        }
+        if role == .starting {
+            // Listening only: learn, do not act (id assignment is handled above).
+            return
+        }
+        switch env.message {
+        case .keepalive(let k): keepaliveReceived(env, k, now)
+        case .election: electionReceived(from: env.from, now)
+        case .answer: answerReceived(now)
+        case .coordinator: coordinatorReceived(env, now)
+        case .coordinatorAck(let last, let prepared): coordinatorAckReceived(from: env.from, last: last, prepared: prepared, now)
+        case .prepare(let tx, let previous, let previousDigest): prepareReceived(tx, previous: previous, previousDigest: previousDigest, now)
+        case .vote(let txid, let digest, let ok, _): voteReceived(from: env.from, txid: txid, digest: digest, ok: ok, now)
+        case .commit(let ref, let digest): commitReceived(ref, digest: digest, now)
+        case .abort(let ref, let digest): abortReceived(ref, digest: digest)
+        case .hello(let h): helloReceived(env, h, now)
+        case .idAssigned: break
+        case .idRefused(let inc, let refused):
+            if inc == incarnation { stop(reason: "node id \(refused) is already used by a live node; choose another id or --id auto") }
+        case .catchUpRequest(let after): catchUpRequested(by: env.from, after: after, now)
+        case .catchUp(let txs): catchUpReceived(txs, from: env.from, now)
+        case .snapshot(let s): snapshotReceived(s, from: env.from, now)
+        case .snapshotAck(let ref): membership.update(env.from) { $0.confirmed = ref; $0.lastCommitted = ref }
+        case .mergeRequest: mergeRequested(now)
+        case .mergeOffer(let offer): mergeOfferReceived(offer, from: env.from, now)
+        case .mergeDone(let offerID): mergeDoneReceived(offerID, now)
+        case .leaving: leavingReceived(from: env.from, now)
+        }
+    }
+
+    mutating func higherEpochSeen(_ newEpoch: Epoch, _ now: Instant) {
+        let wasMaster = role == .master
+        adopt(epoch: newEpoch)
+        guard role != .starting else { return }
+        if wasMaster { stepDown(now) }
+        election = nil
+        if newEpoch.master != id { follow(newEpoch.master, now) }
+    }
+
+    mutating func leavingReceived(from node: NodeID, _ now: Instant) {
+        membership.remove(node)
+        if role == .slave && master == node { startElection(now) }
+    }
+
+    // MARK: unique ids
+
+    mutating func noteIDConflict(_ otherIncarnation: UInt64, _ now: Instant) {
+        if let c = idConflict, c.incarnation == otherIncarnation { return }
+        idConflict = (otherIncarnation, now)
+    }
+
+    /// A node of our id is live when its keepalives keep coming for a whole interval
+    /// (a dead incarnation's last messages in flight do not count). While starting we
+    /// yield; once running, the lower incarnation yields.
+    mutating func checkIDConflict(_ now: Instant) {
+        guard let c = idConflict else { return }
+        guard let m = membership[id], m.incarnation == c.incarnation, now - m.lastHeard <= config.downAfter else {
+            if now - c.firstHeard > config.downAfter { idConflict = nil }
+            return
+        }
+        guard m.lastHeard - c.firstHeard >= Milliseconds(config.keepaliveInterval.value * 9 / 10) else { return }
+        if role == .starting || incarnation < c.incarnation {
+            stop(reason: "node id \(id) is already used by a live node; choose another id or --id auto")
+        }
+    }
+
+    mutating func handleIDAssigned(_ env: ClusterEnvelope, _ now: Instant) {
+        guard case .idAssigned(let inc, let assigned) = env.message, inc == incarnation, !id.isAssigned else { return }
+        id = assigned
+        if role != .starting, let m = master { sendHello(to: m, now) }
+    }
+
+    mutating func stop(reason: String) {
+        role = .stopped
+        leader = nil
+        election = nil
+        out.append(.exit(reason: reason))
+    }
+
+    // MARK: store results
+
+    mutating func storeResult(ok: Bool, _ now: Instant) {
+        if ok {
+            if !storeHealthy {
+                storeHealthy = true
+                nextProbe = nil
+                // Writes were skipped while the store failed: rewrite it whole.
+                storeNeedsRewrite = true
+                out.append(.persistSnapshot(replica.snapshot()))
+                storeNeedsRewrite = false
+            }
+        } else {
+            storeHealthy = false
+            if nextProbe == nil { nextProbe = now + config.keepaliveInterval }
+        }
+    }
+
+    // MARK: clean shutdown
+
+    mutating func leave(_ now: Instant) {
+        broadcast(.leaving)
+        replica.wipe()
+        out.append(.wipeStore)
+        role = .stopped
+        leader = nil
+        election = nil
+        out.append(.exit(reason: "left the cluster"))
+    }
+
+    // MARK: peers
+
+    mutating func receivePeer(_ datagram: ByteBuffer, from source: PeerEndpoint, _ now: Instant) {
+        guard isServing else { return }  // slaves, candidates and recovering masters stay silent
+        switch handler.decide(datagram, from: source, now: now, store: replica.store) {
+        case .reply(let response): out.append(.reply(response, to: source))
+        case .commit(let pending): enqueue(.announce(pending.update), origin: .peer(pending), now)
+        case .drop: break
+        }
+    }
+
+    func checkInvariants() {
+        precondition(role != .master || master == id, "a master follows itself")
+        precondition(role != .master || epoch.master == id, "a master leads its own epoch")
+        precondition(leader == nil || role == .master, "only a master has leader state")
+        precondition(election == nil || role == .candidate, "only a candidate runs an election")
+    }
+}
