@@ -119,6 +119,9 @@ public struct Simulator {
         self.key = SipHash24(k0: scenario.seed, k1: 0x4B45_59)
     }
 
+    /// Far above what a healthy scenario needs (a few thousand events).
+    static let eventBudget = 300_000
+
     public static func run(seed: UInt64, trace: Bool = false) -> SimulationReport {
         var sim = Simulator(scenario: Scenario(seed: seed), trace: trace)
         return sim.run()
@@ -418,6 +421,9 @@ public struct Simulator {
             }
             now = time
             events += 1
+            if events > Self.eventBudget {
+                return fail("more than \(Self.eventBudget) events: a livelock or a message storm")
+            }
             handle(event)
             if stop(self) { break }
         }
@@ -494,7 +500,7 @@ public struct Simulator {
         switch m {
         case .keepalive(let k): return "KEEPALIVE(\(k.role), last \(k.lastCommitted)\(k.inSync ? "" : ", behind"))"
         case .prepare(let tx, let prev, _): return "PREPARE(\(tx.ref), \(tx.updates.count) updates, after \(prev))"
-        case .vote(let txid, _, let ok, let reason): return "VOTE(#\(txid) \(ok ? "OK" : "ERROR \(reason)"))"
+        case .vote(let txid, _, let verdict): return "VOTE(#\(txid) \(verdict))"
         case .commit(let ref, _): return "COMMIT(\(ref))"
         case .abort(let ref, _): return "ABORT(\(ref))"
         case .coordinatorAck(let last, let p): return "COORDINATOR-ACK(last \(last)\(p.map { ", prepared \($0.ref)" } ?? ""))"

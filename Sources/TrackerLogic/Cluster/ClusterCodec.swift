@@ -52,9 +52,8 @@ public enum ClusterCodec {
             if let p = prepared { b.writeInteger(1 as UInt8); write(p, &b) } else { b.writeInteger(0 as UInt8) }
         case .prepare(let tx, let previous, let previousDigest):
             write(tx, &b); write(previous, &b); b.writeInteger(previousDigest)
-        case .vote(let txid, let digest, let ok, let reason):
-            b.writeInteger(txid); b.writeInteger(digest); b.writeInteger(ok ? 1 as UInt8 : 0)
-            writeString(reason, &b)
+        case .vote(let txid, let digest, let verdict):
+            b.writeInteger(txid); b.writeInteger(digest); b.writeInteger(verdict.rawValue)
         case .commit(let ref, let digest), .abort(let ref, let digest):
             write(ref, &b); b.writeInteger(digest)
         case .hello(let h):
@@ -267,7 +266,10 @@ public enum ClusterCodec {
                 let ref = try ref()
                 message = .coordinatorAck(lastCommitted: ref, prepared: try bool() ? try transaction() : nil)
             case .prepare: message = .prepare(try transaction(), previous: try ref(), previousDigest: try int())
-            case .vote: message = .vote(txid: try int(), digest: try int(), ok: try bool(), reason: try string())
+            case .vote:
+                let txid: UInt64 = try int(), digest: UInt64 = try int()
+                guard let verdict = Verdict(rawValue: try int()) else { throw ClusterDecodingError("bad vote verdict") }
+                message = .vote(txid: txid, digest: digest, verdict: verdict)
             case .commit: message = .commit(try ref(), digest: try int())
             case .abort: message = .abort(try ref(), digest: try int())
             case .hello: message = .hello(Hello(lastCommitted: try ref(), hasState: try bool()))

@@ -28,8 +28,8 @@ public enum ClusterMessage: Hashable, Sendable {
     /// replica that holds exactly it may vote OK. A replica that prepared `previous` and
     /// missed its COMMIT commits it on seeing this (the digest proves it is the same).
     case prepare(Transaction, previous: TxRef, previousDigest: UInt64)
-    /// 2PC vote: OK, or ERROR with a reason (store failure, behind).
-    case vote(txid: UInt64, digest: UInt64, ok: Bool, reason: String)
+    /// 2PC vote: OK, or ERROR because the store failed or the voter is not in sync.
+    case vote(txid: UInt64, digest: UInt64, verdict: Verdict)
     /// 2PC phase two: apply the prepared transaction with this digest.
     case commit(TxRef, digest: UInt64)
     case abort(TxRef, digest: UInt64)
@@ -52,6 +52,15 @@ public enum ClusterMessage: Hashable, Sendable {
     case mergeDone(offerID: UInt64)
     /// Clean shutdown: forget me now rather than after two missed keepalives.
     case leaving
+}
+
+/// A participant's answer to PREPARE.
+public enum Verdict: UInt8, Hashable, Sendable {
+    case ok = 0
+    /// ERROR: the voter cannot persist (full disk, read-only or corrupt store).
+    case storeFailed = 1
+    /// ERROR: the voter does not hold the master's last transaction; it catches up first.
+    case notInSync = 2
 }
 
 public struct Keepalive: Hashable, Sendable {

@@ -69,6 +69,7 @@ extension TrackerNode {
         master = id
         adopt(epoch: epoch.successor(for: id))
         follower = FollowerState()
+        membership.forgetConfirmations()
         leader = LeaderState(recoveryDeadline: now + config.recoveryTimeout, now: now, expiryEvery: expiryPeriod)
         broadcast(.coordinator(lastCommitted: replica.lastCommitted))
         nextKeepalive = now  // tell everyone at once

@@ -81,10 +81,21 @@ extension TrackerNode {
             } else if master == nil, k.role == .master, env.epoch == epoch {
                 follow(env.from, now)
             }
+        case .master:
+            // What a follower says of itself confirms it as a voter (never backwards).
+            if k.role == .slave, k.master == id {
+                membership.update(env.from) { m in
+                    if !k.inSync { m.confirmed = .zero } else if m.confirmed.epoch != k.lastCommitted.epoch || m.confirmed.txid < k.lastCommitted.txid {
+                        m.confirmed = k.lastCommitted
+                    }
+                }
+            } else if master == nil, k.role == .master, env.epoch == epoch {
+                follow(env.from, now)
+            }
         case .candidate:
             // A higher master makes our election moot; a lower one is what we are replacing.
             if k.role == .master, env.epoch == epoch, env.from == epoch.master, env.from > id { follow(env.from, now) }
-        case .master, .starting, .stopped:
+        case .starting, .stopped:
             break
         }
     }
@@ -101,13 +112,12 @@ extension TrackerNode {
         follower.masterLast = previous
         if replica.lastCommitted == previous {
             follower.prepared = tx
-            send(.vote(txid: tx.txid, digest: tx.digest, ok: storeHealthy,
-                       reason: storeHealthy ? "" : "store unavailable"), to: tx.ref.epoch.master)
+            send(.vote(txid: tx.txid, digest: tx.digest, verdict: storeHealthy ? .ok : .storeFailed), to: tx.ref.epoch.master)
         } else if tx.txid <= replica.lastCommitted.txid, replica.history.epoch(of: tx.txid) == tx.ref.epoch {
             // A retransmission of something we already committed.
-            send(.vote(txid: tx.txid, digest: tx.digest, ok: true, reason: ""), to: tx.ref.epoch.master)
+            send(.vote(txid: tx.txid, digest: tx.digest, verdict: .ok), to: tx.ref.epoch.master)
         } else {
-            send(.vote(txid: tx.txid, digest: tx.digest, ok: false, reason: "not in sync"), to: tx.ref.epoch.master)
+            send(.vote(txid: tx.txid, digest: tx.digest, verdict: .notInSync), to: tx.ref.epoch.master)
             if follower.retryAt == nil { follower.retryAt = now }
         }
     }

@@ -32,6 +32,7 @@ struct InFlight: Sendable {
 
 struct Recovery: Sendable {
     var deadline: Instant
+    var resendAt: Instant
     var acks: [NodeID: (last: TxRef, prepared: Transaction?)] = [:]
     var fetching: (node: NodeID, deadline: Instant)?
     /// Our own repository when it diverged from the one we fetched: merged back once we serve.
@@ -58,7 +59,7 @@ struct LeaderState: Sendable {
     var assignedIDs: [UInt64: NodeID] = [:]
 
     init(recoveryDeadline: Instant, now: Instant, expiryEvery: Milliseconds) {
-        recovery = Recovery(deadline: recoveryDeadline)
+        recovery = Recovery(deadline: recoveryDeadline, resendAt: now + Milliseconds(500))
         nextExpiry = now + expiryEvery
     }
 
@@ -66,7 +67,10 @@ struct LeaderState: Sendable {
 
     var nextDeadline: Instant? {
         var candidates: [Instant] = [nextExpiry]
-        if let r = recovery { candidates.append(r.deadline); if let f = r.fetching { candidates.append(f.deadline) } }
+        if let r = recovery {
+            candidates += [r.deadline, r.resendAt]
+            if let f = r.fetching { candidates.append(f.deadline) }
+        }
         if let f = inFlight { candidates.append(f.deadline) }
         if inFlight == nil, let b = batchDeadline { candidates.append(max(b, retryAfter ?? b)) }
         return candidates.min()
@@ -97,12 +101,23 @@ extension TrackerNode {
         }
         let live = liveMembers(now).filter { $0.role != .starting }
         let everyoneAnswered = live.allSatisfy { r.acks[$0.id] != nil }
-        guard everyoneAnswered || now >= r.deadline else { leader!.recovery = r; return }
-        if config.quorum == .strict && r.acks.count + 1 < majority(of: config.clusterSize) {
-            // Not enough of the cluster to know what it committed: keep asking, serve nobody.
-            r.deadline = now + config.recoveryTimeout
+        guard everyoneAnswered || now >= r.deadline else {
+            if now >= r.resendAt {
+                // COORDINATOR may have been lost: ask again those who did not answer.
+                r.resendAt = now + Milliseconds(config.keepaliveInterval.value / 2)
+                for m in live where r.acks[m.id] == nil { send(.coordinator(lastCommitted: replica.lastCommitted), to: m.id) }
+            }
             leader!.recovery = r
-            broadcast(.coordinator(lastCommitted: replica.lastCommitted))
+            return
+        }
+        if config.quorum == .strict && r.acks.count + 1 < majority(of: config.clusterSize) {
+            // Not enough of the cluster to know what it committed: keep asking (once per
+            // timeout, not per answer), serve nobody.
+            if now >= r.deadline {
+                r.deadline = now + config.recoveryTimeout
+                broadcast(.coordinator(lastCommitted: replica.lastCommitted))
+            }
+            leader!.recovery = r
             return
         }
         // Catch up from the most up-to-date follower first.
@@ -182,13 +197,23 @@ extension TrackerNode {
         evaluateVotes(now)
     }
 
-    mutating func voteReceived(from node: NodeID, txid: UInt64, digest: UInt64, ok: Bool, _ now: Instant) {
+    mutating func voteReceived(from node: NodeID, txid: UInt64, digest: UInt64, verdict: Verdict, _ now: Instant) {
         guard role == .master, let f = leader?.inFlight, f.tx.txid == txid, f.tx.digest == digest else { return }
+        if verdict == .notInSync {
+            // Not a voter after all: it catches up, and the quorum is counted without it.
+            membership.update(node) { $0.confirmed = .zero }
+            if config.quorum == .live, let i = f.voters.firstIndex(of: node), f.votes[node] == nil {
+                leader!.inFlight!.voters.remove(at: i)
+                leader!.inFlight!.needed = majority(of: f.voters.count)
+                evaluateVotes(now)
+                return
+            }
+        }
         guard f.voters.contains(node) else {
-            if ok { membership.update(node) { $0.confirmed = f.previous } }
+            if verdict == .ok { membership.update(node) { $0.confirmed = f.previous } }
             return
         }
-        leader!.inFlight!.votes[node] = ok
+        leader!.inFlight!.votes[node] = verdict == .ok
         evaluateVotes(now)
     }
 

@@ -36,7 +36,6 @@ public struct Membership: Sendable {
             m.master = k.master
             m.lastCommitted = k.lastCommitted
             m.inSync = k.inSync
-            if k.inSync { m.confirmed = max(m.confirmed, k.lastCommitted) }
         }
         members[env.from] = m
     }
@@ -55,6 +54,11 @@ public struct Membership: Sendable {
     }
 
     public mutating func remove(_ id: NodeID) { members[id] = nil }
+
+    /// A new master trusts nothing it heard before about who is in sync.
+    public mutating func forgetConfirmations() {
+        for id in members.keys.sorted() { members[id]!.confirmed = .zero }
+    }
 
     public mutating func update(_ id: NodeID, _ change: (inout Member) -> Void) {
         if members[id] != nil { change(&members[id]!) }

@@ -204,7 +204,7 @@ public struct TrackerNode: Sendable {
         case .coordinator: coordinatorReceived(env, now)
         case .coordinatorAck(let last, let prepared): coordinatorAckReceived(from: env.from, last: last, prepared: prepared, now)
         case .prepare(let tx, let previous, let previousDigest): prepareReceived(tx, previous: previous, previousDigest: previousDigest, now)
-        case .vote(let txid, let digest, let ok, _): voteReceived(from: env.from, txid: txid, digest: digest, ok: ok, now)
+        case .vote(let txid, let digest, let verdict): voteReceived(from: env.from, txid: txid, digest: digest, verdict: verdict, now)
         case .commit(let ref, let digest): commitReceived(ref, digest: digest, now)
         case .abort(let ref, let digest): abortReceived(ref, digest: digest)
         case .hello(let h): helloReceived(env, h, now)
