@@ -140,6 +140,26 @@ public struct Scenario: Sendable, CustomStringConvertible {
         self.faults = faults.sorted { $0.at < $1.at }
     }
 
+    /// A fault-free network with chosen nodes and faults: for named scenario tests.
+    public static func calm(seed: UInt64 = 1, nodes: Int, quorum: QuorumMode = .live, peers: Int = 4,
+                            faultSeconds: Int64 = 30, faults: [(Int64, Fault)] = []) -> Scenario {
+        var s = Scenario(seed: seed)
+        s.nodes = nodes
+        s.quorum = quorum
+        s.lossRate = 0
+        s.duplicateRate = 0
+        s.minDelay = 1
+        s.maxDelay = 5
+        s.peers = peers
+        s.torrents = 2
+        s.clockDrift = Array(repeating: 0, count: nodes)
+        s.announceInterval = 1800
+        s.peerTimeout = Milliseconds.seconds(3600)
+        s.faultEnd = start + Milliseconds.seconds(faultSeconds)
+        s.faults = faults.map { TimedFault(at: start + Milliseconds($0.0), fault: $0.1) }.sorted { $0.at < $1.at }
+        return s
+    }
+
     public var description: String {
         let f = faults.map { "\($0.at.milliseconds - Scenario.start.milliseconds)ms \($0.fault)" }.joined(separator: "; ")
         return "nodes=\(nodes) (\(initialNodes) initial) quorum=\(quorum.rawValue) loss=\(lossRate) dup=\(duplicateRate) "

@@ -17,6 +17,8 @@ struct SimPeer {
     /// Transaction ids answered recently: late duplicates of their replies are fine.
     var answered: [UInt32] = []
     var lastAnnounceReply: Instant?
+    var announceReplies = 0
+    var errors: [String] = []
     var wakeAt: Instant?
 
     struct Outstanding {
@@ -106,9 +108,11 @@ struct SimPeer {
             if a.event != .stopped && r.seeders + r.leechers == 0 { return ("announce reply to p\(index) counts no peer", true) }
             if a.event == .stopped { started = false } else { started = true }
             lastAnnounceReply = now
+            announceReplies += 1
         case (.scrape(let s), .scrape(let r)):
             if r.entries.count != s.infoHashes.count { return ("scrape reply to p\(index) has \(r.entries.count) entries", true) }
         case (.announce, .error(let e)), (.scrape, .error(let e)):
+            errors.append(e.message)
             if e.message == PeerRequestHandler.invalidConnectionIDMessage { connectionID = nil }
         default:
             return ("peer p\(index) got \(response) to \(o.request)", true)

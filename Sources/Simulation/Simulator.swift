@@ -84,6 +84,7 @@ public struct Simulator {
     var oneWay: (from: Int, to: Int)?
     var faultsOver = false
     var draining = false
+    var extraIDs: [NodeID] = []
     var config: ClusterConfig
     var trackerConfig: TrackerConfig
     let key: SipHash24
@@ -128,6 +129,13 @@ public struct Simulator {
     }
 
     public mutating func run() -> SimulationReport {
+        start()
+        advance(to: scenario.faultEnd + scenario.settle)
+        return finish()
+    }
+
+    /// Creates peers and the initial nodes and schedules the scenario's faults.
+    public mutating func start() {
         let hashes = (0..<scenario.torrents).map { _ in InfoHash(a: rng.next(), b: rng.next(), c: 0) }
         for i in 0..<scenario.peers {
             let p = SimPeer(index: i, infoHash: hashes[i % hashes.count], rng: &rng)
@@ -138,14 +146,25 @@ public struct Simulator {
         for s in 0..<scenario.initialNodes { startNode(s) }
         for f in scenario.faults { queue.push(f.at, .fault(f.fault)) }
         queue.push(scenario.faultEnd, .endFaults)
-        let end = scenario.faultEnd + scenario.settle
-        runUntil(end) { _ in false }
+    }
+
+    /// Runs every event up to `time` (virtual), checking invariants after each.
+    public mutating func advance(to time: Instant) {
+        runUntil(time) { _ in false }
+        if violation == nil && now < time { now = time }  // time passes even when nothing happens
+    }
+
+    public mutating func advance(by span: Milliseconds) { advance(to: now + span) }
+
+    /// Checks service, lets the cluster drain and converge, checks that nothing
+    /// acknowledged was lost, and reports.
+    public mutating func finish() -> SimulationReport {
         if violation == nil { checkService() }
         // Drain: peers go quiet; the cluster must converge while commits already under
         // way finish.
         draining = true
         var converged = false
-        runUntil(end + Milliseconds.seconds(10)) { sim in
+        runUntil(now + Milliseconds.seconds(10)) { sim in
             converged = sim.convergenceProblem() == nil
             return converged
         }
@@ -155,11 +174,53 @@ public struct Simulator {
                                 events: events, commits: commits, acknowledgedAnnounces: acknowledged, trace: trace)
     }
 
+    // MARK: observation, for named scenario tests
+
+    public var currentTime: Instant { now }
+    public var firstViolation: String? { violation }
+    public func node(_ slot: Int) -> TrackerNode? { slots[slot].node }
+    public var slotCount: Int { slots.count }
+    /// When each peer reply was sent, and by which slot.
+    public private(set) var replies: [(at: Instant, slot: Int, isError: Bool)] = []
+    /// Nodes that exited, and why.
+    public private(set) var exits: [(slot: Int, reason: String)] = []
+    public var peerErrors: [String] { peers.flatMap(\.errors) }
+    public var peerAnnounceReplies: Int { peers.reduce(0) { $0 + $1.announceReplies } }
+
+    /// The serving master's slot, if exactly one node serves.
+    public var servingSlot: Int? {
+        let serving = slots.indices.filter { slots[$0].node?.isServing == true }
+        return serving.count == 1 ? serving[0] : nil
+    }
+
+    /// Applies a fault now.
+    public mutating func inject(_ fault: Scenario.Fault) {
+        note(-1, "FAULT \(fault) (injected)")
+        apply(fault)
+    }
+
+    /// Starts one more node that claims `id` (to test duplicate ids); returns its slot.
+    public mutating func startExtraNode(id: NodeID) -> Int {
+        slots.append(SimSlot())
+        extraIDs.append(id)
+        let slot = slots.count - 1
+        startNode(slot)
+        return slot
+    }
+
     // MARK: nodes
 
-    func nodeID(_ slot: Int) -> NodeID { NodeID(UInt32(slot + 1)) }
+    func nodeID(_ slot: Int) -> NodeID {
+        slot < scenario.nodes ? NodeID(UInt32(slot + 1)) : extraIDs[slot - scenario.nodes]
+    }
 
-    func nodeNow(_ slot: Int) -> Instant { now + Milliseconds(scenario.clockDrift[slot]) }
+    func drift(_ slot: Int) -> Int64 { slot < scenario.clockDrift.count ? scenario.clockDrift[slot] : 0 }
+
+    func nodeNow(_ slot: Int) -> Instant { now + Milliseconds(drift(slot)) }
+
+    func slot(of id: NodeID) -> Int? {
+        slots.indices.first { slots[$0].node?.id == id } ?? (Int(id.rawValue) - 1 < scenario.nodes ? Int(id.rawValue) - 1 : nil)
+    }
 
     mutating func startNode(_ slot: Int) {
         slots[slot].exists = true
@@ -176,7 +237,7 @@ public struct Simulator {
 
     mutating func scheduleTick(_ slot: Int) {
         guard let node = slots[slot].node else { return }
-        let wake = node.nextWake(now: nodeNow(slot)) - Milliseconds(scenario.clockDrift[slot])
+        let wake = node.nextWake(now: nodeNow(slot)) - Milliseconds(drift(slot))
         if let s = slots[slot].scheduledTick, s > now, s <= wake { return }
         slots[slot].scheduledTick = wake
         queue.push(wake, .tick(slot))
@@ -306,8 +367,8 @@ public struct Simulator {
                 return fail("cluster codec does not round-trip \(env.message.name)")
             }
             if case .send = action, let to = env.to {
-                let target = Int(to.rawValue) - 1
-                if slots.indices.contains(target) { deliverCluster(decoded, from: slot, to: target) }
+                // Unicast reaches every live node holding that id (an impostor too).
+                for s in slots.indices where s != slot && slots[s].node?.id == to { deliverCluster(decoded, from: slot, to: s) }
             } else {
                 for s in slots.indices where s != slot { deliverCluster(decoded, from: slot, to: s) }
             }
@@ -316,6 +377,7 @@ public struct Simulator {
                 return fail("s\(slot) answered a peer while not a serving master")
             }
             guard let p = peerByEndpoint[to] else { return }
+            if case .error = response { replies.append((now, slot, true)) } else { replies.append((now, slot, false)) }
             if case .announce = response { recordAck(peer: p, by: slot) }
             let bytes = BEP15Codec.encode(response)
             if lost() { return }
@@ -343,7 +405,8 @@ public struct Simulator {
         case .probeStore:
             storeResult(slot, ok: !slots[slot].disk.failing)
         case .exit(let reason):
-            if reason != "left the cluster" { fail("s\(slot) exited: \(reason)") }
+            exits.append((slot, reason))
+            if reason != "left the cluster" && slot < scenario.nodes { fail("s\(slot) exited: \(reason)") }
             slots[slot].node = nil
         }
     }
@@ -450,10 +513,13 @@ public struct Simulator {
         return nil
     }
 
+    /// Once faults are over, peers must be getting answers: some announce was answered
+    /// in the last half of the settling time.
     mutating func checkService() {
-        let recent = scenario.faultEnd + Milliseconds(scenario.settle.value / 2)
-        if !peers.contains(where: { ($0.lastAnnounceReply ?? .zero) > recent }) {
-            fail("no peer got an announce answered in the last \(scenario.settle.value / 2) ms")
+        let window = Milliseconds(scenario.settle.value / 2)
+        guard !peers.isEmpty, now - Scenario.start > window + Milliseconds.seconds(5) else { return }
+        if !peers.contains(where: { ($0.lastAnnounceReply ?? .zero) > now - window }) {
+            fail("no peer got an announce answered in the last \(window.value) ms")
         }
     }
 

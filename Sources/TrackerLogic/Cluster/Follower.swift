@@ -148,6 +148,11 @@ extension TrackerNode {
         if role == .master, let f = leader?.recovery?.fetching, f.node == node {
             applyContiguous(txs)
             leader!.recovery!.fetching = nil
+            if txs.count < 256, let ack = leader!.recovery!.acks[node] {
+                // It sent all it has: it holds no more than we do now (its state may have
+                // shrunk since it answered, if it restarted from a stale disk).
+                leader!.recovery!.acks[node] = (replica.lastCommitted, ack.prepared)
+            }
             leaderTick(now)
             return
         }

@@ -110,7 +110,8 @@ extension TrackerNode {
             leader!.recovery = r
             return
         }
-        if config.quorum == .strict && r.acks.count + 1 < majority(of: config.clusterSize) {
+        let answered = r.acks.keys.sorted().filter { membership.isLive($0, now: now, downAfter: config.downAfter) }
+        if config.quorum == .strict && answered.count + 1 < majority(of: config.clusterSize) {
             // Not enough of the cluster to know what it committed: keep asking (once per
             // timeout, not per answer), serve nobody.
             if now >= r.deadline {
@@ -121,7 +122,6 @@ extension TrackerNode {
             return
         }
         // Catch up from the most up-to-date follower first.
-        let answered = r.acks.keys.sorted().filter { membership.isLive($0, now: now, downAfter: config.downAfter) }
         if let best = answered.max(by: { r.acks[$0]!.last < r.acks[$1]!.last }),
            replica.lastCommitted < r.acks[best]!.last, r.acks[best]!.last != replica.lastCommitted {
             r.fetching = (best, now + config.recoveryTimeout)

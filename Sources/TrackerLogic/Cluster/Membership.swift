@@ -17,6 +17,8 @@ public struct Member: Hashable, Sendable {
 /// seed replays identically.
 public struct Membership: Sendable {
     public private(set) var members: [NodeID: Member] = [:]
+    /// Nodes seen with a new incarnation since the caller last looked (they restarted).
+    var restarted: [NodeID] = []
 
     public init() {}
 
@@ -25,6 +27,7 @@ public struct Membership: Sendable {
         var m = members[env.from] ?? Member(id: env.from, incarnation: env.incarnation, role: .slave, master: .unassigned,
                                             lastCommitted: .zero, inSync: false, lastHeard: now, confirmed: .zero)
         if m.incarnation != env.incarnation {
+            restarted.append(env.from)
             // A new run of that node: what we knew of the old one is void.
             m = Member(id: env.from, incarnation: env.incarnation, role: .slave, master: .unassigned,
                        lastCommitted: .zero, inSync: false, lastHeard: now, confirmed: .zero)

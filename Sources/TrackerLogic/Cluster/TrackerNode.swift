@@ -185,6 +185,11 @@ public struct TrackerNode: Sendable {
             noteIDConflict(env.incarnation, now)
         }
         membership.heard(env, now: now)
+        if !membership.restarted.isEmpty {
+            // What a restarted node told us before (its state, its recovery answer) is void.
+            for node in membership.restarted { leader?.recovery?.acks[node] = nil }
+            membership.restarted.removeAll()
+        }
         if env.epoch > epoch && env.epoch.master.isAssigned {
             higherEpochSeen(env.epoch, now)
         }

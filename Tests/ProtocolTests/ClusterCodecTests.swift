@@ -1,0 +1,201 @@
+import NIOCore
+import Testing
+import TrackerLogic
+
+@Suite("Cluster message codec")
+struct ClusterCodecTests {
+    let epoch = Epoch(term: 3, master: NodeID(2))
+
+    @Test func keepaliveBytes() throws {
+        let env = ClusterEnvelope(from: NodeID(2), incarnation: 7, epoch: epoch, to: nil, message: .keepalive(
+            Keepalive(role: .master, master: NodeID(2), lastCommitted: TxRef(epoch: epoch, txid: 10), inSync: true)))
+        let expected = bytes("""
+            544b 01 01 00000002 0000000000000007 0000000300000002 00000000
+            03 00000002 0000000300000002 000000000000000a 01
+            """)
+        #expect(ClusterCodec.encode(env).allBytes == expected)
+        #expect(try ClusterCodec.decode(ByteBuffer(bytes: expected)).get() == env)
+    }
+
+    @Test func voteAndCommitBytes() throws {
+        let vote = ClusterEnvelope(from: NodeID(1), incarnation: 1, epoch: epoch, to: NodeID(2),
+                                   message: .vote(txid: 11, digest: 0xABCD, verdict: .storeFailed))
+        let voteBytes = bytes("544b 01 07 00000001 0000000000000001 0000000300000002 00000002 000000000000000b 000000000000abcd 01")
+        #expect(ClusterCodec.encode(vote).allBytes == voteBytes)
+        #expect(try ClusterCodec.decode(ByteBuffer(bytes: voteBytes)).get() == vote)
+
+        let commit = ClusterEnvelope(from: NodeID(2), incarnation: 9, epoch: epoch, to: nil,
+                                     message: .commit(TxRef(epoch: epoch, txid: 11), digest: 5))
+        let commitBytes = bytes("544b 01 08 00000002 0000000000000009 0000000300000002 00000000 0000000300000002 000000000000000b 0000000000000005")
+        #expect(ClusterCodec.encode(commit).allBytes == commitBytes)
+        #expect(try ClusterCodec.decode(ByteBuffer(bytes: commitBytes)).get() == commit)
+    }
+
+    static func randomRecord(_ rng: inout SeededGenerator) -> PeerRecord {
+        let ip: IPAddress = rng.chance(0.5) ? .v4(UInt32(truncatingIfNeeded: rng.next())) : .v6(rng.next(), rng.next())
+        return PeerRecord(peerID: PropertyTests.randomHash(&rng), endpoint: PeerEndpoint(ip: ip, port: UInt16(truncatingIfNeeded: rng.next())),
+                          uploaded: Int64(bitPattern: rng.next()), downloaded: Int64(bitPattern: rng.next()),
+                          left: Int64(bitPattern: rng.next()), lastAnnounce: Instant(milliseconds: Int64(bitPattern: rng.next())))
+    }
+
+    static func randomMerge(_ rng: inout SeededGenerator) -> SwarmMerge {
+        SwarmMerge(infoHash: PropertyTests.randomHash(&rng), peers: (0..<rng.below(4)).map { _ in randomRecord(&rng) },
+                   completed: (0..<rng.below(3)).map { _ in randomRecord(&rng).key })
+    }
+
+    static func randomUpdate(_ rng: inout SeededGenerator) -> SwarmUpdate {
+        switch rng.below(3) {
+        case 0:
+            let r = randomRecord(&rng)
+            return .announce(Announce(infoHash: PropertyTests.randomHash(&rng), peerID: r.peerID, endpoint: r.endpoint,
+                                      uploaded: r.uploaded, downloaded: r.downloaded, left: r.left,
+                                      event: AnnounceEvent.allCases[rng.below(4)], at: r.lastAnnounce))
+        case 1: return .expire(before: Instant(milliseconds: Int64(bitPattern: rng.next())))
+        default: return .merge(randomMerge(&rng))
+        }
+    }
+
+    static func randomRef(_ rng: inout SeededGenerator) -> TxRef {
+        TxRef(epoch: Epoch(packed: rng.next()), txid: rng.next())
+    }
+
+    static func randomTx(_ rng: inout SeededGenerator) -> Transaction {
+        Transaction(ref: randomRef(&rng), updates: (0..<rng.below(5)).map { _ in randomUpdate(&rng) })
+    }
+
+    static func randomMessage(_ rng: inout SeededGenerator) -> ClusterMessage {
+        switch rng.below(20) {
+        case 0: return .keepalive(Keepalive(role: Role(rawValue: UInt8(rng.below(5)))!, master: NodeID(UInt32(rng.below(9))),
+                                            lastCommitted: randomRef(&rng), inSync: rng.chance(0.5)))
+        case 1: return .election(lastCommitted: randomRef(&rng))
+        case 2: return .answer
+        case 3: return .coordinator(lastCommitted: randomRef(&rng))
+        case 4: return .coordinatorAck(lastCommitted: randomRef(&rng), prepared: rng.chance(0.5) ? randomTx(&rng) : nil)
+        case 5: return .prepare(randomTx(&rng), previous: randomRef(&rng), previousDigest: rng.next())
+        case 6: return .vote(txid: rng.next(), digest: rng.next(), verdict: [Verdict.ok, .storeFailed, .notInSync][rng.below(3)])
+        case 7: return .commit(randomRef(&rng), digest: rng.next())
+        case 8: return .abort(randomRef(&rng), digest: rng.next())
+        case 9: return .hello(Hello(lastCommitted: randomRef(&rng), hasState: rng.chance(0.5)))
+        case 10: return .idAssigned(incarnation: rng.next(), id: NodeID(UInt32(truncatingIfNeeded: rng.next())))
+        case 11: return .idRefused(incarnation: rng.next(), id: NodeID(UInt32(truncatingIfNeeded: rng.next())))
+        case 12: return .catchUpRequest(after: randomRef(&rng))
+        case 13: return .catchUp((0..<rng.below(3)).map { _ in randomTx(&rng) })
+        case 14:
+            var history = EpochHistory()
+            for i in 0..<rng.below(3) { history = EpochHistory(runs: history.runs + [.init(epoch: Epoch(packed: rng.next()), firstTxid: UInt64(i))]) }
+            return .snapshot(Snapshot(lastCommitted: randomRef(&rng), history: history,
+                                      content: (0..<rng.below(3)).map { _ in randomMerge(&rng) }, digest: rng.next()))
+        case 15: return .snapshotAck(randomRef(&rng))
+        case 16: return .mergeRequest
+        case 17: return .mergeOffer(MergeOffer(offerID: rng.next(), part: UInt32(rng.below(4)), parts: 4,
+                                               swarms: (0..<rng.below(3)).map { _ in randomMerge(&rng) }))
+        case 18: return .mergeDone(offerID: rng.next())
+        default: return .leaving
+        }
+    }
+
+    @Test func everyMessageRoundTrips() throws {
+        var rng = SeededGenerator(seed: 42)
+        var kinds = Set<String>()
+        for _ in 0..<5_000 {
+            let message = Self.randomMessage(&rng)
+            kinds.insert(message.name)
+            let env = ClusterEnvelope(from: NodeID(UInt32(rng.below(10))), incarnation: rng.next(), epoch: Epoch(packed: rng.next()),
+                                      to: rng.chance(0.5) ? NodeID(UInt32(1 + rng.below(9))) : nil, message: message)
+            #expect(try ClusterCodec.decode(ClusterCodec.encode(env)).get() == env)
+        }
+        #expect(kinds.count == 20, "every message kind was tried: \(kinds.sorted())")
+    }
+
+    /// Garbage, truncations and bit flips of valid messages decode to a typed error or a
+    /// value, and never trap or allocate absurdly.
+    @Test func decodingIsTotal() {
+        var rng = SeededGenerator(seed: 43)
+        var failures = 0
+        for i in 0..<100_000 {
+            var raw: [UInt8]
+            if i % 2 == 0 {
+                raw = (0..<rng.below(120)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+                if raw.count >= 4 && rng.chance(0.7) { raw[0] = 0x54; raw[1] = 0x4B; raw[2] = 1; raw[3] = UInt8(1 + rng.below(21)) }
+            } else {
+                let env = ClusterEnvelope(from: NodeID(1), incarnation: 1, epoch: .zero, to: nil, message: Self.randomMessage(&rng))
+                raw = ClusterCodec.encode(env).allBytes
+                if rng.chance(0.5) { raw = Array(raw.prefix(rng.below(raw.count + 1))) }
+                for _ in 0..<(1 + rng.below(3)) where !raw.isEmpty { raw[rng.below(raw.count)] ^= UInt8(1 << rng.below(8)) }
+            }
+            if case .failure = ClusterCodec.decode(ByteBuffer(bytes: raw)) { failures += 1 }
+        }
+        #expect(failures > 50_000, "most garbage is rejected: \(failures)")
+    }
+
+    @Test func rejectsOtherVersionsAndHugeCounts() {
+        let env = ClusterEnvelope(from: NodeID(1), incarnation: 1, epoch: .zero, to: nil, message: .catchUp([]))
+        var raw = ClusterCodec.encode(env).allBytes
+        raw[2] = 2
+        #expect(ClusterCodec.decode(ByteBuffer(bytes: raw)) == .failure(ClusterDecodingError("unsupported cluster protocol version 2")))
+        raw[2] = 1
+        raw.replaceSubrange((raw.count - 4)..., with: [0xFF, 0xFF, 0xFF, 0xFF])
+        #expect(ClusterCodec.decode(ByteBuffer(bytes: raw)) == .failure(ClusterDecodingError("list of 4294967295 cannot fit")))
+    }
+}
+
+@Suite("Replica")
+struct ReplicaTests {
+    func tx(_ txid: UInt64, epoch: Epoch, peer: UInt32) -> Transaction {
+        Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: [.announce(Announce(
+            infoHash: hashA, peerID: peerID(peer), endpoint: PeerEndpoint(ip: .v4(peer), port: 1), uploaded: 0, downloaded: 0,
+            left: 1, event: .started, at: Instant(milliseconds: Int64(txid))))])
+    }
+
+    @Test func historyAndPrefixes() {
+        let e1 = Epoch(term: 1, master: NodeID(1)), e2 = Epoch(term: 2, master: NodeID(3))
+        var r = Replica()
+        for i in 1...3 { r.commit(tx(UInt64(i), epoch: e1, peer: UInt32(i))) }
+        for i in 4...5 { r.commit(tx(UInt64(i), epoch: e2, peer: UInt32(i))) }
+        #expect(r.history.epoch(of: 2) == e1 && r.history.epoch(of: 4) == e2 && r.history.epoch(of: 0) == .zero)
+        #expect(r.isPrefix(TxRef(epoch: e1, txid: 3)))
+        #expect(!r.isPrefix(TxRef(epoch: e2, txid: 3)), "same txid from another epoch diverged")
+        #expect(!r.isPrefix(TxRef(epoch: e2, txid: 6)), "ahead of us is not a prefix")
+        #expect(r.transactions(after: 3)?.map(\.txid) == [4, 5])
+        #expect(r.transactions(after: 5)?.isEmpty == true)
+    }
+
+    @Test func snapshotInstallsAnEqualReplica() {
+        var r = Replica()
+        let e = Epoch(term: 1, master: NodeID(1))
+        for i in 1...20 { r.commit(tx(UInt64(i), epoch: e, peer: UInt32(i % 7))) }
+        let s = r.snapshot()
+        #expect(s.isIntact)
+        var copy = Replica()
+        copy.install(s)
+        #expect(copy == r && copy.digest == r.digest)
+        var tampered = s
+        tampered.content[0].peers[0].endpoint.port &+= 1
+        #expect(!tampered.isIntact)
+    }
+
+    @Test func logIsBoundedAndFallsBackToSnapshots() {
+        var r = Replica(logLimit: 8)
+        let e = Epoch(term: 1, master: NodeID(1))
+        for i in 1...30 { r.commit(tx(UInt64(i), epoch: e, peer: 1)) }
+        #expect(r.transactions(after: 2) == nil, "too old: a snapshot is needed")
+        #expect(r.transactions(after: 27)?.map(\.txid) == [28, 29, 30])
+    }
+
+    @Test func mergeKeepsTheLatestAndUnitesCompletions() {
+        var a = SwarmStore(), b = SwarmStore()
+        let key = PeerKey(peerID: peerID(1), ip: .v4(1))
+        func announce(at: Int64, left: Int64, event: AnnounceEvent) -> SwarmUpdate {
+            .announce(Announce(infoHash: hashA, peerID: key.peerID, endpoint: PeerEndpoint(ip: key.ip, port: 1), uploaded: 0,
+                               downloaded: 0, left: left, event: event, at: Instant(milliseconds: at)))
+        }
+        a.apply(announce(at: 10, left: 0, event: .completed))
+        b.apply(announce(at: 20, left: 5, event: .started))
+        var merged = b
+        merged.apply(a.content().map { .merge($0) })
+        #expect(merged[hashA]?.peer(key)?.lastAnnounce == Instant(milliseconds: 20), "the newer record wins")
+        #expect(merged.scrape(hashA).completed == 1)
+        merged.apply(a.content().map { .merge($0) })
+        #expect(merged.scrape(hashA).completed == 1, "merging twice does not double count")
+    }
+}
