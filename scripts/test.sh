@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Runs every test: setup, build, the real-process tests (real BitTorrent clients,
-# malformed floods), then `swift test` (protocol and simulation suites).
+# Runs every test: setup, an optimized build (the simulator runs thousands of
+# scenarios), the real-process tests (real BitTorrent clients, malformed floods), then
+# `swift test` (protocol suites and the cluster simulation suites).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-swift build
-export TRACKER_BIN="$PWD/.build/debug/tracker"
+swift build -c release
+export TRACKER_BIN="$PWD/.build/release/tracker"
 passed=0; failed=0; failures=()
 for t in tests/interop/*.py; do
   [ "$(basename "$t")" = common.py ] && continue
@@ -17,4 +18,4 @@ if [ "$failed" -gt 0 ]; then
   printf 'failed: %s\n' "${failures[@]}"
   exit 1
 fi
-swift test
+swift test -c release
