@@ -227,7 +227,8 @@ public struct Simulator {
         let durable = slots[slot].disk.durable()
         let node = TrackerNode(id: nodeID(slot), incarnation: rng.next(), config: config,
                                handler: PeerRequestHandler(config: trackerConfig, connectionIDs: ConnectionIDPolicy(key: key)),
-                               seed: rng.next(), now: nodeNow(slot), restoring: durable)
+                               seed: rng.next(), now: nodeNow(slot), restoring: durable,
+                               address: "10.9.0.\(slot + 1):6969")
         slots[slot].node = node
         slots[slot].trackedLast = node.replica.lastCommitted
         slots[slot].scheduledTick = nil

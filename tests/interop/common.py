@@ -15,20 +15,21 @@ def tracker_binary():
     return path
 
 
-def free_udp_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+def free_port(kind=socket.SOCK_DGRAM):
+    """A port on 127.0.0.1 that nothing uses right now (UDP by default)."""
+    s = socket.socket(socket.AF_INET, kind)
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def free_udp_port():
+    return free_port(socket.SOCK_DGRAM)
 
 
 def free_tcp_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    return free_port(socket.SOCK_STREAM)
 
 
 def fail(message):

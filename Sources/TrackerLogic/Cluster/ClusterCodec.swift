@@ -43,6 +43,7 @@ public enum ClusterCodec {
             b.writeInteger(k.master.rawValue)
             write(k.lastCommitted, &b)
             b.writeInteger(k.inSync ? 1 as UInt8 : 0)
+            writeString(k.address, &b)
         case .election(let ref), .coordinator(let ref), .catchUpRequest(let ref), .snapshotAck(let ref):
             write(ref, &b)
         case .answer, .mergeRequest, .leaving:
@@ -258,7 +259,8 @@ public enum ClusterCodec {
             switch tag {
             case .keepalive:
                 guard let role = Role(rawValue: try int()) else { throw ClusterDecodingError("bad role") }
-                message = .keepalive(Keepalive(role: role, master: NodeID(try int()), lastCommitted: try ref(), inSync: try bool()))
+                message = .keepalive(Keepalive(role: role, master: NodeID(try int()), lastCommitted: try ref(), inSync: try bool(),
+                                               address: try string()))
             case .election: message = .election(lastCommitted: try ref())
             case .answer: message = .answer
             case .coordinator: message = .coordinator(lastCommitted: try ref())

@@ -70,9 +70,12 @@ public struct Keepalive: Hashable, Sendable {
     public var lastCommitted: TxRef
     /// True when the node's repository equals the master's history (it may vote).
     public var inSync: Bool
+    /// Where operators reach the node (its peer or dashboard address), for the trackers tab.
+    public var address: String
 
-    public init(role: Role, master: NodeID, lastCommitted: TxRef, inSync: Bool) {
+    public init(role: Role, master: NodeID, lastCommitted: TxRef, inSync: Bool, address: String = "") {
         self.role = role; self.master = master; self.lastCommitted = lastCommitted; self.inSync = inSync
+        self.address = address
     }
 }
 

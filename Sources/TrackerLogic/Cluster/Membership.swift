@@ -6,6 +6,8 @@ public struct Member: Hashable, Sendable {
     public var master: NodeID
     public var lastCommitted: TxRef
     public var inSync: Bool
+    /// As the node advertises itself in keepalives.
+    public var address: String = ""
     public var lastHeard: Instant
     /// The last transaction the master knows this node holds (master's bookkeeping).
     public var confirmed: TxRef
@@ -39,6 +41,7 @@ public struct Membership: Sendable {
             m.master = k.master
             m.lastCommitted = k.lastCommitted
             m.inSync = k.inSync
+            m.address = k.address
         }
         members[env.from] = m
     }

@@ -10,6 +10,8 @@ public struct TrackerNode: Sendable {
     public let incarnation: UInt64
     public let config: ClusterConfig
     public let handler: PeerRequestHandler
+    /// Advertised in keepalives (the dashboard's trackers tab shows it).
+    public let address: String
 
     public internal(set) var role: Role = .starting
     /// The highest epoch this node has accepted: its own as master, its master's as slave.
@@ -39,12 +41,13 @@ public struct TrackerNode: Sendable {
     ///   - id: the configured id, or `.unassigned` for `--id auto`.
     ///   - restoring: what the node's disk held (nil for a fresh node).
     public init(id: NodeID, incarnation: UInt64, config: ClusterConfig, handler: PeerRequestHandler,
-                seed: UInt64, now: Instant, restoring: DurableState? = nil) {
+                seed: UInt64, now: Instant, restoring: DurableState? = nil, address: String = "") {
         precondition(config.problems.isEmpty, "invalid cluster config: \(config.problems)")
         self.id = id
         self.incarnation = incarnation
         self.config = config
         self.handler = handler
+        self.address = address
         self.rng = SeededGenerator(seed: seed)
         self.replica = Replica()
         self.epoch = restoring?.epoch ?? .zero
@@ -134,7 +137,7 @@ public struct TrackerNode: Sendable {
         }
         if now >= nextKeepalive {
             broadcast(.keepalive(Keepalive(role: role, master: master ?? .unassigned,
-                                           lastCommitted: replica.lastCommitted, inSync: inSync)))
+                                           lastCommitted: replica.lastCommitted, inSync: inSync, address: address)))
             nextKeepalive = now + config.keepaliveInterval
         }
         membership.forget(before: now - config.downAfter * 30)
