@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-swift build -c release
+# One optimized build of everything, tests included, with the flags `swift test` uses.
+swift build -c release --build-tests
 export TRACKER_BIN="$PWD/.build/release/tracker"
 passed=0; failed=0; failures=()
 for t in tests/interop/*.py; do
@@ -18,4 +19,4 @@ if [ "$failed" -gt 0 ]; then
   printf 'failed: %s\n' "${failures[@]}"
   exit 1
 fi
-swift test -c release
+swift test -c release --skip-build
