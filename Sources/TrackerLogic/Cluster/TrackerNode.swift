@@ -34,7 +34,6 @@ public struct TrackerNode: Sendable {
     /// A node of our id with another incarnation, and when it was first heard.
     var idConflict: (incarnation: UInt64, firstHeard: Instant)?
     var nextProbe: Instant?
-    var storeNeedsRewrite = false
     var out: [NodeAction] = []
 
     /// - Parameters:
@@ -119,13 +118,13 @@ public struct TrackerNode: Sendable {
 
     mutating func commitLocally(_ tx: Transaction) {
         replica.commit(tx)
-        if storeHealthy && !storeNeedsRewrite { out.append(.persist(tx)) }
+        // While the store fails, writes are skipped; it is rewritten whole once it heals.
+        if storeHealthy { out.append(.persist(tx)) }
     }
 
     mutating func installLocally(_ snapshot: Snapshot) {
         replica.install(snapshot)
         out.append(.persistSnapshot(snapshot))
-        storeNeedsRewrite = false
     }
 
     // MARK: tick
@@ -287,9 +286,7 @@ public struct TrackerNode: Sendable {
                 storeHealthy = true
                 nextProbe = nil
                 // Writes were skipped while the store failed: rewrite it whole.
-                storeNeedsRewrite = true
                 out.append(.persistSnapshot(replica.snapshot()))
-                storeNeedsRewrite = false
             }
         } else {
             storeHealthy = false
