@@ -12,7 +12,8 @@ final class StandaloneHandler: ChannelInboundHandler {
     private var tracker: StandaloneTracker
     private let logger: Logger
     private var expiryTask: Scheduled<Void>?
-    private(set) var stats = ServerStats()
+    /// Reported when the server stops.
+    private var stats = ServerStats()
 
     init(tracker: StandaloneTracker, logger: Logger) {
         self.tracker = tracker
@@ -21,7 +22,11 @@ final class StandaloneHandler: ChannelInboundHandler {
 
     func handlerAdded(context: ChannelHandlerContext) { armExpiry(context: context) }
 
-    func handlerRemoved(context: ChannelHandlerContext) { expiryTask?.cancel() }
+    func handlerRemoved(context: ChannelHandlerContext) {
+        expiryTask?.cancel()
+        logger.info("served peers", metadata: ["datagrams": "\(stats.received)", "error-replies": "\(stats.errors)",
+                                               "dropped": "\(stats.dropped)"])
+    }
 
     private func armExpiry(context: ChannelHandlerContext) {
         let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)

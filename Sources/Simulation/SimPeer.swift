@@ -87,14 +87,14 @@ struct SimPeer {
     var nextDeadline: Instant? { outstanding.map { $0.sentAt + Self.retransmitAfter($0.attempt) } }
 
     /// Checks a reply against what was asked. Returns a violation, or nil.
-    mutating func receive(_ datagram: ByteBuffer, now: Instant) -> (violation: String?, done: Bool) {
+    mutating func receive(_ datagram: ByteBuffer, now: Instant) -> String? {
         guard case .success(let response) = BEP15Codec.decodeResponse(datagram, family: .v4) else {
-            return ("peer p\(index) got a malformed reply", false)
+            return "peer p\(index) got a malformed reply"
         }
         let tid = response.transactionID
         guard let o = outstanding, o.request.transactionID == tid else {
-            if answered.contains(tid) { return (nil, false) }  // a duplicate of an answered request
-            return ("peer p\(index) got a reply to unknown transaction \(tid)", false)
+            if answered.contains(tid) { return nil }  // a duplicate of an answered request
+            return "peer p\(index) got a reply to unknown transaction \(tid)"
         }
         outstanding = nil
         answered.append(tid)
@@ -104,19 +104,19 @@ struct SimPeer {
             connectionID = r.connectionID
             connectedAt = now
         case (.announce(let a), .announce(let r)):
-            if r.peers.contains(endpoint) { return ("peer p\(index) was given itself as a peer", true) }
-            if a.event != .stopped && r.seeders + r.leechers == 0 { return ("announce reply to p\(index) counts no peer", true) }
+            if r.peers.contains(endpoint) { return "peer p\(index) was given itself as a peer" }
+            if a.event != .stopped && r.seeders + r.leechers == 0 { return "announce reply to p\(index) counts no peer" }
             if a.event == .stopped { started = false } else { started = true }
             lastAnnounceReply = now
             announceReplies += 1
         case (.scrape(let s), .scrape(let r)):
-            if r.entries.count != s.infoHashes.count { return ("scrape reply to p\(index) has \(r.entries.count) entries", true) }
+            if r.entries.count != s.infoHashes.count { return "scrape reply to p\(index) has \(r.entries.count) entries" }
         case (.announce, .error(let e)), (.scrape, .error(let e)):
             errors.append(e.message)
             if e.message == PeerRequestHandler.invalidConnectionIDMessage { connectionID = nil }
         default:
-            return ("peer p\(index) got \(response) to \(o.request)", true)
+            return "peer p\(index) got \(response) to \(o.request)"
         }
-        return (nil, true)
+        return nil
     }
 }

@@ -269,7 +269,7 @@ public struct Simulator {
         case .peerDatagram(let s, let bytes, let from):
             step(s, .peer(bytes, from: from), label: "datagram from \(from)")
         case .reply(let p, let bytes):
-            let (v, _) = peers[p].receive(bytes, now: now)
+            let v = peers[p].receive(bytes, now: now)
             traceDigest.add(UInt64(p), UInt64(bytes.readableBytes))
             if let v { fail(v) }
             schedulePeer(p, at: now + Milliseconds(Int64(200 + rng.below(1500))))
