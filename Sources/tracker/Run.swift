@@ -38,15 +38,58 @@ struct PeerServiceOptions: ParsableArguments {
 
 struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a tracker node. With no options: a standalone node on udp://127.0.0.1:6969.")
+        abstract: "Run a tracker node. With no options: a standalone node on udp://127.0.0.1:6969.",
+        discussion: """
+            Cluster node: give --broker (and --group or --vip for the peer channel), --db and usually --http:
+              tracker run --id 1 --group 239.255.42.99:6969 --interface lo \\
+                --broker stomp://127.0.0.1:61613 --db /tmp/n1.sqlite --http 127.0.0.1:8081
+            """)
 
     @Option(help: "UDP address to serve peers on (standalone node), e.g. 127.0.0.1:6969 or [::1]:6969.")
-    var udp: String = "127.0.0.1:6969"
+    var udp: String?
+
+    @Option(help: "Cluster node id (1…4294967295), or 'auto' to get one from the master.")
+    var id: String = "auto"
+
+    @Option(help: "Multicast group the cluster serves peers on, e.g. 239.255.42.99:6969.")
+    var group: String?
+
+    @Option(help: "Shared service address every node binds (with --group for delivery), e.g. 10.0.0.100:6969.")
+    var vip: String?
+
+    @Option(help: "Interface to join the group on.")
+    var interface: String = "lo"
+
+    @Option(help: "STOMP broker of the cluster channel, e.g. stomp://127.0.0.1:61613.")
+    var broker: String?
+
+    @Option(help: "SQLite file holding this node's repository (emptied on clean shutdown).")
+    var db: String?
+
+    @Option(help: "HOST:PORT for the node's HTTP API (GET /api/node).")
+    var http: String?
+
+    @Option(help: "Cluster name: the broker topic is /topic/NAME.")
+    var cluster: String = "tracker"
+
+    @Option(help: "Shared secret that keys connection ids (default: the cluster name). Same on every node.")
+    var secret: String?
+
+    @Option(help: "Keepalive interval, e.g. 1s or 250ms; a node missing 2 is down.")
+    var keepalive: String = "1s"
+
+    @Option(help: "live: a majority of the live nodes commits; strict: a majority of --cluster-size.")
+    var quorum: String = "live"
+
+    @Option(name: .customLong("cluster-size"), help: "Configured number of nodes (strict quorum).")
+    var clusterSize: Int = 3
 
     @OptionGroup var service: PeerServiceOptions
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
+
+    var isCluster: Bool { broker != nil || group != nil || vip != nil }
 
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown log level '\(logLevel)'") }
@@ -56,8 +99,64 @@ struct Run: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "tracker")
-        let bind: EndpointArgument
-        do { bind = try EndpointArgument(parsing: udp) } catch { throw ValidationError("--udp: \(error)") }
-        try await StandaloneServer.run(bind: bind.endpoint, config: try service.config(), logger: logger)
+        guard isCluster else {
+            let bind: EndpointArgument
+            do { bind = try EndpointArgument(parsing: udp ?? "127.0.0.1:6969") } catch { throw ValidationError("--udp: \(error)") }
+            try await StandaloneServer.run(bind: bind.endpoint, config: try service.config(), logger: logger)
+            return
+        }
+        let settings = try clusterSettings()
+        let code = try await ClusterNodeRunner.run(settings, logger: logger)
+        if code != 0 { throw ExitCode(code) }
+    }
+
+    func clusterSettings() throws -> ClusterNodeSettings {
+        func endpoint(_ flag: String, _ text: String) throws -> PeerEndpoint {
+            do { return try EndpointArgument(parsing: text).endpoint } catch { throw ValidationError("--\(flag): \(error)") }
+        }
+        let nodeID: NodeID
+        if id == "auto" {
+            nodeID = .unassigned
+        } else if let n = UInt32(id), n > 0 {
+            nodeID = NodeID(n)
+        } else {
+            throw ValidationError("--id must be a number from 1 to 4294967295, or 'auto' (got '\(id)')")
+        }
+        let mode: PeerChannelMode
+        switch (udp, group, vip) {
+        case (nil, let g?, nil): mode = .group(try endpoint("group", g), interface: interface)
+        case (nil, let g?, let v?): mode = .vip(try endpoint("vip", v), group: try endpoint("group", g), interface: interface)
+        case (let u?, nil, nil): mode = .udp(try endpoint("udp", u))
+        case (nil, nil, _): throw ValidationError("--vip needs --group: the group delivers the service address to every node")
+        default: throw ValidationError("use one peer channel: --group, --vip with --group, or --udp")
+        }
+        guard let broker else { throw ValidationError("a cluster node needs --broker stomp://HOST:PORT") }
+        guard let db else { throw ValidationError("a cluster node needs --db PATH (its SQLite repository)") }
+        var cluster = ClusterConfig()
+        cluster.keepaliveInterval = try Self.duration(keepalive)
+        switch quorum {
+        case "live": cluster.quorum = .live
+        case "strict": cluster.quorum = .strict
+        default: throw ValidationError("--quorum must be live or strict")
+        }
+        cluster.clusterSize = clusterSize
+        let brokerSettings: StompSettings
+        do { brokerSettings = try StompSettings(url: broker) } catch { throw ValidationError("--broker: \(error)") }
+        let settings = ClusterNodeSettings(
+            id: nodeID, peers: mode, broker: brokerSettings, database: db,
+            http: try http.map { try endpoint("http", $0) }, clusterName: self.cluster,
+            secret: secret ?? self.cluster, cluster: cluster, tracker: try service.config())
+        if let problem = settings.problems.first { throw ValidationError(problem) }
+        return settings
+    }
+
+    /// `1s`, `250ms` or plain milliseconds.
+    static func duration(_ text: String) throws -> Milliseconds {
+        let value: Int64?
+        if text.hasSuffix("ms") { value = Int64(text.dropLast(2)) }
+        else if text.hasSuffix("s") { value = Int64(text.dropLast()).map { $0 * 1000 } }
+        else { value = Int64(text) }
+        guard let value, value >= 10 else { throw ValidationError("'\(text)' is not a duration of at least 10ms (e.g. 1s, 250ms)") }
+        return Milliseconds(value)
     }
 }

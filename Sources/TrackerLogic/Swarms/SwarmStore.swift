@@ -45,6 +45,11 @@ public struct SwarmStore: Sendable, Equatable {
         sortedInfoHashes.map { swarms[$0]!.content($0) }
     }
 
+    /// One swarm as a merge value, nil when the repository does not hold it.
+    public func content(of infoHash: InfoHash) -> SwarmMerge? {
+        swarms[infoHash]?.content(infoHash)
+    }
+
     /// Rebuilds a repository from `content()`.
     public init(content: [SwarmMerge]) {
         for m in content { apply(.merge(m)) }

@@ -1,0 +1,312 @@
+import Logging
+import NIOCore
+import NIOPosix
+import TrackerLogic
+
+/// Everything `tracker run` needs to host one cluster node.
+public struct ClusterNodeSettings: Sendable {
+    /// `.unassigned` asks the master for one (`--id auto`).
+    public var id: NodeID
+    public var peers: PeerChannelMode
+    public var broker: StompSettings
+    public var database: String
+    public var http: PeerEndpoint?
+    public var clusterName: String
+    /// Keys connection ids, so every node accepts the ids any master issued.
+    public var secret: String
+    public var cluster: ClusterConfig
+    public var tracker: TrackerConfig
+
+    public init(id: NodeID, peers: PeerChannelMode, broker: StompSettings, database: String, http: PeerEndpoint?,
+                clusterName: String, secret: String, cluster: ClusterConfig, tracker: TrackerConfig) {
+        self.id = id; self.peers = peers; self.broker = broker; self.database = database; self.http = http
+        self.clusterName = clusterName; self.secret = secret; self.cluster = cluster; self.tracker = tracker
+    }
+
+    public var problems: [String] {
+        var out = cluster.problems + tracker.problems
+        if clusterName.isEmpty || clusterName.contains(where: { !($0.isLetter || $0.isNumber || "-_.".contains($0)) }) {
+            out.append("cluster name must be non-empty letters, digits, '-', '_' or '.'")
+        }
+        if database.isEmpty { out.append("--db needs a file path") }
+        return out
+    }
+
+    var topic: String { "/topic/\(clusterName)" }
+    func topic(for node: NodeID) -> String { "/topic/\(clusterName).n\(node.rawValue)" }
+}
+
+/// Hosts one `TrackerNode` on one event loop: peer datagrams, broker messages, timers
+/// and store results all become `step` calls there, and the returned actions are
+/// performed there. Nothing else touches the node.
+public final class ClusterServer: @unchecked Sendable {
+    let settings: ClusterNodeSettings
+    let loop: EventLoop
+    let logger: Logger
+    let writer: StoreWriter
+    let incarnation: UInt64
+    var node: TrackerNode
+    var stomp: StompClient!
+    var sockets: PeerSockets!
+    var http: Channel?
+    var wake: (at: Instant, task: Scheduled<Void>)?
+    var subscribedAs: NodeID?
+    var stopping = false
+    var inPeerRead = false
+    var repliesPending = false
+    public private(set) var stats = ClusterServerStats()
+    let finished: EventLoopPromise<Int32>
+    let startedAt: Instant
+
+    /// Opens the repository and restores what it holds; binds nothing yet.
+    public init(settings: ClusterNodeSettings, loop: EventLoop, logger: Logger) throws {
+        let problems = settings.problems
+        guard problems.isEmpty else { throw ConfigurationError(problems.joined(separator: "; ")) }
+        self.settings = settings
+        self.loop = loop
+        self.logger = logger
+        self.finished = loop.makePromise()
+        writer = StoreWriter(path: settings.database, loop: loop, logger: logger)
+        var restored: DurableState?
+        var storeFailure: String?
+        switch writer.load() {
+        case .success(let state): restored = state
+        case .failure(let error): storeFailure = "\(error)"
+        }
+        let seedKey = SipHash24(k0: 0x7472_6163_6b65_7231, k1: 0x636c_7573_7465_7231)
+        let words = Array(settings.secret.utf8).chunks(of: 8).map { chunk in chunk.reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+        let key = SipHash24(k0: seedKey.hash(words: words + [1]), k1: seedKey.hash(words: words + [2]))
+        let handler = PeerRequestHandler(config: settings.tracker,
+                                         connectionIDs: ConnectionIDPolicy(key: key, lifetimeSeconds: settings.tracker.connectionIDLifetimeSeconds))
+        incarnation = WallClock.randomSeed()
+        startedAt = WallClock.now()
+        node = TrackerNode(id: settings.id, incarnation: incarnation, config: settings.cluster, handler: handler,
+                           seed: WallClock.randomSeed(), now: startedAt, restoring: restored,
+                           address: settings.http.map { "http://\($0)" } ?? settings.peers.serviceAddress.description)
+        if let storeFailure {
+            logger.error("repository unusable; voting ERROR until it recovers", metadata: ["error": "\(storeFailure)"])
+            _ = node.step(.storeResult(ok: false, detail: storeFailure), now: startedAt)
+        } else if let s = restored?.snapshot {
+            logger.info("restored repository", metadata: ["last-committed": "\(s.lastCommitted)", "swarms": "\(s.content.count)"])
+        }
+    }
+
+    /// Binds the peer channel and the dashboard API and connects to the broker.
+    public func start() async throws {
+        let peerSockets = try await PeerChannelBinder.bind(settings.peers, loop: loop) { [self] in PeerDatagramHandler(server: self) }
+        let httpChannel: Channel?
+        if let endpoint = settings.http {
+            do {
+                httpChannel = try await NodeHTTPServer.bind(endpoint, loop: loop, server: self)
+            } catch {
+                try? await peerSockets.receive.close()
+                throw ConfigurationError("cannot serve HTTP on \(endpoint): \(error)")
+            }
+        } else {
+            httpChannel = nil
+        }
+        try await loop.submit { [self] in
+            sockets = peerSockets
+            http = httpChannel
+            stomp = StompClient(settings: settings.broker, loop: loop, logger: logger) { [self] event in brokerEvent(event) }
+            stomp.subscribe(settings.topic)
+            subscribeOwnTopic()
+            stomp.start()
+            armWake(WallClock.now())
+        }.get()
+        logger.info("cluster node started", metadata: [
+            "id": "\(settings.id.isAssigned ? "\(settings.id.rawValue)" : "auto")", "peers": "\(settings.peers)",
+            "reply-from": "\(peerSockets.unicast)", "broker": "\(settings.broker.host):\(settings.broker.port)",
+            "cluster": "\(settings.clusterName)", "db": "\(settings.database)",
+            "http": "\(settings.http.map { "\($0)" } ?? "off")",
+        ])
+    }
+
+    /// Asks the node to leave cleanly; resolves `run()`.
+    public func requestShutdown() {
+        loop.execute { [self] in
+            guard !stopping else { return }
+            logger.info("leaving the cluster")
+            step(.shutdown)
+            // A node that had already stopped produces no exit action.
+            if !stopping { teardown(code: 0) }
+        }
+    }
+
+    /// Completes with the process exit code once the node has stopped.
+    public func wait() async throws -> Int32 { try await finished.futureResult.get() }
+
+    // MARK: stepping
+
+    func step(_ event: NodeEvent) {
+        let now = WallClock.now()
+        let actions = node.step(event, now: now)
+        for action in actions { perform(action) }
+        if repliesPending && !inPeerRead { flushReplies() }
+        if node.id != subscribedAs { subscribeOwnTopic() }
+        armWake(now)
+    }
+
+    func perform(_ action: NodeAction) {
+        switch action {
+        case .broadcast(let env):
+            publish(env, to: settings.topic)
+        case .send(let env):
+            publish(env, to: settings.topic(for: env.to ?? .unassigned))
+        case .reply(let response, let to):
+            var buffer = sockets.reply.allocator.buffer(capacity: 64)
+            BEP15Codec.encode(response, into: &buffer)
+            if case .error = response { stats.errorReplies += 1 } else { stats.replies += 1 }
+            sockets.reply.write(AddressedEnvelope(remoteAddress: SocketAddress(to), data: buffer), promise: nil)
+            repliesPending = true
+        case .persist(let tx):
+            store(.commit(CommitRows(tx, replica: node.replica)))
+        case .persistSnapshot(let snapshot):
+            store(.snapshot(snapshot))
+        case .persistEpoch(let epoch):
+            store(.epoch(epoch))
+        case .wipeStore:
+            store(.wipe)
+        case .probeStore:
+            store(.probe)
+        case .exit(let reason):
+            logger.notice("node stopped", metadata: ["reason": "\(reason)"])
+            teardown(code: reason == "left the cluster" ? 0 : 2)
+        }
+    }
+
+    func publish(_ env: ClusterEnvelope, to destination: String) {
+        stomp.send(to: destination, body: ClusterCodec.encode(env), headers: [("sender", String(incarnation, radix: 16))])
+    }
+
+    func store(_ write: StoreWrite) {
+        let name = write.name
+        let isProbe: Bool
+        if case .probe = write { isProbe = true } else { isProbe = false }
+        writer.submit(write).whenComplete { [self] result in
+            switch result {
+            case .success:
+                if isProbe && !stopping { step(.storeResult(ok: true, detail: "")) }
+            case .failure(let error):
+                stats.storeFailures += 1
+                logger.error("repository write failed; voting ERROR until it recovers", metadata: ["write": "\(name)", "error": "\(error)"])
+                if !stopping { step(.storeResult(ok: false, detail: "\(error)")) }
+            }
+        }
+    }
+
+    func flushReplies() {
+        repliesPending = false
+        sockets.reply.flush()
+    }
+
+    func subscribeOwnTopic() {
+        guard node.id.isAssigned, let stomp else { return }
+        subscribedAs = node.id
+        stomp.subscribe(settings.topic(for: node.id))
+    }
+
+    /// One timer, always at the node's next deadline.
+    func armWake(_ now: Instant) {
+        guard !stopping else { return }
+        let at = node.nextWake(now: now)
+        if let w = wake, w.at <= at { return }
+        wake?.task.cancel()
+        let task = loop.scheduleTask(in: .milliseconds(max(0, (at - now).value))) { [self] in
+            wake = nil
+            step(.tick)
+        }
+        wake = (at, task)
+    }
+
+    // MARK: inputs
+
+    func peerDatagram(_ data: ByteBuffer, from source: SocketAddress) {
+        stats.datagrams += 1
+        guard !stopping, let endpoint = PeerEndpoint(source) else { return }
+        inPeerRead = true
+        step(.peer(data, from: endpoint))
+        inPeerRead = false
+    }
+
+    func peerReadComplete() {
+        if repliesPending { flushReplies() }
+    }
+
+    func brokerEvent(_ event: StompEvent) {
+        switch event {
+        case .ready, .lost:
+            // Lost messages are the protocol's business: keepalives and catch-up resync.
+            break
+        case .message(let destination, let headers, let body):
+            if headers.first(where: { $0.name == "sender" })?.value == String(incarnation, radix: 16) { return }
+            switch ClusterCodec.decode(body) {
+            case .success(let env):
+                stats.clusterMessages += 1
+                if !stopping { step(.cluster(env)) }
+            case .failure(let error):
+                stats.badClusterMessages += 1
+                logger.warning("dropped a malformed cluster message", metadata: [
+                    "destination": "\(destination)", "bytes": "\(body.readableBytes)", "error": "\(error)"])
+            }
+        }
+    }
+
+    // MARK: stopping
+
+    func teardown(code: Int32) {
+        guard !stopping else { return }
+        stopping = true
+        wake?.task.cancel()
+        wake = nil
+        // Writes first (the wipe of a clean shutdown), then the broker's receipt for our
+        // LEAVING, then the sockets.
+        writer.drain().flatMap { [self] in stomp.close() }.whenComplete { [self] _ in
+            var closes = [sockets.receive.close()]
+            if sockets.reply !== sockets.receive { closes.append(sockets.reply.close()) }
+            if let http { closes.append(http.close()) }
+            EventLoopFuture.andAllComplete(closes, on: loop).whenComplete { [self] _ in
+                logger.info("stopped", metadata: ["datagrams": "\(stats.datagrams)", "replies": "\(stats.replies)",
+                                                  "error-replies": "\(stats.errorReplies)"])
+                finished.succeed(code)
+            }
+        }
+    }
+
+    /// Called once `wait()` returned.
+    public func shutdownWriter() { writer.shutdown() }
+}
+
+public struct ClusterServerStats: Sendable {
+    public var datagrams = 0
+    public var replies = 0
+    public var errorReplies = 0
+    public var clusterMessages = 0
+    public var badClusterMessages = 0
+    public var storeFailures = 0
+}
+
+/// Hands peer datagrams to the server on its loop.
+final class PeerDatagramHandler: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    let server: ClusterServer
+
+    init(server: ClusterServer) { self.server = server }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let envelope = unwrapInboundIn(data)
+        server.peerDatagram(envelope.data, from: envelope.remoteAddress)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) { server.peerReadComplete() }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // ICMP port-unreachable from a vanished peer and the like: not fatal.
+    }
+}
+
+extension Array {
+    func chunks(of size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}

@@ -1,0 +1,143 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import NIOCore
+import NIOPosix
+import TrackerLogic
+
+/// How peers reach the cluster.
+public enum PeerChannelMode: Sendable, CustomStringConvertible {
+    /// Every node joins the group on the interface; the master replies from its own
+    /// unicast socket (Transmission accepts that; libtorrent and aria2 do not).
+    case group(PeerEndpoint, interface: String)
+    /// Every node binds the same unicast service address and joins the group, so frames
+    /// sent to the group's MAC reach all of them; the master replies from the service
+    /// address, which every client accepts.
+    case vip(PeerEndpoint, group: PeerEndpoint, interface: String)
+    /// One node, one socket (no group).
+    case udp(PeerEndpoint)
+
+    /// The address peers send to.
+    public var serviceAddress: PeerEndpoint {
+        switch self {
+        case .group(let g, _): g
+        case .vip(let v, _, _): v
+        case .udp(let u): u
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .group(let g, let i): "group \(g) on \(i)"
+        case .vip(let v, let g, let i): "service address \(v) via group \(g.ip) on \(i)"
+        case .udp(let u): "udp \(u)"
+        }
+    }
+}
+
+/// The sockets of the peer channel: where requests arrive and where replies leave.
+struct PeerSockets {
+    var receive: Channel
+    var reply: Channel
+    /// The node's own unicast address (for the dashboard and keepalives).
+    var unicast: PeerEndpoint
+}
+
+enum PeerChannelBinder {
+    /// Linux delivers every group joined by *any* socket on the host to a socket bound to
+    /// the port unless this is off.
+    static let ipMulticastAll: CInt = 49
+
+    static func bind(_ mode: PeerChannelMode, loop: EventLoop, handler: @escaping @Sendable () -> ChannelHandler) async throws -> PeerSockets {
+        func bootstrap() -> DatagramBootstrap {
+            DatagramBootstrap(group: loop)
+                .channelOption(.socketOption(.so_reuseaddr), value: 1)
+                .channelOption(.datagramVectorReadMessageCount, value: 32)
+                .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))
+                .channelOption(.socket(SocketOptionLevel(SOL_SOCKET), SocketOptionName(SO_RCVBUF)), value: 4 << 20)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler()) }
+                }
+        }
+        switch mode {
+        case .udp(let endpoint):
+            let ch = try await bootstrap().bind(to: try endpoint.socketAddress()).get()
+            return PeerSockets(receive: ch, reply: ch, unicast: endpoint)
+        case .group(let group, let interface):
+            let device = try multicastDevice(named: interface)
+            let ch = try await bootstrap().bind(to: try group.socketAddress()).get()
+            try await join(ch, group: group, device: device)
+            // Replies leave from the node's own address on that interface, any free port.
+            guard let local = device.address, let ip = PeerEndpoint(local)?.ip else {
+                throw ConfigurationError("interface \(interface) has no IPv4 address")
+            }
+            let reply = try await DatagramBootstrap(group: loop)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler()) }
+                }
+                .bind(to: try PeerEndpoint(ip: ip, port: 0).socketAddress()).get()
+            let port = UInt16(reply.localAddress?.port ?? 0)
+            return PeerSockets(receive: ch, reply: reply, unicast: PeerEndpoint(ip: ip, port: port))
+        case .vip(let vip, let group, let interface):
+            let device = try multicastDevice(named: interface)
+            let ch = try await bootstrap().bind(to: try vip.socketAddress()).get()
+            try await join(ch, group: group, device: device)
+            return PeerSockets(receive: ch, reply: ch, unicast: vip)
+        }
+    }
+
+    static func join(_ channel: Channel, group: PeerEndpoint, device: NIONetworkDevice) async throws {
+        guard case .v4 = group.ip, group.ip.isIPv4Multicast else {
+            throw ConfigurationError("\(group.ip) is not an IPv4 multicast group (224.0.0.0/4)")
+        }
+        try await channel.setOption(.socket(SocketOptionLevel(IPPROTO_IP), SocketOptionName(ipMulticastAll)), value: 0).get()
+        guard let multicast = channel as? MulticastChannel else { throw ConfigurationError("socket cannot join groups") }
+        do {
+            try await multicast.joinGroup(try group.socketAddress(), device: device).get()
+        } catch {
+            throw ConfigurationError("cannot join \(group.ip) on \(device.name): \(error)")
+        }
+    }
+
+    /// The interface's IPv4 device. NIO refuses to join a group on `lo` because the
+    /// kernel does not flag it multicast-capable, yet joining works; say it does.
+    static func multicastDevice(named name: String) throws -> NIONetworkDevice {
+        let devices = try System.enumerateDevices()
+        guard var device = devices.first(where: { $0.name == name && $0.address?.protocol == .inet }) else {
+            let names = Set(devices.map(\.name)).sorted().joined(separator: ", ")
+            throw ConfigurationError("no IPv4 interface named '\(name)' (have: \(names))")
+        }
+        device.multicastSupported = true
+        return device
+    }
+}
+
+extension IPAddress {
+    var isIPv4Multicast: Bool {
+        if case .v4(let bits) = self { return bits >> 28 == 0xE }
+        return false
+    }
+}
+
+extension SocketAddress {
+    /// Without parsing text: replies are built per datagram.
+    init(_ endpoint: PeerEndpoint) {
+        switch endpoint.ip {
+        case .v4(let bits):
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = endpoint.port.bigEndian
+            sin.sin_addr.s_addr = bits.bigEndian
+            self.init(sin, host: "")
+        case .v6(let hi, let lo):
+            var sin6 = sockaddr_in6()
+            sin6.sin6_family = sa_family_t(AF_INET6)
+            sin6.sin6_port = endpoint.port.bigEndian
+            withUnsafeMutableBytes(of: &sin6.sin6_addr) { raw in
+                for i in 0..<8 { raw[i] = UInt8(truncatingIfNeeded: hi >> (56 - 8 * UInt64(i))) }
+                for i in 0..<8 { raw[8 + i] = UInt8(truncatingIfNeeded: lo >> (56 - 8 * UInt64(i))) }
+            }
+            self.init(sin6, host: "")
+        }
+    }
+}

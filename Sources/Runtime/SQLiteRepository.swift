@@ -1,0 +1,312 @@
+import GRDB
+import TrackerLogic
+
+/// One committed transaction, reduced to the rows it changes. Built on the node's event
+/// loop from the replica right after the step, so the writer thread never touches the
+/// node. Rows carry the replica's state *after the step*: when one step commits several
+/// transactions, an earlier write may already hold a later value of a row. Every write
+/// is a full row (or its absence), so replaying the later transaction after a crash lands
+/// on the same rows.
+public struct CommitRows: Sendable {
+    public var lastCommitted: TxRef
+    public var history: EpochHistory
+    /// Peer rows in transaction order: the record, or nil when the peer is gone.
+    public var peers: [(infoHash: InfoHash, key: PeerKey, record: PeerRecord?)] = []
+    public var completions: [(infoHash: InfoHash, key: PeerKey)] = []
+    /// Swarms rewritten whole (merges), nil content when the swarm is gone.
+    public var swarms: [(infoHash: InfoHash, content: SwarmMerge?)] = []
+    public var expireBefore: [Instant] = []
+    public var touched: Set<InfoHash> = []
+
+    public init(_ tx: Transaction, replica: Replica) {
+        lastCommitted = tx.ref
+        history = replica.history
+        for update in tx.updates {
+            switch update {
+            case .announce(let a):
+                peers.append((a.infoHash, a.key, replica.store[a.infoHash]?.peer(a.key)))
+                if a.event == .completed { completions.append((a.infoHash, a.key)) }
+                touched.insert(a.infoHash)
+            case .merge(let m):
+                swarms.append((m.infoHash, replica.store.content(of: m.infoHash)))
+                touched.insert(m.infoHash)
+            case .expire(let before):
+                expireBefore.append(before)
+            }
+        }
+    }
+}
+
+/// What the node asks of its disk, in the order it asked.
+public enum StoreWrite: Sendable {
+    case commit(CommitRows)
+    case snapshot(Snapshot)
+    case epoch(Epoch)
+    case wipe
+    case probe
+}
+
+public struct RepositoryError: Error, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A node's repository in SQLite: swarms, peers, completions and the cluster metadata
+/// (highest epoch, last committed transaction, epoch history). Not thread-safe on
+/// purpose: one serial writer owns it.
+public final class SQLiteRepository {
+    let db: DatabaseQueue
+    public let path: String
+
+    public init(path: String) throws {
+        self.path = path
+        var config = Configuration()
+        config.journalMode = .wal
+        config.busyMode = .timeout(2)
+        config.label = "tracker-repository"
+        do {
+            db = try DatabaseQueue(path: path, configuration: config)
+            try db.write { db in try Self.createSchema(db) }
+        } catch {
+            throw RepositoryError("cannot open repository \(path): \(error)")
+        }
+    }
+
+    static func createSchema(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE IF NOT EXISTS swarms(
+                info_hash TEXT PRIMARY KEY NOT NULL,
+                name TEXT,
+                size INTEGER,
+                completed INTEGER NOT NULL DEFAULT 0);
+            CREATE TABLE IF NOT EXISTS peers(
+                info_hash TEXT NOT NULL,
+                peer_id TEXT NOT NULL,
+                ip TEXT NOT NULL,
+                port INTEGER NOT NULL,
+                uploaded INTEGER NOT NULL,
+                downloaded INTEGER NOT NULL,
+                "left" INTEGER NOT NULL,
+                last_announce INTEGER NOT NULL,
+                PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS peers_by_age ON peers(last_announce);
+            CREATE TABLE IF NOT EXISTS completions(
+                info_hash TEXT NOT NULL,
+                peer_id TEXT NOT NULL,
+                ip TEXT NOT NULL,
+                PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS cluster_meta(
+                key TEXT PRIMARY KEY NOT NULL,
+                value INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS epoch_runs(
+                term INTEGER NOT NULL,
+                master INTEGER NOT NULL,
+                first_txid INTEGER NOT NULL,
+                PRIMARY KEY(term, master));
+            """)
+    }
+
+    // MARK: writes
+
+    public func perform(_ write: StoreWrite) throws {
+        do {
+            try db.write { db in
+                switch write {
+                case .commit(let rows): try Self.apply(rows, db)
+                case .snapshot(let s): try Self.replace(with: s, db)
+                case .epoch(let e):
+                    let stored = try Self.meta("epoch", db).map { Epoch(packed: UInt64(bitPattern: $0)) } ?? .zero
+                    if e > stored { try Self.setMeta("epoch", Int64(bitPattern: e.packed), db) }
+                case .wipe: try Self.wipe(db, keepEpoch: true)
+                case .probe:
+                    // A real write: a read-only or full disk fails here, not on the next commit.
+                    try Self.setMeta("probe", Int64(try Self.meta("probe", db) ?? 0) &+ 1, db)
+                }
+            }
+        } catch {
+            throw RepositoryError("\(write.name) failed on \(path): \(error)")
+        }
+    }
+
+    static func apply(_ rows: CommitRows, _ db: Database) throws {
+        for (hash, key, record) in rows.peers {
+            if let r = record {
+                try db.execute(sql: """
+                    INSERT OR REPLACE INTO peers(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: [hash.hex, key.peerID.hex, key.ip.description, Int(r.endpoint.port),
+                                     r.uploaded, r.downloaded, r.left, r.lastAnnounce.milliseconds])
+            } else {
+                try db.execute(sql: "DELETE FROM peers WHERE info_hash = ? AND peer_id = ? AND ip = ?",
+                               arguments: [hash.hex, key.peerID.hex, key.ip.description])
+            }
+        }
+        for (hash, key) in rows.completions {
+            try db.execute(sql: "INSERT OR IGNORE INTO completions(info_hash, peer_id, ip) VALUES (?, ?, ?)",
+                           arguments: [hash.hex, key.peerID.hex, key.ip.description])
+        }
+        for (hash, content) in rows.swarms {
+            try db.execute(sql: "DELETE FROM peers WHERE info_hash = ?", arguments: [hash.hex])
+            try db.execute(sql: "DELETE FROM completions WHERE info_hash = ?", arguments: [hash.hex])
+            if let content { try insert(content, db) }
+        }
+        for before in rows.expireBefore {
+            try db.execute(sql: "DELETE FROM peers WHERE last_announce < ?", arguments: [before.milliseconds])
+        }
+        if rows.expireBefore.isEmpty {
+            for hash in rows.touched { try refreshSwarm(hash.hex, db) }
+        } else {
+            try db.execute(sql: """
+                INSERT OR IGNORE INTO swarms(info_hash) SELECT DISTINCT info_hash FROM peers
+                UNION SELECT DISTINCT info_hash FROM completions
+                """)
+            try db.execute(sql: """
+                UPDATE swarms SET completed = (SELECT count(*) FROM completions c WHERE c.info_hash = swarms.info_hash)
+                """)
+            try db.execute(sql: """
+                DELETE FROM swarms WHERE completed = 0
+                AND NOT EXISTS (SELECT 1 FROM peers p WHERE p.info_hash = swarms.info_hash)
+                """)
+        }
+        try setLastCommitted(rows.lastCommitted, history: rows.history, db)
+    }
+
+    /// Keeps the swarms row in step with its peers and completions; an empty swarm is gone,
+    /// as in memory.
+    static func refreshSwarm(_ hash: String, _ db: Database) throws {
+        let completed = try Int.fetchOne(db, sql: "SELECT count(*) FROM completions WHERE info_hash = ?", arguments: [hash]) ?? 0
+        let hasPeers = try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM peers WHERE info_hash = ?)", arguments: [hash]) ?? false
+        if completed == 0 && !hasPeers {
+            try db.execute(sql: "DELETE FROM swarms WHERE info_hash = ?", arguments: [hash])
+        } else {
+            try db.execute(sql: """
+                INSERT INTO swarms(info_hash, completed) VALUES (?, ?)
+                ON CONFLICT(info_hash) DO UPDATE SET completed = excluded.completed
+                """, arguments: [hash, completed])
+        }
+    }
+
+    static func insert(_ content: SwarmMerge, _ db: Database) throws {
+        let hash = content.infoHash.hex
+        for r in content.peers {
+            try db.execute(sql: """
+                INSERT OR REPLACE INTO peers(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [hash, r.peerID.hex, r.endpoint.ip.description, Int(r.endpoint.port),
+                                 r.uploaded, r.downloaded, r.left, r.lastAnnounce.milliseconds])
+        }
+        for key in content.completed {
+            try db.execute(sql: "INSERT OR IGNORE INTO completions(info_hash, peer_id, ip) VALUES (?, ?, ?)",
+                           arguments: [hash, key.peerID.hex, key.ip.description])
+        }
+        try refreshSwarm(hash, db)
+    }
+
+    static func replace(with snapshot: Snapshot, _ db: Database) throws {
+        try wipe(db, keepEpoch: true)
+        for content in snapshot.content { try insert(content, db) }
+        try setLastCommitted(snapshot.lastCommitted, history: snapshot.history, db)
+    }
+
+    static func wipe(_ db: Database, keepEpoch: Bool) throws {
+        let epoch = try meta("epoch", db)
+        try db.execute(sql: "DELETE FROM peers; DELETE FROM completions; DELETE FROM swarms; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
+        if keepEpoch, let epoch { try setMeta("epoch", epoch, db) }
+    }
+
+    static func setLastCommitted(_ ref: TxRef, history: EpochHistory, _ db: Database) throws {
+        try setMeta("last_epoch", Int64(bitPattern: ref.epoch.packed), db)
+        try setMeta("last_txid", Int64(bitPattern: ref.txid), db)
+        let stored = try Int.fetchOne(db, sql: "SELECT count(*) FROM epoch_runs") ?? 0
+        guard stored != history.runs.count else { return }
+        try db.execute(sql: "DELETE FROM epoch_runs")
+        for run in history.runs {
+            try db.execute(sql: "INSERT INTO epoch_runs(term, master, first_txid) VALUES (?, ?, ?)",
+                           arguments: [Int64(run.epoch.term), Int64(run.epoch.master.rawValue), Int64(bitPattern: run.firstTxid)])
+        }
+    }
+
+    static func meta(_ key: String, _ db: Database) throws -> Int64? {
+        try Int64.fetchOne(db, sql: "SELECT value FROM cluster_meta WHERE key = ?", arguments: [key])
+    }
+
+    static func setMeta(_ key: String, _ value: Int64, _ db: Database) throws {
+        try db.execute(sql: "INSERT OR REPLACE INTO cluster_meta(key, value) VALUES (?, ?)", arguments: [key, value])
+    }
+
+    // MARK: reads
+
+    /// What the disk holds after a crash: the repository (verified against its own
+    /// checksum by construction) and the highest epoch ever accepted.
+    public func load() throws -> DurableState {
+        do {
+            return try db.read { db in
+                let epoch = try Self.meta("epoch", db).map { Epoch(packed: UInt64(bitPattern: $0)) } ?? .zero
+                guard let lastTxid = try Self.meta("last_txid", db), lastTxid > 0,
+                      let lastEpoch = try Self.meta("last_epoch", db) else {
+                    return DurableState(snapshot: nil, epoch: epoch)
+                }
+                let content = try Self.content(db)
+                let runs = try Row.fetchAll(db, sql: "SELECT term, master, first_txid FROM epoch_runs ORDER BY first_txid, term, master").map {
+                    EpochHistory.Run(epoch: Epoch(term: UInt32(truncatingIfNeeded: $0["term"] as Int64),
+                                                  master: NodeID(UInt32(truncatingIfNeeded: $0["master"] as Int64))),
+                                     firstTxid: UInt64(bitPattern: $0["first_txid"]))
+                }
+                let store = SwarmStore(content: content)
+                let snapshot = Snapshot(lastCommitted: TxRef(epoch: Epoch(packed: UInt64(bitPattern: lastEpoch)), txid: UInt64(bitPattern: lastTxid)),
+                                        history: EpochHistory(runs: runs), content: store.content(), digest: Digest.of(store))
+                return DurableState(snapshot: snapshot, epoch: epoch)
+            }
+        } catch {
+            throw RepositoryError("cannot read repository \(path): \(error)")
+        }
+    }
+
+    static func content(_ db: Database) throws -> [SwarmMerge] {
+        var peers: [InfoHash: [PeerRecord]] = [:]
+        var completed: [InfoHash: [PeerKey]] = [:]
+        let peerRows = try Row.fetchCursor(db, sql: """
+            SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce FROM peers
+            """)
+        while let row = try peerRows.next() {
+            guard let hash = InfoHash(hex: row["info_hash"] as String), let id = PeerID(hex: row["peer_id"] as String),
+                  let ip = IPAddress(row["ip"] as String), let port = UInt16(exactly: row["port"] as Int64) else {
+                throw RepositoryError("corrupt peer row \(row)")
+            }
+            peers[hash, default: []].append(PeerRecord(peerID: id, endpoint: PeerEndpoint(ip: ip, port: port),
+                                                       uploaded: row["uploaded"], downloaded: row["downloaded"],
+                                                       left: row["left"], lastAnnounce: Instant(milliseconds: row["last_announce"])))
+        }
+        let completionRows = try Row.fetchCursor(db, sql: "SELECT info_hash, peer_id, ip FROM completions")
+        while let row = try completionRows.next() {
+            guard let hash = InfoHash(hex: row["info_hash"] as String), let id = PeerID(hex: row["peer_id"] as String),
+                  let ip = IPAddress(row["ip"] as String) else {
+                throw RepositoryError("corrupt completion row \(row)")
+            }
+            completed[hash, default: []].append(PeerKey(peerID: id, ip: ip))
+        }
+        return Set(peers.keys).union(completed.keys).sorted().map {
+            SwarmMerge(infoHash: $0, peers: peers[$0] ?? [], completed: completed[$0] ?? [])
+        }
+    }
+
+    /// Row counts, for logs and tests.
+    public func counts() throws -> (swarms: Int, peers: Int) {
+        try db.read { db in
+            (try Int.fetchOne(db, sql: "SELECT count(*) FROM swarms") ?? 0,
+             try Int.fetchOne(db, sql: "SELECT count(*) FROM peers") ?? 0)
+        }
+    }
+}
+
+extension StoreWrite {
+    var name: String {
+        switch self {
+        case .commit(let rows): "commit \(rows.lastCommitted)"
+        case .snapshot(let s): "snapshot \(s.lastCommitted)"
+        case .epoch(let e): "epoch \(e)"
+        case .wipe: "wipe"
+        case .probe: "probe"
+        }
+    }
+}

@@ -1,0 +1,217 @@
+import NIOCore
+
+/// One STOMP 1.2 frame. Headers keep their order and repeats: the spec says the first
+/// occurrence of a repeated header wins, so lookups take the first.
+public struct StompFrame: Equatable, Sendable {
+    public var command: String
+    public var headers: [(name: String, value: String)]
+    public var body: ByteBuffer
+
+    public init(_ command: String, headers: [(String, String)] = [], body: ByteBuffer = ByteBuffer()) {
+        self.command = command
+        self.headers = headers.map { (name: $0.0, value: $0.1) }
+        self.body = body
+    }
+
+    public subscript(name: String) -> String? { headers.first { $0.name == name }?.value }
+
+    public static func == (l: StompFrame, r: StompFrame) -> Bool {
+        l.command == r.command && l.body == r.body
+            && l.headers.map(\.name) == r.headers.map(\.name) && l.headers.map(\.value) == r.headers.map(\.value)
+    }
+
+    /// CONNECT and CONNECTED are the frames whose headers are never escaped (STOMP 1.2,
+    /// "Value Encoding"): 1.0 brokers could not have parsed the escapes.
+    var escapesHeaders: Bool { command != "CONNECT" && command != "CONNECTED" }
+}
+
+public struct StompFrameError: Error, Equatable, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Frame limits, so a broken or hostile peer cannot make us buffer without bound.
+public struct StompLimits: Sendable {
+    public var maxHeaderLines = 128
+    public var maxHeaderBytes = 64 * 1024
+    public var maxBodyBytes = 64 * 1024 * 1024
+    public init() {}
+}
+
+/// STOMP 1.2 framing on a byte stream. Pure: it reads from and writes to `ByteBuffer`s,
+/// so it is tested byte for byte without a socket.
+public enum StompCodec {
+    public static let commands: Set<String> = [
+        "CONNECT", "STOMP", "CONNECTED", "SEND", "SUBSCRIBE", "UNSUBSCRIBE", "ACK", "NACK", "BEGIN",
+        "COMMIT", "ABORT", "DISCONNECT", "MESSAGE", "RECEIPT", "ERROR",
+    ]
+
+    public static func encode(_ frame: StompFrame, into buffer: inout ByteBuffer) {
+        buffer.writeString(frame.command)
+        buffer.writeInteger(UInt8(ascii: "\n"))
+        var hasLength = false
+        for (name, value) in frame.headers {
+            if name == "content-length" { hasLength = true }
+            buffer.writeString(frame.escapesHeaders ? escape(name) : name)
+            buffer.writeInteger(UInt8(ascii: ":"))
+            buffer.writeString(frame.escapesHeaders ? escape(value) : value)
+            buffer.writeInteger(UInt8(ascii: "\n"))
+        }
+        // A body may hold NUL bytes: only content-length lets the reader find its end.
+        if !hasLength && frame.body.readableBytes > 0 {
+            buffer.writeString("content-length:\(frame.body.readableBytes)\n")
+        }
+        buffer.writeInteger(UInt8(ascii: "\n"))
+        var body = frame.body
+        buffer.writeBuffer(&body)
+        buffer.writeInteger(UInt8(0))
+    }
+
+    public static func encode(_ frame: StompFrame) -> ByteBuffer {
+        var b = ByteBuffer()
+        encode(frame, into: &b)
+        return b
+    }
+
+    public enum Decoded: Equatable {
+        case frame(StompFrame)
+        /// An end-of-line between frames: a heart-beat.
+        case heartbeat
+    }
+
+    /// Decodes one frame or heart-beat from the front of `buffer`, consuming it; nil when
+    /// more bytes are needed (nothing is consumed then). Throws on a malformed frame.
+    public static func decode(_ buffer: inout ByteBuffer, limits: StompLimits = StompLimits()) throws -> Decoded? {
+        guard let first = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self) else { return nil }
+        if first == UInt8(ascii: "\n") {
+            buffer.moveReaderIndex(forwardBy: 1)
+            return .heartbeat
+        }
+        if first == UInt8(ascii: "\r") {
+            guard let second = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt8.self) else { return nil }
+            guard second == UInt8(ascii: "\n") else { throw StompFrameError("bare carriage return between frames") }
+            buffer.moveReaderIndex(forwardBy: 2)
+            return .heartbeat
+        }
+        var cursor = buffer
+        var lines: [String] = []
+        var headerBytes = 0
+        while true {
+            guard let nl = cursor.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) else {
+                if cursor.readableBytes > limits.maxHeaderBytes { throw StompFrameError("header section over \(limits.maxHeaderBytes) bytes") }
+                return nil
+            }
+            let length = nl - cursor.readerIndex
+            var line = cursor.readSlice(length: length)!
+            cursor.moveReaderIndex(forwardBy: 1)
+            headerBytes += length + 1
+            if headerBytes > limits.maxHeaderBytes { throw StompFrameError("header section over \(limits.maxHeaderBytes) bytes") }
+            if line.readableBytes > 0, line.getInteger(at: line.writerIndex - 1, as: UInt8.self) == UInt8(ascii: "\r") {
+                line.moveWriterIndex(to: line.writerIndex - 1)
+            }
+            guard let text = line.readString(length: line.readableBytes), !text.utf8.contains(0) else {
+                throw StompFrameError("NUL inside a header")
+            }
+            if text.isEmpty { break }
+            lines.append(text)
+            if lines.count > limits.maxHeaderLines + 1 { throw StompFrameError("more than \(limits.maxHeaderLines) headers") }
+        }
+        let command = lines[0]
+        guard commands.contains(command) else { throw StompFrameError("unknown command '\(command.prefix(40))'") }
+        var frame = StompFrame(command)
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { throw StompFrameError("header without ':' in \(command)") }
+            let name = String(line[..<colon]), value = String(line[line.index(after: colon)...])
+            if frame.escapesHeaders {
+                frame.headers.append((try unescape(name), try unescape(value)))
+            } else {
+                frame.headers.append((name, value))
+            }
+        }
+        if let lengthText = frame["content-length"] {
+            guard let length = Int(lengthText), length >= 0 else { throw StompFrameError("bad content-length '\(lengthText.prefix(20))'") }
+            guard length <= limits.maxBodyBytes else { throw StompFrameError("body of \(length) bytes over the limit") }
+            guard cursor.readableBytes >= length + 1 else { return nil }
+            frame.body = cursor.readSlice(length: length)!
+            guard cursor.readInteger(as: UInt8.self) == 0 else { throw StompFrameError("body not followed by NUL") }
+        } else {
+            guard let nul = cursor.readableBytesView.firstIndex(of: 0) else {
+                if cursor.readableBytes > limits.maxBodyBytes { throw StompFrameError("body over the limit") }
+                return nil
+            }
+            frame.body = cursor.readSlice(length: nul - cursor.readerIndex)!
+            cursor.moveReaderIndex(forwardBy: 1)
+        }
+        buffer = cursor
+        return .frame(frame)
+    }
+
+    static func escape(_ s: String) -> String {
+        guard s.utf8.contains(where: { $0 == 0x5C || $0 == 0x0A || $0 == 0x0D || $0 == 0x3A }) else { return s }
+        var out = ""
+        for ch in s.unicodeScalars {
+            switch ch {
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case ":": out += "\\c"
+            default: out.unicodeScalars.append(ch)
+            }
+        }
+        return out
+    }
+
+    /// Undefined escapes are a fatal protocol error in STOMP 1.2.
+    static func unescape(_ s: String) throws -> String {
+        guard s.utf8.contains(0x5C) else { return s }
+        var out = ""
+        var it = s.unicodeScalars.makeIterator()
+        while let ch = it.next() {
+            guard ch == "\\" else { out.unicodeScalars.append(ch); continue }
+            switch it.next() {
+            case "\\": out += "\\"
+            case "n": out += "\n"
+            case "r": out += "\r"
+            case "c": out += ":"
+            case let other: throw StompFrameError("undefined escape '\\\(other.map(String.init) ?? "")'")
+            }
+        }
+        return out
+    }
+}
+
+/// NIO adapter: bytes in, `StompCodec.Decoded` out.
+public struct StompFrameDecoder: ByteToMessageDecoder {
+    public typealias InboundOut = StompCodec.Decoded
+    let limits: StompLimits
+    public init(limits: StompLimits = StompLimits()) { self.limits = limits }
+
+    public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let decoded = try StompCodec.decode(&buffer, limits: limits) else { return .needMoreData }
+        context.fireChannelRead(NIOAny(decoded))
+        return .continue
+    }
+
+    public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+        while try decode(context: context, buffer: &buffer) == .continue {}
+        return .needMoreData
+    }
+}
+
+/// What a client writes: frames, and the bare end-of-lines that are heart-beats.
+public enum StompOutbound {
+    case frame(StompFrame)
+    case heartbeat
+}
+
+/// NIO adapter: frames and heart-beats out as bytes.
+public struct StompFrameEncoder: MessageToByteEncoder {
+    public typealias OutboundIn = StompOutbound
+    public init() {}
+    public func encode(data: StompOutbound, out: inout ByteBuffer) throws {
+        switch data {
+        case .frame(let frame): StompCodec.encode(frame, into: &out)
+        case .heartbeat: out.writeInteger(UInt8(ascii: "\n"))
+        }
+    }
+}

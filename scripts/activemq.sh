@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Runs Apache ActiveMQ (Debian's package) as the cluster's STOMP broker on
+# stomp://127.0.0.1:61613, with a minimal configuration of our own: STOMP only,
+# nothing persisted, small heap. Usage: scripts/activemq.sh start|stop|status|restart
+#
+# Debian's init script is not used: its default configuration has no STOMP connector,
+# it sleeps 5 s and forces a 512 MB heap. We run the JVM ourselves and wait for a real
+# STOMP CONNECTED.
+set -euo pipefail
+
+STATE="${ACTIVEMQ_STATE:-/tmp/tracker-activemq}"
+HOST=127.0.0.1
+PORT="${ACTIVEMQ_STOMP_PORT:-61613}"
+PIDFILE="$STATE/activemq.pid"
+LOG="$STATE/activemq.log"
+
+install_if_missing() {
+    if [ ! -f /usr/share/activemq/bin/activemq.jar ] || ! command -v java >/dev/null; then
+        echo "activemq.sh: installing Debian's activemq package" >&2
+        local sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq activemq >/dev/null
+    fi
+}
+
+write_config() {
+    mkdir -p "$STATE/conf" "$STATE/data"
+    cat > "$STATE/conf/activemq.xml" <<XML
+<beans xmlns="http://www.springframework.org/schema/beans"
+       xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+       xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans.xsd
+       http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
+  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="tracker" useJmx="false"
+          persistent="false" advisorySupport="false" schedulerSupport="false" dataDirectory="$STATE/data">
+    <systemUsage>
+      <systemUsage>
+        <memoryUsage><memoryUsage limit="64 mb"/></memoryUsage>
+        <tempUsage><tempUsage limit="256 mb"/></tempUsage>
+      </systemUsage>
+    </systemUsage>
+    <transportConnectors>
+      <transportConnector name="stomp" uri="stomp://$HOST:$PORT?transport.maxFrameSize=67108864"/>
+    </transportConnectors>
+  </broker>
+</beans>
+XML
+    cat > "$STATE/conf/log4j2.properties" <<PROPS
+rootLogger.level=WARN
+rootLogger.appenderRef.console.ref=Console
+appender.console.type=Console
+appender.console.name=Console
+appender.console.layout.type=PatternLayout
+appender.console.layout.pattern=%d %-5p %c{1} - %m%n
+logger.amq.name=org.apache.activemq
+logger.amq.level=INFO
+PROPS
+}
+
+pid() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && cat "$PIDFILE"; }
+
+stomp_connected() {
+    timeout 2 bash -c "exec 3<>/dev/tcp/$HOST/$PORT && printf 'CONNECT\naccept-version:1.2\nhost:/\n\n\0' >&3 && head -c 9 <&3" 2>/dev/null | grep -q CONNECTED
+}
+
+start() {
+    if p=$(pid); then
+        if stomp_connected; then echo "activemq running (pid $p) on stomp://$HOST:$PORT"; return 0; fi
+    fi
+    install_if_missing
+    write_config
+    local java; java=$(command -v java)
+    # The JVM flags Debian's launcher passes on Java > 8.
+    setsid "$java" -Xms32m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+        --add-reads=java.xml=java.logging \
+        --add-opens java.base/java.security=ALL-UNNAMED --add-opens java.base/java.net=ALL-UNNAMED \
+        --add-opens java.base/java.lang=ALL-UNNAMED --add-opens java.base/java.util=ALL-UNNAMED \
+        --add-opens java.naming/javax.naming.spi=ALL-UNNAMED --add-opens java.rmi/sun.rmi.transport.tcp=ALL-UNNAMED \
+        --add-opens java.base/java.util.concurrent=ALL-UNNAMED --add-opens java.base/java.util.concurrent.atomic=ALL-UNNAMED \
+        -Dactivemq.classpath="$STATE/conf" -Dactivemq.home=/usr/share/activemq -Dactivemq.base="$STATE" \
+        -Dactivemq.conf="$STATE/conf" -Dactivemq.data="$STATE/data" -Dlog4j2.configurationFile="$STATE/conf/log4j2.properties" \
+        -jar /usr/share/activemq/bin/activemq.jar start "xbean:file:$STATE/conf/activemq.xml" \
+        >> "$LOG" 2>&1 < /dev/null &
+    echo $! > "$PIDFILE"
+    local deadline=$((SECONDS + ${ACTIVEMQ_START_TIMEOUT:-60}))
+    while [ $SECONDS -lt $deadline ]; do
+        if ! pid >/dev/null; then
+            echo "activemq.sh: the broker exited while starting; last log lines:" >&2
+            tail -n 20 "$LOG" >&2
+            return 1
+        fi
+        if stomp_connected; then
+            echo "activemq running (pid $(cat "$PIDFILE")) on stomp://$HOST:$PORT"
+            return 0
+        fi
+        sleep 0.2
+    done
+    echo "activemq.sh: no STOMP CONNECTED on $HOST:$PORT within ${ACTIVEMQ_START_TIMEOUT:-60} s; log: $LOG" >&2
+    tail -n 20 "$LOG" >&2
+    stop || true
+    return 1
+}
+
+stop() {
+    if p=$(pid); then
+        kill "$p" 2>/dev/null || true
+        for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$p" 2>/dev/null || true
+        echo "activemq stopped (pid $p)"
+    else
+        echo "activemq not running"
+    fi
+    rm -f "$PIDFILE"
+}
+
+status() {
+    if p=$(pid) && stomp_connected; then
+        echo "activemq running (pid $p) on stomp://$HOST:$PORT"
+    else
+        echo "activemq not running"; return 3
+    fi
+}
+
+case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    restart) stop; start ;;
+    status) status ;;
+    *) echo "usage: $0 start|stop|restart|status" >&2; exit 2 ;;
+esac
