@@ -9,7 +9,7 @@
 set -euo pipefail
 
 STATE="${ACTIVEMQ_STATE:-/tmp/tracker-activemq}"
-HOST=127.0.0.1
+HOST="${ACTIVEMQ_STOMP_HOST:-127.0.0.1}"
 PORT="${ACTIVEMQ_STOMP_PORT:-61613}"
 PIDFILE="$STATE/activemq.pid"
 LOG="$STATE/activemq.log"
@@ -39,7 +39,7 @@ write_config() {
       </systemUsage>
     </systemUsage>
     <transportConnectors>
-      <transportConnector name="stomp" uri="stomp://$HOST:$PORT?transport.maxFrameSize=67108864"/>
+      <transportConnector name="stomp" uri="stomp://$HOST:$PORT?transport.maxFrameSize=67108864&amp;transport.tcpNoDelay=true"/>
     </transportConnectors>
   </broker>
 </beans>

@@ -20,7 +20,7 @@ struct NodeStatus: Codable {
     var role: String
     var epoch: String
     var term: UInt32
-    var master: UInt32?
+    var master: UInt32
     var serving: Bool
     var inSync: Bool
     var lastCommitted: UInt64
@@ -64,7 +64,7 @@ extension ClusterServer {
         }
         return NodeStatus(
             id: node.id.rawValue, role: node.role.jsonName, epoch: node.epoch.description, term: node.epoch.term,
-            master: node.master?.rawValue, serving: node.isServing, inSync: node.inSync,
+            master: node.master?.rawValue ?? 0, serving: node.isServing, inSync: node.inSync,
             lastCommitted: node.replica.lastCommitted.txid, lastCommittedEpoch: node.replica.lastCommitted.epoch.description,
             digest: String(node.replica.digest, radix: 16), swarms: node.replica.store.swarmCount,
             peers: node.replica.store.peerCount, storeHealthy: node.storeHealthy, brokerConnected: stomp?.isReady ?? false,

@@ -1,0 +1,265 @@
+"""Helpers for the multi-process cluster tests: the broker, cluster nodes as real
+processes, a BEP 15 client that sends to a multicast group and collects every reply,
+and reading the nodes' SQLite files and HTTP API."""
+import json
+import os
+import signal
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
+from common import ROOT, fail, free_tcp_port, free_udp_port, tracker_binary  # noqa: E402,F401
+
+MAGIC = 0x41727101980
+
+
+def log(message):
+    print(f"  {time.strftime('%H:%M:%S')} {message}", flush=True)
+
+
+def activemq(command, env=None, netns=None):
+    cmd = [os.path.join(ROOT, "scripts", "activemq.sh"), command]
+    if netns:
+        cmd = ["ip", "netns", "exec", netns] + cmd
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=120)
+    if out.returncode != 0 and command != "stop":
+        fail(f"the broker could not {command}: {out.stdout.strip()} {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+class Node:
+    def __init__(self, cluster, index, node_id, netns=None, peer_args=None, http_host="127.0.0.1"):
+        self.netns = netns
+        self.peer_args = peer_args or cluster.peer_args
+        self.http_host = http_host
+        self.cluster = cluster
+        self.index = index
+        self.node_id = node_id
+        self.http = free_tcp_port()
+        self.db = os.path.join(cluster.work, f"node{index}.sqlite")
+        self.log_path = os.path.join(cluster.work, f"node{index}.log")
+        self.proc = None
+
+    def start(self):
+        args = [tracker_binary(), "run", "--id", str(self.node_id), *self.peer_args,
+                "--broker", self.cluster.broker, "--db", self.db, "--http", f"{self.http_host}:{self.http}",
+                "--cluster", self.cluster.name, "--keepalive", self.cluster.keepalive, "--log-level", "info"]
+        prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
+        self.proc = subprocess.Popen(prefix + args, stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT)
+
+    def api(self, timeout=1.0):
+        if self.netns:
+            out = subprocess.run(["ip", "netns", "exec", self.netns, "curl", "-s", "-m", str(timeout),
+                                  f"http://{self.http_host}:{self.http}/api/node"], capture_output=True, text=True)
+            try:
+                return json.loads(out.stdout) if out.returncode == 0 else None
+            except ValueError:
+                return None
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/api/node", timeout=timeout) as r:
+                return json.loads(r.read())
+        except (OSError, ValueError):
+            return None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def terminate(self, timeout=10):
+        if not self.alive():
+            return self.proc.returncode if self.proc else None
+        self.proc.terminate()
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            fail(f"node {self.node_id} did not stop within {timeout}s of SIGTERM")
+
+    def tail(self, n=30):
+        try:
+            return "".join(open(self.log_path).readlines()[-n:])
+        except OSError:
+            return ""
+
+    def rows(self):
+        return repository_rows(self.db)
+
+
+def repository_rows(path):
+    """Every row of the repository tables, in a canonical order."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        out = {}
+        for table, order in (("swarms", "info_hash"), ("peers", "info_hash, peer_id, ip"),
+                             ("completions", "info_hash, peer_id, ip")):
+            out[table] = con.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+        out["last_txid"] = con.execute("SELECT value FROM cluster_meta WHERE key = 'last_txid'").fetchone()
+        return out
+    finally:
+        con.close()
+
+
+class Cluster:
+    """N nodes on loopback behind a multicast group, one broker topic per cluster."""
+
+    def __init__(self, name, group_port, keepalive="1s", broker="stomp://127.0.0.1:61613", peer_args=None):
+        self.name = name
+        self.work = tempfile.mkdtemp(prefix=f"cluster-{name}-")
+        self.group = ("239.255.42.99", group_port)
+        self.keepalive = keepalive
+        self.broker = broker
+        self.peer_args = peer_args or ["--group", f"{self.group[0]}:{group_port}", "--interface", "lo"]
+        self.nodes = []
+
+    def add(self, node_id, **kw):
+        node = Node(self, len(self.nodes) + 1, node_id, **kw)
+        self.nodes.append(node)
+        node.start()
+        return node
+
+    def live(self):
+        return [n for n in self.nodes if n.alive()]
+
+    def wait_converged(self, timeout=20.0):
+        """One serving master that every live node follows; returns it."""
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            states = [(n, n.api()) for n in self.live()]
+            last = [(n.node_id, s and (s["role"], s["master"], s["serving"], s["lastCommitted"])) for n, s in states]
+            masters = [n for n, s in states if s and s["role"] == "master" and s["serving"]]
+            if len(masters) == 1 and all(s and s["master"] == masters[0].api()["id"] for _, s in states):
+                return masters[0]
+            time.sleep(0.1)
+        self.dump()
+        fail(f"cluster {self.name} did not converge within {timeout}s: {last}")
+
+    def wait_equal_rows(self, nodes, timeout=10.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            rows = [n.rows() for n in nodes]
+            if all(r == rows[0] for r in rows):
+                return rows[0]
+            time.sleep(0.2)
+        summary = [(n.node_id, {k: (len(v) if isinstance(v, list) else v) for k, v in n.rows().items()}) for n in nodes]
+        fail(f"SQLite repositories differ after {timeout}s: {summary}")
+
+    def dump(self):
+        for n in self.nodes:
+            print(f"--- node {n.node_id} log tail ({n.log_path})\n{n.tail()}", flush=True)
+
+    def stop(self):
+        for n in self.nodes:
+            if n.alive():
+                n.proc.kill()
+                n.proc.wait()
+
+
+class GroupClient:
+    """A BEP 15 client that sends to an address (the group) and keeps every reply, so a
+    test can tell one reply from two."""
+
+    def __init__(self, target, interface_ip="127.0.0.1", bind_ip="127.0.0.1"):
+        self.target = target
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(interface_ip))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.bind((bind_ip, 0))
+        self.next_tid = int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF
+        self.connection_id = None
+
+    def tid(self):
+        self.next_tid = (self.next_tid + 1) & 0xFFFFFFFF
+        return self.next_tid
+
+    def collect(self, window):
+        """Every datagram arriving within `window` seconds: [(data, source)]."""
+        out = []
+        deadline = time.time() + window
+        while True:
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                return out
+            self.sock.settimeout(remaining)
+            try:
+                out.append(self.sock.recvfrom(4096))
+            except socket.timeout:
+                return out
+
+    def connect(self, timeout=1.0):
+        tid = self.tid()
+        self.sock.sendto(struct.pack(">QII", MAGIC, 0, tid), self.target)
+        for data, _ in self.collect(timeout):
+            if len(data) == 16 and struct.unpack(">II", data[:8]) == (0, tid):
+                self.connection_id = struct.unpack(">Q", data[8:])[0]
+                return self.connection_id
+        return None
+
+    def announce_packet(self, tid, info_hash, peer_id, port, left=100, event=0, downloaded=0):
+        return struct.pack(">QII20s20sQQQIIIiH", self.connection_id, 1, tid, info_hash, peer_id, downloaded, left, 0,
+                           event, 0, 0, -1, port)
+
+    def announce(self, info_hash, peer_id, port, timeout=1.0, **kw):
+        """Returns the replies to one announce (a list: the test checks there is one)."""
+        tid = self.tid()
+        self.sock.sendto(self.announce_packet(tid, info_hash, peer_id, port, **kw), self.target)
+        return [d for d, _ in self.collect(timeout) if len(d) >= 8 and struct.unpack(">I", d[4:8])[0] == tid]
+
+    def announce_first(self, info_hash, peer_id, port, timeout=1.0, **kw):
+        """The first reply to one announce and when it arrived, or (None, None)."""
+        tid = self.tid()
+        self.sock.sendto(self.announce_packet(tid, info_hash, peer_id, port, **kw), self.target)
+        deadline = time.time() + timeout
+        while (remaining := deadline - time.time()) > 0:
+            self.sock.settimeout(remaining)
+            try:
+                data, _ = self.sock.recvfrom(4096)
+            except socket.timeout:
+                break
+            if len(data) >= 8 and struct.unpack(">I", data[4:8])[0] == tid:
+                return data, time.time()
+        return None, None
+
+    def scrape(self, info_hash, timeout=1.0):
+        tid = self.tid()
+        self.sock.sendto(struct.pack(">QII20s", self.connection_id, 2, tid, info_hash), self.target)
+        for d, _ in self.collect(timeout):
+            if len(d) == 20 and struct.unpack(">II", d[:8]) == (2, tid):
+                seeders, completed, leechers = struct.unpack(">III", d[8:20])
+                return {"seeders": seeders, "completed": completed, "leechers": leechers}
+        return None
+
+
+class StompRaw:
+    """A bare STOMP connection, for putting garbage on the broker."""
+
+    def __init__(self, host="127.0.0.1", port=61613):
+        self.sock = socket.create_connection((host, port), timeout=5)
+        self.sock.sendall(b"CONNECT\naccept-version:1.2\nhost:/\n\n\0")
+        reply = self.sock.recv(4096)
+        if not reply.startswith(b"CONNECTED"):
+            fail(f"broker did not answer CONNECT: {reply[:100]!r}")
+
+    def send(self, destination, body, binary=True):
+        headers = f"SEND\ndestination:{destination}\n"
+        if binary:
+            headers += f"content-length:{len(body)}\n"
+        self.sock.sendall(headers.encode() + b"\n" + body + b"\0")
+
+    def close(self):
+        try:
+            self.sock.sendall(b"DISCONNECT\nreceipt:x\n\n\0")
+            self.sock.recv(4096)
+        except OSError:
+            pass
+        self.sock.close()

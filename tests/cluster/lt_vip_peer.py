@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""Runs inside the client network namespace of vip_netns.py: a python3-libtorrent
+seeder and leechers that know the tracker only as udp://VIP:PORT. Talks to the
+orchestrator over stdin/stdout: prints `READY`, then for each `leech` line it reads,
+starts a fresh leecher and prints `DONE <seconds>` or `FAILED <why>`."""
+import hashlib
+import os
+import sys
+import tempfile
+import time
+
+import libtorrent as lt
+
+CLIENT_IP, TRACKER = sys.argv[1], sys.argv[2]
+
+
+def session(port):
+    return lt.session({
+        "listen_interfaces": f"{CLIENT_IP}:{port}",
+        "enable_dht": False, "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False,
+        "allow_multiple_connections_per_ip": True,
+        "user_agent": "vip-test",
+    })
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="lt-vip-")
+    seed_dir = os.path.join(work, "seed")
+    os.makedirs(seed_dir)
+    payload = os.urandom(1 << 20)
+    with open(os.path.join(seed_dir, "payload.bin"), "wb") as f:
+        f.write(payload)
+    fs = lt.file_storage()
+    lt.add_files(fs, os.path.join(seed_dir, "payload.bin"))
+    ct = lt.create_torrent(fs, 16384)
+    ct.add_tracker(f"udp://{TRACKER}/announce")
+    lt.set_piece_hashes(ct, seed_dir)
+    info = lt.torrent_info(ct.generate())
+    seeder = session(41000)
+    seeder.add_torrent({"ti": info, "save_path": seed_dir, "flags": lt.torrent_flags.seed_mode})
+    print("READY", str(info.info_hash()), flush=True)
+    n = 0
+    for line in sys.stdin:
+        if line.strip() != "leech":
+            continue
+        n += 1
+        leech_dir = os.path.join(work, f"leech{n}")
+        os.makedirs(leech_dir)
+        started = time.time()
+        leecher = session(41000 + n)
+        handle = leecher.add_torrent({"ti": lt.torrent_info(info), "save_path": leech_dir})
+        deadline = started + 90
+        while time.time() < deadline and not handle.status().is_seeding:
+            # The seeder re-announces often, so the tracker keeps its entry fresh.
+            time.sleep(0.2)
+        st = handle.status()
+        if not st.is_seeding:
+            print(f"FAILED leecher {n}: progress {st.progress:.2f}, tracker '{st.current_tracker}', "
+                  f"peers {st.num_peers}, state {st.state}", flush=True)
+            continue
+        data = open(os.path.join(leech_dir, "payload.bin"), "rb").read()
+        if hashlib.sha1(data).digest() != hashlib.sha1(payload).digest():
+            print(f"FAILED leecher {n}: downloaded bytes differ", flush=True)
+            continue
+        print(f"DONE {time.time() - started:.1f}", flush=True)
+        leecher.remove_torrent(handle)
+
+
+if __name__ == "__main__":
+    main()
