@@ -55,6 +55,10 @@ let package = Package(
             dependencies: ["TrackerLogic", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .testTarget(
+            name: "RuntimeTests",
+            dependencies: ["TrackerRuntime", "TrackerLogic", .product(name: "NIOCore", package: "swift-nio")]
+        ),
+        .testTarget(
             name: "SimulationTests",
             dependencies: ["Simulation", "TrackerLogic", .product(name: "NIOCore", package: "swift-nio")]
         ),

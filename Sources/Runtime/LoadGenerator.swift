@@ -14,6 +14,8 @@ public struct BenchConfig: Sendable {
     public var scrapeEvery: Int = 0
     public var timeout: TimeAmount = .seconds(1)
     public var seed: UInt64 = 1
+    /// The interface address multicast requests leave from, when the target is a group.
+    public var multicastInterface: IPAddress = .v4(0x7F00_0001)
 
     public init(target: PeerEndpoint, duration: TimeAmount, torrents: Int, concurrency: Int) {
         self.target = target; self.duration = duration; self.torrents = torrents; self.concurrency = concurrency
@@ -76,13 +78,15 @@ public enum LoadGenerator {
             NIOLoopBound(LoadHandler(config: config, hashes: hashes, target: targetAddress, finished: finished), eventLoop: loop)
         }.get()
         let bindHost = config.target.ip.family == .v4 ? "0.0.0.0" : "::"
+        let multicast = config.target.ip.isIPv4Multicast ? config.multicastInterface : nil
         let channel = try await DatagramBootstrap(group: loop)
             .channelOption(.datagramVectorReadMessageCount, value: 32)
             .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
             // Vector reads split one buffer among the messages: give each 2 KiB.
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler.value) }
+                let ready = multicast.map { channel.setMulticastInterface($0) } ?? channel.eventLoop.makeSucceededVoidFuture()
+                return ready.flatMapThrowing { try channel.pipeline.syncOperations.addHandler(handler.value) }
             }
             .bind(host: bindHost, port: 0).get()
         defer { channel.close(promise: nil) }

@@ -8,30 +8,39 @@ import TrackerLogic
 /// is a full row (or its absence), so replaying the later transaction after a crash lands
 /// on the same rows.
 public struct CommitRows: Sendable {
+    /// One row-level effect, in the transaction's order: a later `expire` must not
+    /// remove what an earlier operation wrote unless memory removed it too.
+    public enum Change: Sendable {
+        /// The peer's row as memory holds it, or nil when the peer is gone.
+        case peer(InfoHash, PeerKey, PeerRecord?)
+        case completion(InfoHash, PeerKey)
+        /// A merged swarm, rewritten whole (nil when it is gone).
+        case swarm(InfoHash, SwarmMerge?)
+        case expire(before: Instant)
+    }
+
     public var lastCommitted: TxRef
     public var history: EpochHistory
-    /// Peer rows in transaction order: the record, or nil when the peer is gone.
-    public var peers: [(infoHash: InfoHash, key: PeerKey, record: PeerRecord?)] = []
-    public var completions: [(infoHash: InfoHash, key: PeerKey)] = []
-    /// Swarms rewritten whole (merges), nil content when the swarm is gone.
-    public var swarms: [(infoHash: InfoHash, content: SwarmMerge?)] = []
-    public var expireBefore: [Instant] = []
+    public var changes: [Change] = []
     public var touched: Set<InfoHash> = []
+    public var expires = false
 
     public init(_ tx: Transaction, replica: Replica) {
         lastCommitted = tx.ref
         history = replica.history
+        changes.reserveCapacity(tx.updates.count)
         for update in tx.updates {
             switch update {
             case .announce(let a):
-                peers.append((a.infoHash, a.key, replica.store[a.infoHash]?.peer(a.key)))
-                if a.event == .completed { completions.append((a.infoHash, a.key)) }
+                changes.append(.peer(a.infoHash, a.key, replica.store[a.infoHash]?.peer(a.key)))
+                if a.event == .completed { changes.append(.completion(a.infoHash, a.key)) }
                 touched.insert(a.infoHash)
             case .merge(let m):
-                swarms.append((m.infoHash, replica.store.content(of: m.infoHash)))
+                changes.append(.swarm(m.infoHash, replica.store.content(of: m.infoHash)))
                 touched.insert(m.infoHash)
             case .expire(let before):
-                expireBefore.append(before)
+                changes.append(.expire(before: before))
+                expires = true
             }
         }
     }
@@ -129,31 +138,25 @@ public final class SQLiteRepository {
     }
 
     static func apply(_ rows: CommitRows, _ db: Database) throws {
-        for (hash, key, record) in rows.peers {
-            if let r = record {
-                try db.execute(sql: """
-                    INSERT OR REPLACE INTO peers(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                    """, arguments: [hash.hex, key.peerID.hex, key.ip.description, Int(r.endpoint.port),
-                                     r.uploaded, r.downloaded, r.left, r.lastAnnounce.milliseconds])
-            } else {
+        for change in rows.changes {
+            switch change {
+            case .peer(let hash, _, let record?):
+                try upsert(record, in: hash.hex, db)
+            case .peer(let hash, let key, nil):
                 try db.execute(sql: "DELETE FROM peers WHERE info_hash = ? AND peer_id = ? AND ip = ?",
                                arguments: [hash.hex, key.peerID.hex, key.ip.description])
+            case .completion(let hash, let key):
+                try db.execute(sql: "INSERT OR IGNORE INTO completions(info_hash, peer_id, ip) VALUES (?, ?, ?)",
+                               arguments: [hash.hex, key.peerID.hex, key.ip.description])
+            case .swarm(let hash, let content):
+                try db.execute(sql: "DELETE FROM peers WHERE info_hash = ?", arguments: [hash.hex])
+                try db.execute(sql: "DELETE FROM completions WHERE info_hash = ?", arguments: [hash.hex])
+                if let content { try insert(content, db) }
+            case .expire(let before):
+                try db.execute(sql: "DELETE FROM peers WHERE last_announce < ?", arguments: [before.milliseconds])
             }
         }
-        for (hash, key) in rows.completions {
-            try db.execute(sql: "INSERT OR IGNORE INTO completions(info_hash, peer_id, ip) VALUES (?, ?, ?)",
-                           arguments: [hash.hex, key.peerID.hex, key.ip.description])
-        }
-        for (hash, content) in rows.swarms {
-            try db.execute(sql: "DELETE FROM peers WHERE info_hash = ?", arguments: [hash.hex])
-            try db.execute(sql: "DELETE FROM completions WHERE info_hash = ?", arguments: [hash.hex])
-            if let content { try insert(content, db) }
-        }
-        for before in rows.expireBefore {
-            try db.execute(sql: "DELETE FROM peers WHERE last_announce < ?", arguments: [before.milliseconds])
-        }
-        if rows.expireBefore.isEmpty {
+        if !rows.expires {
             for hash in rows.touched { try refreshSwarm(hash.hex, db) }
         } else {
             try db.execute(sql: """
@@ -186,15 +189,17 @@ public final class SQLiteRepository {
         }
     }
 
+    static func upsert(_ r: PeerRecord, in hash: String, _ db: Database) throws {
+        try db.execute(sql: """
+            INSERT OR REPLACE INTO peers(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [hash, r.peerID.hex, r.endpoint.ip.description, Int(r.endpoint.port),
+                             r.uploaded, r.downloaded, r.left, r.lastAnnounce.milliseconds])
+    }
+
     static func insert(_ content: SwarmMerge, _ db: Database) throws {
         let hash = content.infoHash.hex
-        for r in content.peers {
-            try db.execute(sql: """
-                INSERT OR REPLACE INTO peers(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [hash, r.peerID.hex, r.endpoint.ip.description, Int(r.endpoint.port),
-                                 r.uploaded, r.downloaded, r.left, r.lastAnnounce.milliseconds])
-        }
+        for r in content.peers { try upsert(r, in: hash, db) }
         for key in content.completed {
             try db.execute(sql: "INSERT OR IGNORE INTO completions(info_hash, peer_id, ip) VALUES (?, ?, ?)",
                            arguments: [hash, key.peerID.hex, key.ip.description])
@@ -287,6 +292,15 @@ public final class SQLiteRepository {
         }
         return Set(peers.keys).union(completed.keys).sorted().map {
             SwarmMerge(infoHash: $0, peers: peers[$0] ?? [], completed: completed[$0] ?? [])
+        }
+    }
+
+    /// Caps the file at `pages` pages, as a full disk would: writes beyond it fail with
+    /// SQLITE_FULL. Lets tests exercise the full-disk path without filling a disk.
+    public func limitSize(extraPages: Int) throws {
+        try db.write { db in
+            let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+            _ = try Int.fetchOne(db, sql: "PRAGMA max_page_count = \(pages + extraPages)")
         }
     }
 

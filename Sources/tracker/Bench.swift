@@ -14,6 +14,8 @@ struct Bench: AsyncParsableCommand {
     @Option(name: .customLong("peers-per-torrent"), help: "Distinct simulated peers per torrent.") var peersPerTorrent: Int = 20
     @Option(name: .customLong("scrape-every"), help: "Make every Nth request a scrape (0: announces only).") var scrapeEvery: Int = 0
     @Option(help: "Seed for the workload.") var seed: UInt64 = 1
+    @Option(name: .customLong("multicast-interface"), help: "Local IPv4 address group requests leave from (target is a group).")
+    var multicastInterface: String = "127.0.0.1"
     @Flag(name: .customLong("print-info-hashes"), help: "Print the workload's info hashes (for a whitelist) and exit.") var printInfoHashes = false
 
     func validate() throws {
@@ -31,6 +33,8 @@ struct Bench: AsyncParsableCommand {
         config.peersPerTorrent = peersPerTorrent
         config.scrapeEvery = scrapeEvery
         config.seed = seed
+        guard let interface = IPAddress(multicastInterface) else { throw ValidationError("--multicast-interface: not an IP address") }
+        config.multicastInterface = interface
         if printInfoHashes {
             for h in config.infoHashes() { print(h.hex) }
             return

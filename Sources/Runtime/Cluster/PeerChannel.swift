@@ -112,8 +112,20 @@ enum PeerChannelBinder {
     }
 }
 
+extension Channel {
+    /// Where this socket's multicast datagrams leave (IP_MULTICAST_IF). Without it, a
+    /// sender on the cluster's own host would send the group out of the default route.
+    /// Call it from the channel initializer, before anything is sent.
+    public func setMulticastInterface(_ address: IPAddress) -> EventLoopFuture<Void> {
+        guard case .v4(let bits) = address, let provider = self as? SocketOptionProvider else {
+            return eventLoop.makeFailedFuture(ConfigurationError("multicast interface must be an IPv4 address"))
+        }
+        return provider.setIPMulticastIF(in_addr(s_addr: bits.bigEndian))
+    }
+}
+
 extension IPAddress {
-    var isIPv4Multicast: Bool {
+    public var isIPv4Multicast: Bool {
         if case .v4(let bits) = self { return bits >> 28 == 0xE }
         return false
     }

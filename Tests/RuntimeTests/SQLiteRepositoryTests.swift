@@ -1,0 +1,137 @@
+import Foundation
+import NIOCore
+import Testing
+import TrackerLogic
+@testable import TrackerRuntime
+
+/// The SQLite repository must hold exactly what the in-memory replica holds, after any
+/// sequence of commits, snapshots and wipes, and must fail loudly but harmlessly.
+@Suite struct SQLiteRepositoryTests {
+    let epoch = Epoch(term: 1, master: NodeID(3))
+
+    func tempPath() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("repo-\(UUID().uuidString).sqlite").path
+    }
+
+    func hash(_ n: UInt32) -> InfoHash { InfoHash(a: 0xABCD, b: UInt64(n), c: n) }
+
+    func randomUpdate(_ rng: inout SeededGenerator, at t: Int64) -> SwarmUpdate {
+        let roll = rng.below(20)
+        if roll == 0 { return .expire(before: Instant(milliseconds: t - Int64(rng.below(200)))) }
+        let key = PeerKey(peerID: PeerID(a: 1, b: 2, c: UInt32(rng.below(12))), ip: .v4(0x0A00_0000 | UInt32(rng.below(3))))
+        if roll == 1 {
+            let record = PeerRecord(peerID: key.peerID, endpoint: PeerEndpoint(ip: key.ip, port: 7000), uploaded: 1,
+                                    downloaded: 2, left: Int64(rng.below(2)), lastAnnounce: Instant(milliseconds: t - 50))
+            return .merge(SwarmMerge(infoHash: hash(UInt32(rng.below(4))), peers: [record], completed: [key]))
+        }
+        let events: [AnnounceEvent] = [.none, .started, .completed, .stopped]
+        return .announce(Announce(infoHash: hash(UInt32(rng.below(4))), peerID: key.peerID,
+                                  endpoint: PeerEndpoint(ip: key.ip, port: UInt16(6881 + rng.below(3))),
+                                  uploaded: Int64(rng.below(1000)), downloaded: Int64(rng.below(1000)),
+                                  left: Int64(rng.below(3)) * 100, event: events[rng.below(4)],
+                                  at: Instant(milliseconds: t)))
+    }
+
+    func expectSame(_ repo: SQLiteRepository, _ replica: Replica, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let loaded = try repo.load()
+        let expected = replica.snapshot()
+        #expect(loaded.snapshot?.content == expected.content, sourceLocation: sourceLocation)
+        #expect(loaded.snapshot?.lastCommitted == expected.lastCommitted, sourceLocation: sourceLocation)
+        #expect(loaded.snapshot?.history == expected.history, sourceLocation: sourceLocation)
+        #expect(loaded.snapshot?.digest == expected.digest, sourceLocation: sourceLocation)
+        let counts = try repo.counts()
+        #expect(counts.swarms == replica.store.swarmCount && counts.peers == replica.store.peerCount, sourceLocation: sourceLocation)
+    }
+
+    @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
+    func commitsLandAsTheReplicaHoldsThem(seed: UInt64) throws {
+        let repo = try SQLiteRepository(path: tempPath())
+        var replica = Replica()
+        var rng = SeededGenerator(seed: seed)
+        var t: Int64 = 1_000_000
+        for txid in 1...300 as ClosedRange<UInt64> {
+            t += Int64(rng.below(20))
+            let e = txid > 150 ? Epoch(term: 2, master: NodeID(2)) : epoch
+            let tx = Transaction(ref: TxRef(epoch: e, txid: txid),
+                                 updates: (0..<(1 + rng.below(6))).map { _ in randomUpdate(&rng, at: t) })
+            replica.commit(tx)
+            try repo.perform(.commit(CommitRows(tx, replica: replica)))
+            if txid % 50 == 0 { try expectSame(repo, replica) }
+        }
+        #expect(replica.history.runs.count == 2)
+        try expectSame(repo, replica)
+    }
+
+    @Test func severalCommitsOfOneStepConvergeOnTheLastState() throws {
+        // The runtime builds rows after the whole step: earlier commits may carry later values.
+        let repo = try SQLiteRepository(path: tempPath())
+        var replica = Replica()
+        var rng = SeededGenerator(seed: 9)
+        var pending: [Transaction] = []
+        for txid in 1...60 as ClosedRange<UInt64> {
+            let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: [randomUpdate(&rng, at: 5000 + Int64(txid))])
+            replica.commit(tx)
+            pending.append(tx)
+            if txid % 6 == 0 {
+                for p in pending { try repo.perform(.commit(CommitRows(p, replica: replica))) }
+                pending = []
+                try expectSame(repo, replica)
+            }
+        }
+    }
+
+    @Test func snapshotWipeAndEpoch() throws {
+        let path = tempPath()
+        let repo = try SQLiteRepository(path: path)
+        var source = Replica()
+        var rng = SeededGenerator(seed: 4)
+        for txid in 1...40 as ClosedRange<UInt64> {
+            source.commit(Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: [randomUpdate(&rng, at: 9000)]))
+        }
+        try repo.perform(.epoch(Epoch(term: 7, master: NodeID(1))))
+        try repo.perform(.epoch(Epoch(term: 5, master: NodeID(9))))  // lower: ignored
+        try repo.perform(.snapshot(source.snapshot()))
+        try expectSame(repo, source)
+        // A second process sees the same file.
+        try expectSame(try SQLiteRepository(path: path), source)
+        try repo.perform(.wipe)
+        let wiped = try repo.load()
+        #expect(wiped.snapshot == nil)
+        #expect(try repo.counts() == (0, 0))
+        #expect(wiped.epoch == Epoch(term: 7, master: NodeID(1)), "the epoch survives a wipe: a restarted node never reuses one")
+    }
+
+    @Test func fullDiskFailsTheWriteAndKeepsCommittedRows() throws {
+        let repo = try SQLiteRepository(path: tempPath())
+        var replica = Replica()
+        var rng = SeededGenerator(seed: 5)
+        for txid in 1...5 as ClosedRange<UInt64> {
+            let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: [randomUpdate(&rng, at: 100)])
+            replica.commit(tx)
+            try repo.perform(.commit(CommitRows(tx, replica: replica)))
+        }
+        let before = try repo.load()
+        try repo.limitSize(extraPages: 0)
+        var big = replica
+        let updates: [SwarmUpdate] = (0..<3000).map { i in
+            .announce(Announce(infoHash: hash(UInt32(100 + i)), peerID: PeerID(a: 9, b: 9, c: UInt32(i)),
+                               endpoint: PeerEndpoint(ip: .v4(0x0B00_0001), port: 1), uploaded: 0, downloaded: 0,
+                               left: 1, event: .started, at: Instant(milliseconds: 200)))
+        }
+        let tx = Transaction(ref: TxRef(epoch: epoch, txid: 6), updates: updates)
+        big.commit(tx)
+        #expect(throws: RepositoryError.self) { try repo.perform(.commit(CommitRows(tx, replica: big))) }
+        #expect(try repo.load() == before, "a failed write leaves the committed rows as they were")
+        try repo.limitSize(extraPages: 1 << 20)
+        try repo.perform(.probe)
+        try repo.perform(.commit(CommitRows(tx, replica: big)))
+        try expectSame(repo, big)
+    }
+
+    @Test func corruptFileIsAnErrorNotACrash() throws {
+        let path = tempPath()
+        try Data((0..<8192).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: path))
+        #expect(throws: RepositoryError.self) { _ = try SQLiteRepository(path: path) }
+        #expect(throws: RepositoryError.self) { _ = try SQLiteRepository(path: "/nonexistent-dir/x/repo.sqlite") }
+    }
+}

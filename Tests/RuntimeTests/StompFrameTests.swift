@@ -1,0 +1,123 @@
+import NIOCore
+import Testing
+@testable import TrackerRuntime
+
+/// STOMP 1.2 framing, byte for byte.
+@Suite struct StompFrameTests {
+    func text(_ b: ByteBuffer) -> String { String(decoding: b.readableBytesView, as: UTF8.self) }
+
+    func decodeAll(_ bytes: [UInt8]) throws -> [StompCodec.Decoded] {
+        var b = ByteBuffer(bytes: bytes)
+        var out: [StompCodec.Decoded] = []
+        while let d = try StompCodec.decode(&b) { out.append(d) }
+        #expect(b.readableBytes == 0)
+        return out
+    }
+
+    @Test func encodesSendWithContentLengthAndEscapes() {
+        let frame = StompFrame("SEND", headers: [("destination", "/topic/a"), ("odd:name", "line\nbreak\\x\r")],
+                               body: ByteBuffer(bytes: [1, 0, 2]))
+        let encoded = StompCodec.encode(frame)
+        #expect(Array(encoded.readableBytesView) == Array("SEND\ndestination:/topic/a\nodd\\cname:line\\nbreak\\\\x\\r\ncontent-length:3\n\n".utf8) + [1, 0, 2, 0])
+    }
+
+    @Test func connectHeadersAreNotEscaped() {
+        let encoded = StompCodec.encode(StompFrame("CONNECT", headers: [("accept-version", "1.2"), ("login", "a:b")]))
+        #expect(text(encoded) == "CONNECT\naccept-version:1.2\nlogin:a:b\n\n\0")
+    }
+
+    @Test func decodesBinaryBodyByContentLength() throws {
+        let bytes = Array("MESSAGE\ndestination:/topic/x\ncontent-length:4\n\n".utf8) + [0, 1, 0, 2, 0]
+        let frames = try decodeAll(bytes)
+        guard case .frame(let f) = frames.first else { Issue.record("no frame"); return }
+        #expect(f.command == "MESSAGE")
+        #expect(f["destination"] == "/topic/x")
+        #expect(Array(f.body.readableBytesView) == [0, 1, 0, 2])
+    }
+
+    @Test func decodesNulTerminatedBodyCRLFAndHeartbeats() throws {
+        let frames = try decodeAll(Array("\n\r\nRECEIPT\r\nreceipt-id:r-1\r\n\r\nhi\0\n".utf8))
+        #expect(frames.count == 4)
+        #expect(frames[0] == .heartbeat && frames[1] == .heartbeat && frames[3] == .heartbeat)
+        guard case .frame(let f) = frames[2] else { Issue.record("no frame"); return }
+        #expect(f.command == "RECEIPT" && f["receipt-id"] == "r-1" && text(f.body) == "hi")
+    }
+
+    @Test func unescapesAndKeepsTheFirstRepeatedHeader() throws {
+        let frames = try decodeAll(Array("MESSAGE\nk:a\\cb\\nc\\\\\nk:second\n\n\0".utf8))
+        guard case .frame(let f) = frames.first else { Issue.record("no frame"); return }
+        #expect(f["k"] == "a:b\nc\\")
+        #expect(f.headers.count == 2)
+    }
+
+    @Test func roundTripsRandomFrames() throws {
+        var rng = SystemRandomNumberGenerator()
+        let alphabet = Array("ab:\\\n\r c-/é".unicodeScalars)
+        for _ in 0..<500 {
+            func word() -> String {
+                var s = ""
+                for _ in 0..<Int.random(in: 0...8, using: &rng) { s.unicodeScalars.append(alphabet.randomElement(using: &rng)!) }
+                return s
+            }
+            let headers = (0..<Int.random(in: 0...4, using: &rng)).map { _ in ("h" + word(), word()) }
+            let body = ByteBuffer(bytes: (0..<Int.random(in: 0...40, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) })
+            let frame = StompFrame("SEND", headers: headers + [("content-length", "\(body.readableBytes)")], body: body)
+            // Any strict prefix is incomplete: the decoder waits and consumes nothing.
+            let encoded = StompCodec.encode(frame)
+            var prefix = encoded.getSlice(at: encoded.readerIndex, length: Int.random(in: 0..<encoded.readableBytes, using: &rng))!
+            let before = prefix.readableBytes
+            #expect(try StompCodec.decode(&prefix) == nil)
+            #expect(prefix.readableBytes == before)
+            var whole = StompCodec.encode(frame)
+            #expect(try StompCodec.decode(&whole) == .frame(frame))
+        }
+    }
+
+    @Test func incompleteInputConsumesNothing() throws {
+        let full = Array("MESSAGE\ncontent-length:5\n\nabcde\0".utf8)
+        for n in 0..<full.count {
+            var b = ByteBuffer(bytes: full[0..<n])
+            #expect(try StompCodec.decode(&b) == nil)
+            #expect(b.readableBytes == n)
+        }
+    }
+
+    @Test(arguments: [
+        ("BOGUS\n\n\0", "unknown command"),
+        ("MESSAGE\nnocolon\n\n\0", "without ':'"),
+        ("MESSAGE\nk:\\t\n\n\0", "undefined escape"),
+        ("MESSAGE\ncontent-length:x\n\n\0", "bad content-length"),
+        ("MESSAGE\ncontent-length:-1\n\n\0", "bad content-length"),
+        ("MESSAGE\ncontent-length:2\n\nabc\0", "not followed by NUL"),
+        ("\rX", "bare carriage return"),
+    ])
+    func rejectsMalformedFrames(input: String, reason: String) {
+        var b = ByteBuffer(string: input)
+        #expect {
+            _ = try StompCodec.decode(&b)
+        } throws: { error in
+            "\(error)".contains(reason)
+        }
+    }
+
+    @Test func limitsBoundTheBuffering() {
+        var limits = StompLimits()
+        limits.maxBodyBytes = 10
+        limits.maxHeaderBytes = 64
+        var big = ByteBuffer(string: "MESSAGE\ncontent-length:11\n\n")
+        #expect(throws: StompFrameError.self) { _ = try StompCodec.decode(&big, limits: limits) }
+        var endless = ByteBuffer(string: "MESSAGE\n" + String(repeating: "h:v\n", count: 40))
+        #expect(throws: StompFrameError.self) { _ = try StompCodec.decode(&endless, limits: limits) }
+        var unterminated = ByteBuffer(string: "MESSAGE\n\n" + String(repeating: "x", count: 20))
+        #expect(throws: StompFrameError.self) { _ = try StompCodec.decode(&unterminated, limits: limits) }
+    }
+
+    @Test func brokerURLs() throws {
+        let s = try StompSettings(url: "stomp://user:pw@localhost:61613")
+        #expect(s.host == "127.0.0.1" && s.port == 61613 && s.login == "user" && s.passcode == "pw")
+        #expect(try StompSettings(url: "stomp://[::1]:1/").host == "::1")
+        #expect(throws: ConfigurationError.self) { _ = try StompSettings(url: "tcp://127.0.0.1:61613") }
+        #expect(throws: ConfigurationError.self) { _ = try StompSettings(url: "stomp://127.0.0.1") }
+        #expect(throws: ConfigurationError.self) { _ = try StompSettings(url: "stomp://127.0.0.1:70000") }
+    }
+}
