@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
 # Runs every test: setup, an optimized build (the simulator runs thousands of
-# scenarios), the real-process tests (real BitTorrent clients, malformed floods), then
-# `swift test` (protocol suites and the cluster simulation suites).
+# scenarios), the real-process tests (real BitTorrent clients, malformed floods, the
+# multi-process cluster with ActiveMQ, shared-address mode in network namespaces), then
+# `swift test` (protocol, runtime and cluster simulation suites).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 # One optimized build of everything, tests included, with the flags `swift test` uses.
 swift build -c release --build-tests
 export TRACKER_BIN="$PWD/.build/release/tracker"
+# The cluster tests start the broker; stop it (unless it was already running) and any
+# node left behind, however we exit.
+broker_was_running=0
+scripts/activemq.sh status >/dev/null 2>&1 && broker_was_running=1
+cleanup() {
+  [ "$broker_was_running" = 1 ] || scripts/activemq.sh stop >/dev/null 2>&1 || true
+  pkill -f "$TRACKER_BIN run" 2>/dev/null || true
+}
+trap cleanup EXIT
 passed=0; failed=0; failures=()
-for t in tests/interop/*.py; do
-  [ "$(basename "$t")" = common.py ] && continue
+for t in tests/interop/*.py tests/cluster/*.py; do
+  name="$(basename "$t")"
+  [ "$name" = common.py ] && continue
+  [[ "$name" == _* ]] && continue
   echo "=== $t"
-  if /usr/bin/python3 "$t"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$t"); fi
+  if timeout 600 /usr/bin/python3 "$t"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$t"); fi
 done
 echo "real-process tests: $passed passed, $failed failed"
 if [ "$failed" -gt 0 ]; then

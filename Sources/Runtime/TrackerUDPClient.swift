@@ -25,11 +25,12 @@ public final class TrackerUDPClient: Sendable {
         let bindHost = localAddress ?? (family == .v4 ? "0.0.0.0" : "::")
         let loop = group.next()
         let matcher = try await loop.submit { NIOLoopBound(ReplyMatcher(family: family), eventLoop: loop) }.get()
+        // A group target (a cluster on this host): requests leave through loopback.
+        let multicastInterface: IPAddress? = target.ip.isIPv4Multicast ? (localAddress.flatMap { IPAddress($0) } ?? .v4(0x7F00_0001)) : nil
         let channel = try await DatagramBootstrap(group: loop)
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(matcher.value)
-                }
+                let ready = multicastInterface.map { channel.setMulticastInterface($0) } ?? channel.eventLoop.makeSucceededVoidFuture()
+                return ready.flatMapThrowing { try channel.pipeline.syncOperations.addHandler(matcher.value) }
             }
             .bind(host: bindHost, port: 0).get()
         return TrackerUDPClient(channel: channel, handler: matcher, target: target, targetAddress: try target.socketAddress())

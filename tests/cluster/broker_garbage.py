@@ -16,7 +16,7 @@ import urllib.request
 import json
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import fail, free_tcp_port, free_udp_port, log, tracker_binary  # noqa: E402
+from _harness import fail, free_tcp_port, free_udp_port, log, tracker_binary  # noqa: E402
 
 GARBAGE = [
     b"MESSAGE\ndestination:/topic/g\nmessage-id:1\nsubscription:sub-1\ncontent-length:5\n\nhello\0",

@@ -18,7 +18,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Cluster, GroupClient, StompRaw, activemq, fail, free_udp_port, log  # noqa: E402
+from _harness import Cluster, GroupClient, StompRaw, activemq, fail, free_udp_port, log  # noqa: E402
 
 KEEPALIVE_S = 1.0
 # Bully bound with the default timing: a candidate waits one keepalive for an ANSWER,

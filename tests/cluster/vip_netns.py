@@ -17,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Cluster, activemq, fail, log  # noqa: E402
+from _harness import Cluster, activemq, fail, log  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VIP, GROUP, PORT = "10.77.0.100", "239.255.42.99", 6969
@@ -82,7 +82,7 @@ def main():
         # Only the node namespaces reach their HTTP APIs; Node.api runs curl inside them.
         master = cluster.wait_converged(30)
         log(f"3 nodes in namespaces, service address {VIP}:{PORT}; master {master.node_id}")
-        peer = subprocess.Popen(["ip", "netns", "exec", CLIENT, "/usr/bin/python3", os.path.join(HERE, "lt_vip_peer.py"),
+        peer = subprocess.Popen(["ip", "netns", "exec", CLIENT, "/usr/bin/python3", os.path.join(HERE, "_lt_vip_peer.py"),
                                  "10.77.0.50", f"{VIP}:{PORT}"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         ready = peer.stdout.readline().split()
