@@ -2,7 +2,7 @@ import Foundation
 import NIOCore
 import Testing
 import TrackerLogic
-@testable import TrackerRuntime
+import TrackerRuntime
 
 /// The SQLite repository must hold exactly what the in-memory replica holds, after any
 /// sequence of commits, snapshots and wipes, and must fail loudly but harmlessly.

@@ -1,6 +1,6 @@
 import NIOCore
 import Testing
-@testable import TrackerRuntime
+import TrackerRuntime
 
 /// STOMP 1.2 framing, byte for byte.
 @Suite struct StompFrameTests {

@@ -83,6 +83,7 @@ public final class StompClient: @unchecked Sendable {
     var reconnectTask: Scheduled<Void>?
     var heartbeatTask: RepeatedTask?
     var lastReceived = NIODeadline.now()
+    var lastSent = NIODeadline.now()
     var readTimeout: TimeAmount?
     var disconnectReceipt: EventLoopPromise<Void>?
     public private(set) var stats = StompStats()
@@ -304,7 +305,7 @@ public final class StompClient: @unchecked Sendable {
         let expectEvery = (ours == 0 || sx == 0) ? 0 : max(ours, sx)
         readTimeout = expectEvery > 0 ? .milliseconds(Int64(expectEvery * 2 + 500)) : nil
         let tick = TimeAmount.milliseconds(Int64(max(100, min(sendEvery > 0 ? sendEvery : 1000, expectEvery > 0 ? expectEvery : 1000) / 2)))
-        var lastSent = NIODeadline.now()
+        lastSent = .now()
         heartbeatTask?.cancel()
         heartbeatTask = loop.scheduleRepeatedTask(initialDelay: tick, delay: tick) { [self] task in
             let now = NIODeadline.now()

@@ -199,7 +199,7 @@ public struct StompFrameDecoder: ByteToMessageDecoder {
 }
 
 /// What a client writes: frames, and the bare end-of-lines that are heart-beats.
-public enum StompOutbound {
+public enum StompOutbound: Sendable {
     case frame(StompFrame)
     case heartbeat
 }
