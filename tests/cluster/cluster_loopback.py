@@ -6,7 +6,8 @@
 2. kill -9 of the master while announces flow: another node serves within
    2 x keepalive + the election bound; every announce answered before the kill is on the
    new master (scrape counts and SQLite rows). Prints the measured failover time.
-3. A 4th node (--id auto) joins and receives the full state (same rows as the master).
+3. A 4th node (--id auto) joins and receives the full state (same rows as the master);
+   the killed master restarts from its SQLite file and resynchronises.
 4. ActiveMQ restarts: the cluster serves again within 10 s; no node crashes.
 5. Garbage on the broker (malformed cluster messages, text bodies) is dropped.
 6. Clean shutdown (SIGTERM) of a node empties its database.
@@ -165,6 +166,16 @@ def join(cluster):
         f"({len(rows['peers'])} peers, digest {s['digest']})")
 
 
+def restart_after_crash(cluster, node):
+    """The node killed by -9 restarts on its own SQLite file, rejoins and resynchronises."""
+    stale = node.rows()
+    node.start()
+    master = cluster.wait_converged(30)
+    rows = cluster.wait_equal_rows(cluster.live(), timeout=15)
+    log(f"node {node.node_id} restarted from its file ({len(stale['peers'])} peers, last txid {stale['last_txid']}) "
+        f"and resynchronised: {len(rows['peers'])} peers, last txid {rows['last_txid']}; master {master.api()['id']}")
+
+
 def broker_restart(cluster):
     nodes = cluster.live()
     restarted = time.time()
@@ -244,6 +255,7 @@ def main():
         exactly_one_reply(cluster, client)
         failover_s = failover(cluster, master)
         join(cluster)
+        restart_after_crash(cluster, master)
         garbage(cluster)
         broker_restart(cluster)
         clean_shutdown(cluster)

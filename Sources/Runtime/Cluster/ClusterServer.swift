@@ -51,6 +51,8 @@ public final class ClusterServer: @unchecked Sendable {
     var http: Channel?
     var wake: (at: Instant, task: Scheduled<Void>)?
     var subscribedAs: NodeID?
+    /// What the log last said about the node's place in the cluster.
+    var reported: (role: Role, epoch: Epoch, serving: Bool) = (.starting, .zero, false)
     var stopping = false
     var inPeerRead = false
     var repliesPending = false
@@ -144,6 +146,12 @@ public final class ClusterServer: @unchecked Sendable {
         for action in actions { perform(action) }
         if repliesPending && !inPeerRead { flushReplies() }
         if node.id != subscribedAs { subscribeOwnTopic() }
+        if node.role != reported.role || node.epoch != reported.epoch || node.isServing != reported.serving {
+            reported = (node.role, node.epoch, node.isServing)
+            logger.notice("cluster role", metadata: ["id": "\(node.id.rawValue)", "role": "\(node.role.jsonName)",
+                                                     "epoch": "\(node.epoch)", "master": "\(node.master?.rawValue ?? 0)",
+                                                     "serving": "\(node.isServing)", "last-committed": "\(node.replica.lastCommitted)"])
+        }
         armWake(now)
     }
 
