@@ -12,6 +12,7 @@
 5. Garbage on the broker (malformed cluster messages, text bodies) is dropped.
 6. Clean shutdown (SIGTERM) of a node empties its database.
 """
+import hashlib
 import os
 import struct
 import sys
@@ -162,8 +163,9 @@ def join(cluster):
         fail(f"the joining node did not get in sync: {newcomer.api()}")
     rows = cluster.wait_equal_rows([master, newcomer])
     s = newcomer.api()
-    log(f"node with --id auto got id {s['id']}; its repository equals the master's "
-        f"({len(rows['peers'])} peers, digest {s['digest']})")
+    checksum = hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
+    log(f"node with --id auto got id {s['id']}; its repository checksum equals the master's "
+        f"(sha256 of all rows {checksum}, {len(rows['peers'])} peers; in-memory digest {s['digest']})")
 
 
 def restart_after_crash(cluster, node):

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOCore
 import NIOPosix
@@ -29,6 +30,11 @@ public struct ClusterNodeSettings: Sendable {
             out.append("cluster name must be non-empty letters, digits, '-', '_' or '.'")
         }
         if database.isEmpty { out.append("--db needs a file path") }
+        switch peers {
+        case .group(let g, _), .vip(_, let g, _):
+            if !g.ip.isIPv4Multicast { out.append("group \(g.ip) is not an IPv4 multicast address (224.0.0.0/4)") }
+        case .udp: break
+        }
         return out
     }
 
@@ -68,6 +74,11 @@ public final class ClusterServer: @unchecked Sendable {
         self.loop = loop
         self.logger = logger
         self.finished = loop.makePromise()
+        let directory = settings.database.contains("/") ? String(settings.database[..<settings.database.lastIndex(of: "/")!]) : "."
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.isEmpty ? "/" : directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ConfigurationError("--db \(settings.database): directory \(directory) does not exist")
+        }
         writer = StoreWriter(path: settings.database, loop: loop, logger: logger)
         var restored: DurableState?
         var storeFailure: String?
