@@ -242,7 +242,9 @@ public final class ClusterServer: @unchecked Sendable {
 
     func peerDatagram(_ data: ByteBuffer, from source: SocketAddress) {
         stats.datagrams += 1
-        guard !stopping, let endpoint = PeerEndpoint(source) else { return }
+        // Every node receives every request; only the serving master acts on one. Checking
+        // here spares the followers a step (and a timer check) per datagram.
+        guard !stopping, node.isServing, let endpoint = PeerEndpoint(source) else { return }
         inPeerRead = true
         step(.peer(data, from: endpoint))
         inPeerRead = false
