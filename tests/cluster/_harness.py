@@ -34,7 +34,7 @@ def activemq(command, env=None, netns=None):
 
 
 class Node:
-    def __init__(self, cluster, index, node_id, netns=None, peer_args=None, http_host="127.0.0.1"):
+    def __init__(self, cluster, index, node_id, netns=None, peer_args=None, http_host="127.0.0.1", db=None):
         self.netns = netns
         self.peer_args = peer_args or cluster.peer_args
         self.http_host = http_host
@@ -42,7 +42,7 @@ class Node:
         self.index = index
         self.node_id = node_id
         self.http = free_tcp_port()
-        self.db = os.path.join(cluster.work, f"node{index}.sqlite")
+        self.db = db or os.path.join(cluster.work, f"node{index}.sqlite")
         self.log_path = os.path.join(cluster.work, f"node{index}.log")
         self.proc = None
 

@@ -60,6 +60,7 @@ public final class ClusterServer: @unchecked Sendable {
     /// What the log last said about the node's place in the cluster.
     var reported: (role: Role, epoch: Epoch, serving: Bool) = (.starting, .zero, false)
     var stopping = false
+    var storeFailing = false
     var inPeerRead = false
     var repliesPending = false
     public private(set) var stats = ClusterServerStats()
@@ -205,10 +206,18 @@ public final class ClusterServer: @unchecked Sendable {
         writer.submit(write).whenComplete { [self] result in
             switch result {
             case .success:
-                if isProbe && !stopping { step(.storeResult(ok: true, detail: "")) }
+                guard isProbe && !stopping else { return }
+                if storeFailing {
+                    storeFailing = false
+                    logger.notice("repository accepts writes again; rewriting it whole", metadata: ["db": "\(settings.database)"])
+                }
+                step(.storeResult(ok: true, detail: ""))
             case .failure(let error):
                 stats.storeFailures += 1
-                logger.error("repository write failed; voting ERROR until it recovers", metadata: ["write": "\(name)", "error": "\(error)"])
+                // The first failure is an error; the retries of a known-bad disk are not news.
+                logger.log(level: storeFailing ? .debug : .error, "repository write failed; voting ERROR until it recovers",
+                           metadata: ["write": "\(name)", "error": "\(error)"])
+                storeFailing = true
                 if !stopping { step(.storeResult(ok: false, detail: "\(error)")) }
             }
         }
