@@ -9,8 +9,8 @@ struct NamedScenarioTests {
 
     func at(_ ms: Int64) -> Instant { t0 + Milliseconds(ms) }
 
-    func settled(_ nodes: Int, quorum: QuorumMode = .live, peers: Int = 4) -> Simulator {
-        var sim = Simulator(scenario: .calm(nodes: nodes, quorum: quorum, peers: peers))
+    func settled(_ nodes: Int, quorum: QuorumMode = .live, peers: Int = 4, seed: UInt64 = 1) -> Simulator {
+        var sim = Simulator(scenario: .calm(seed: seed, nodes: nodes, quorum: quorum, peers: peers))
         sim.start()
         sim.advance(to: at(8_000))
         return sim
@@ -78,8 +78,10 @@ struct NamedScenarioTests {
         #expect(sim.finish().passed)
     }
 
-    @Test func aDuplicateIDIsRefused() {
-        var sim = settled(3)
+    /// Whatever the incarnations drawn, the newcomer yields while it is still starting.
+    @Test(arguments: 1...16 as ClosedRange<UInt64>)
+    func aDuplicateIDIsRefused(seed: UInt64) {
+        var sim = settled(3, seed: seed)
         let impostor = sim.startExtraNode(id: NodeID(2))
         sim.advance(by: Milliseconds.seconds(6))
         #expect(sim.node(impostor) == nil)

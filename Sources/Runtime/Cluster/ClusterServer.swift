@@ -92,8 +92,9 @@ public final class ClusterServer: @unchecked Sendable {
         let key = SipHash24(k0: seedKey.hash(words: words + [1]), k1: seedKey.hash(words: words + [2]))
         let handler = PeerRequestHandler(config: settings.tracker,
                                          connectionIDs: ConnectionIDPolicy(key: key, lifetimeSeconds: settings.tracker.connectionIDLifetimeSeconds))
-        incarnation = WallClock.randomSeed()
         startedAt = WallClock.now()
+        // Start time in the high bits: of two running nodes with one id, the newer yields.
+        incarnation = UInt64(startedAt.milliseconds) << 20 | WallClock.randomSeed() & 0xF_FFFF
         node = TrackerNode(id: settings.id, incarnation: incarnation, config: settings.cluster, handler: handler,
                            seed: WallClock.randomSeed(), now: startedAt, restoring: restored,
                            address: settings.http.map { "http://\($0)" } ?? settings.peers.serviceAddress.description)

@@ -131,7 +131,8 @@ public struct TrackerNode: Sendable {
 
     mutating func tick(_ now: Instant) {
         if role == .starting {
-            guard now >= startupUntil else { return }
+            checkIDConflict(now)
+            guard role == .starting, now >= startupUntil else { return }
             finishStartup(now)
         }
         if now >= nextKeepalive {
@@ -183,10 +184,16 @@ public struct TrackerNode: Sendable {
     mutating func receive(_ env: ClusterEnvelope, _ now: Instant) {
         if env.from == id && env.incarnation == incarnation { return }  // our own topic message
         if let to = env.to, to != id { return }
-        if env.from == id && id.isAssigned, case .keepalive = env.message {
+        let sameID = env.from == id && id.isAssigned
+        if sameID, case .keepalive = env.message {
             noteIDConflict(env.incarnation, now)
         }
         membership.heard(env, now: now)
+        // A starting node must yield before it takes part, not after.
+        if sameID && role == .starting {
+            checkIDConflict(now)
+            if role == .stopped { return }
+        }
         if !membership.restarted.isEmpty {
             // What a restarted node told us before (its state, its recovery answer) is void.
             for node in membership.restarted { leader?.recovery?.acks[node] = nil }
@@ -252,7 +259,9 @@ public struct TrackerNode: Sendable {
 
     /// A node of our id is live when its keepalives keep coming for a whole interval
     /// (a dead incarnation's last messages in flight do not count). While starting we
-    /// yield; once running, the lower incarnation yields.
+    /// yield; once running (two nodes that could not hear each other at start), the
+    /// higher incarnation yields: the runtime draws incarnations from the start time, so
+    /// that is the newer process.
     mutating func checkIDConflict(_ now: Instant) {
         guard let c = idConflict else { return }
         guard let m = membership[id], m.incarnation == c.incarnation, now - m.lastHeard <= config.downAfter else {
@@ -260,7 +269,7 @@ public struct TrackerNode: Sendable {
             return
         }
         guard m.lastHeard - c.firstHeard >= Milliseconds(config.keepaliveInterval.value * 9 / 10) else { return }
-        if role == .starting || incarnation < c.incarnation {
+        if role == .starting || incarnation > c.incarnation {
             stop(reason: "node id \(id) is already used by a live node; choose another id or --id auto")
         }
     }
