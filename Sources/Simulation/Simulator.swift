@@ -398,6 +398,8 @@ public struct Simulator {
             slots[slot].disk.base = s
             slots[slot].disk.txs = []
         case .persistEpoch(let e):
+            // As in the runtime, a failing disk loses the epoch write too.
+            if slots[slot].disk.failing { return storeResult(slot, ok: false) }
             slots[slot].disk.epoch = max(slots[slot].disk.epoch, e)
         case .wipeStore:
             slots[slot].generation += 1

@@ -50,7 +50,12 @@ public struct TrackerNode: Sendable {
         self.rng = SeededGenerator(seed: seed)
         self.replica = Replica()
         self.epoch = restoring?.epoch ?? .zero
-        if let s = restoring?.snapshot { replica.install(s) }
+        if let s = restoring?.snapshot {
+            replica.install(s)
+            // The stored transactions name epochs too: if the epoch write was lost (a
+            // failing disk), never claim one of those again.
+            epoch = max(epoch, s.lastCommitted.epoch, s.history.runs.last?.epoch ?? .zero)
+        }
         self.startupUntil = now + config.startupListen
         self.nextKeepalive = startupUntil
         self.masterSince = now
@@ -242,7 +247,14 @@ public struct TrackerNode: Sendable {
         guard role != .starting else { return }
         if wasMaster { stepDown(now) }
         election = nil
-        if newEpoch.master != id { follow(newEpoch.master, now) }
+        if newEpoch.master != id {
+            follow(newEpoch.master, now)
+        } else {
+            // "Our" epoch, yet we do not lead it: an earlier process with our id did (its
+            // disk was not ours, or our epoch write was lost). That reign is over; having
+            // adopted its number, run again so the next reign claims a higher one.
+            startElection(now)
+        }
     }
 
     mutating func leavingReceived(from node: NodeID, _ now: Instant) {
@@ -294,8 +306,9 @@ public struct TrackerNode: Sendable {
             if !storeHealthy {
                 storeHealthy = true
                 nextProbe = nil
-                // Writes were skipped while the store failed: rewrite it whole.
+                // Writes were skipped while the store failed: rewrite it whole, epoch too.
                 out.append(.persistSnapshot(replica.snapshot()))
+                out.append(.persistEpoch(epoch))
             }
         } else {
             storeHealthy = false
