@@ -22,7 +22,6 @@ public struct CommitRows: Sendable {
     public var lastCommitted: TxRef
     public var history: EpochHistory
     public var changes: [Change] = []
-    public var touched: Set<InfoHash> = []
     public var expires = false
 
     public init(_ tx: Transaction, replica: Replica) {
@@ -34,10 +33,8 @@ public struct CommitRows: Sendable {
             case .announce(let a):
                 changes.append(.peer(a.infoHash, a.key, replica.store[a.infoHash]?.peer(a.key)))
                 if a.event == .completed { changes.append(.completion(a.infoHash, a.key)) }
-                touched.insert(a.infoHash)
             case .merge(let m):
                 changes.append(.swarm(m.infoHash, replica.store.content(of: m.infoHash)))
-                touched.insert(m.infoHash)
             case .expire(let before):
                 changes.append(.expire(before: before))
                 expires = true
@@ -144,24 +141,34 @@ public final class SQLiteRepository {
     }
 
     static func apply(_ rows: CommitRows, _ db: Database) throws {
+        // Swarm rows: a peer written needs its swarm to exist; a peer removed or a
+        // completion added needs the row recounted (or dropped when the swarm is empty).
+        var present = Set<InfoHash>(), recount = Set<InfoHash>()
         for change in rows.changes {
             switch change {
             case .peer(let hash, _, let record?):
                 try upsert(record, in: hash.hex, db)
+                present.insert(hash)
             case .peer(let hash, let key, nil):
                 try run(db, "DELETE FROM peers WHERE info_hash = ? AND peer_id = ? AND ip = ?", [hash.hex, key.peerID.hex, key.ip.description])
+                recount.insert(hash)
             case .completion(let hash, let key):
                 try run(db, "INSERT OR IGNORE INTO completions(info_hash, peer_id, ip) VALUES (?, ?, ?)", [hash.hex, key.peerID.hex, key.ip.description])
+                recount.insert(hash)
             case .swarm(let hash, let content):
                 try run(db, "DELETE FROM peers WHERE info_hash = ?", [hash.hex])
                 try run(db, "DELETE FROM completions WHERE info_hash = ?", [hash.hex])
                 if let content { try insert(content, db) }
+                recount.insert(hash)
             case .expire(let before):
                 try run(db, "DELETE FROM peers WHERE last_announce < ?", [before.milliseconds])
             }
         }
         if !rows.expires {
-            for hash in rows.touched { try refreshSwarm(hash.hex, db) }
+            for hash in recount { try refreshSwarm(hash.hex, db) }
+            for hash in present.subtracting(recount) {
+                try run(db, "INSERT OR IGNORE INTO swarms(info_hash, completed) VALUES (?, 0)", [hash.hex])
+            }
         } else {
             try db.execute(sql: """
                 INSERT OR IGNORE INTO swarms(info_hash) SELECT DISTINCT info_hash FROM peers
@@ -309,6 +316,17 @@ public final class SQLiteRepository {
         try db.write { db in
             let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
             _ = try Int.fetchOne(db, sql: "PRAGMA max_page_count = \(pages + extraPages)")
+        }
+    }
+
+    /// The swarms table: info hash → completed, as stored (the dashboard reads it).
+    public func swarmRows() throws -> [InfoHash: Int] {
+        try db.read { db in
+            var out: [InfoHash: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT info_hash, completed FROM swarms") {
+                if let hash = InfoHash(hex: row["info_hash"] as String) { out[hash] = row["completed"] }
+            }
+            return out
         }
     }
 

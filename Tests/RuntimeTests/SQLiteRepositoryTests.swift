@@ -39,6 +39,9 @@ import TrackerRuntime
         #expect(loaded.snapshot?.lastCommitted == expected.lastCommitted, sourceLocation: sourceLocation)
         #expect(loaded.snapshot?.history == expected.history, sourceLocation: sourceLocation)
         #expect(loaded.snapshot?.digest == expected.digest, sourceLocation: sourceLocation)
+        var expectedSwarms: [InfoHash: Int] = [:]
+        for hash in replica.store.sortedInfoHashes { expectedSwarms[hash] = replica.store[hash]!.completed }
+        #expect(try repo.swarmRows() == expectedSwarms, "one swarms row per swarm, with its completion count", sourceLocation: sourceLocation)
         let counts = try repo.counts()
         #expect(counts.swarms == replica.store.swarmCount && counts.peers == replica.store.peerCount, sourceLocation: sourceLocation)
     }

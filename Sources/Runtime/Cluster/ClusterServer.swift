@@ -204,7 +204,9 @@ public final class ClusterServer: @unchecked Sendable {
         let name = write.name
         let isProbe: Bool
         if case .probe = write { isProbe = true } else { isProbe = false }
+        stats.storeBacklog += 1
         writer.submit(write).whenComplete { [self] result in
+            stats.storeBacklog -= 1
             switch result {
             case .success:
                 guard isProbe && !stopping else { return }
@@ -315,6 +317,8 @@ public struct ClusterServerStats: Sendable {
     public var clusterMessages = 0
     public var badClusterMessages = 0
     public var storeFailures = 0
+    /// Writes handed to the writer thread and not yet done: how far the disk trails memory.
+    public var storeBacklog = 0
 }
 
 /// Hands peer datagrams to the server on its loop.

@@ -29,6 +29,7 @@ struct NodeStatus: Codable {
     var swarms: Int
     var peers: Int
     var storeHealthy: Bool
+    var storeBacklog: Int
     var brokerConnected: Bool
     var cluster: String
     var peerService: String
@@ -67,7 +68,7 @@ extension ClusterServer {
             master: node.master?.rawValue ?? 0, serving: node.isServing, inSync: node.inSync,
             lastCommitted: node.replica.lastCommitted.txid, lastCommittedEpoch: node.replica.lastCommitted.epoch.description,
             digest: String(node.replica.digest, radix: 16), swarms: node.replica.store.swarmCount,
-            peers: node.replica.store.peerCount, storeHealthy: node.storeHealthy, brokerConnected: stomp?.isReady ?? false,
+            peers: node.replica.store.peerCount, storeHealthy: node.storeHealthy, storeBacklog: stats.storeBacklog, brokerConnected: stomp?.isReady ?? false,
             cluster: settings.clusterName, peerService: settings.peers.description,
             replyFrom: sockets.map { "\($0.unicast)" } ?? "", database: settings.database,
             uptimeMs: (now - startedAt).value, datagrams: stats.datagrams, replies: stats.replies,
