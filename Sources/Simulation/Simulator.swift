@@ -58,6 +58,7 @@ enum SimEvent {
     case peerDatagram(Int, ByteBuffer, PeerEndpoint)
     case reply(Int, ByteBuffer)
     case storeResult(Int, UInt64, Bool)
+    case epochStored(Int, UInt64, Epoch)
     case peerWake(Int)
     case fault(Scenario.Fault)
     case endFaults
@@ -276,6 +277,9 @@ public struct Simulator {
         case .storeResult(let s, let incarnation, let ok):
             guard slots[s].node?.incarnation == incarnation else { return }
             step(s, .storeResult(ok: ok, detail: ok ? "" : "disk failure"), label: "store \(ok ? "ok" : "failed")")
+        case .epochStored(let s, let incarnation, let epoch):
+            guard slots[s].node?.incarnation == incarnation else { return }
+            step(s, .epochStored(epoch), label: "epoch \(epoch) stored")
         case .peerWake(let p):
             guard peers[p].wakeAt == nil || peers[p].wakeAt! <= now else { return }
             peers[p].wakeAt = nil
@@ -401,6 +405,7 @@ public struct Simulator {
             // As in the runtime, a failing disk loses the epoch write too.
             if slots[slot].disk.failing { return storeResult(slot, ok: false) }
             slots[slot].disk.epoch = max(slots[slot].disk.epoch, e)
+            if let inc = slots[slot].node?.incarnation { queue.push(now, .epochStored(slot, inc, e)) }
         case .wipeStore:
             slots[slot].generation += 1
             slots[slot].disk.base = nil

@@ -28,9 +28,37 @@ import TrackerLogic
         var t = startup + Milliseconds(10)
         for _ in 0..<40 where n2.role != .master {
             t = t + Milliseconds(100)
-            _ = n2.step(.tick, now: t)
+            // The disk takes every epoch it is given.
+            for case .persistEpoch(let e) in n2.step(.tick, now: t) { _ = n2.step(.epochStored(e), now: t) }
         }
         #expect(n2.role == .master)
         #expect(n2.epoch > stale, "a new reign claims an epoch above every one seen")
+    }
+
+    /// A candidate leads only once its epoch is on disk: a lost epoch write means no reign.
+    @Test func aCandidateLeadsOnlyOnceItsEpochIsStored() throws {
+        var n1 = node(1, epoch: .zero)
+        var t = t0 + ClusterConfig().startupListen
+        _ = n1.step(.tick, now: t)
+        #expect(n1.role == .candidate)
+        var claimed: Epoch?
+        for _ in 0..<15 {
+            t = t + Milliseconds(100)
+            for case .persistEpoch(let e) in n1.step(.tick, now: t) { claimed = e }
+        }
+        let epoch = try #require(claimed)
+        #expect(n1.role == .candidate, "no COORDINATOR before the epoch is durable")
+        // The write never lands; the claim lapses and the next one asks for a higher epoch.
+        var next: Epoch?
+        for _ in 0..<30 where next == nil {
+            t = t + Milliseconds(100)
+            for case .persistEpoch(let e) in n1.step(.tick, now: t) { next = e }
+        }
+        _ = n1.step(.epochStored(epoch), now: t)
+        #expect(n1.role == .candidate, "a late confirmation of an abandoned claim crowns nobody")
+        let second = try #require(next)
+        #expect(second > epoch)
+        _ = n1.step(.epochStored(second), now: t)
+        #expect(n1.role == .master && n1.epoch == second)
     }
 }

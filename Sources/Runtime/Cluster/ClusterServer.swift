@@ -209,6 +209,8 @@ public final class ClusterServer: @unchecked Sendable {
             stats.storeBacklog -= 1
             switch result {
             case .success:
+                // A candidate waits for its new epoch to be durable before it leads.
+                if case .epoch(let e) = write, !stopping { step(.epochStored(e)) }
                 guard isProbe && !stopping else { return }
                 if storeFailing {
                     storeFailing = false

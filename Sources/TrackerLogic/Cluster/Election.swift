@@ -6,10 +6,12 @@ enum ElectionPhase: Sendable, Equatable {
     case awaitingAnswers(deadline: Instant)
     /// A higher id answered; waiting for its COORDINATOR until the deadline.
     case awaitingCoordinator(deadline: Instant)
+    /// Nobody higher answered; waiting for the new epoch to be on disk before leading.
+    case claiming(Epoch, deadline: Instant)
 
     var deadline: Instant {
         switch self {
-        case .awaitingAnswers(let d), .awaitingCoordinator(let d): return d
+        case .awaitingAnswers(let d), .awaitingCoordinator(let d), .claiming(_, let d): return d
         }
     }
 }
@@ -27,13 +29,30 @@ extension TrackerNode {
     mutating func electionTick(_ now: Instant) {
         guard let phase = election, now >= phase.deadline else { return }
         switch phase {
-        case .awaitingAnswers: becomeMaster(now)
+        case .awaitingAnswers: claim(now)
         case .awaitingCoordinator: startElection(now)
+        case .claiming:
+            // The disk did not take the epoch: try again (with a higher one).
+            startElection(now)
         }
+    }
+
+    /// Nobody higher answered: take the next epoch, and lead once it is durable.
+    mutating func claim(_ now: Instant) {
+        let next = epoch.successor(for: id)
+        adopt(epoch: next)
+        election = .claiming(next, deadline: now + config.answerTimeout)
+    }
+
+    mutating func epochStored(_ stored: Epoch, _ now: Instant) {
+        guard role == .candidate, case .claiming(let claimed, _) = election, claimed == stored, epoch == claimed else { return }
+        becomeMaster(now)
     }
 
     mutating func electionReceived(from candidate: NodeID, _ now: Instant) {
         guard candidate < id else { return }  // a higher candidate will win; wait for it
+        // A node that cannot record an epoch cannot lead: let the lower candidate.
+        guard storeHealthy else { return }
         send(.answer, to: candidate)
         switch role {
         case .master:
@@ -61,13 +80,13 @@ extension TrackerNode {
         send(.coordinatorAck(lastCommitted: replica.lastCommitted, prepared: follower.prepared), to: env.from)
     }
 
-    /// Nobody higher answered: lead a new epoch. The leader first recovers every
-    /// transaction a majority may have committed, then serves.
+    /// Lead the claimed (and stored) epoch. The leader first recovers every transaction
+    /// a majority may have committed, then serves.
     mutating func becomeMaster(_ now: Instant) {
+        precondition(epoch.master == id, "a master leads the epoch it claimed")
         election = nil
         role = .master
         master = id
-        adopt(epoch: epoch.successor(for: id))
         follower = FollowerState()
         membership.forgetConfirmations()
         leader = LeaderState(recoveryDeadline: now + config.recoveryTimeout, now: now, expiryEvery: expiryPeriod)

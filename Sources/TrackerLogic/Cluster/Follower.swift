@@ -61,8 +61,9 @@ extension TrackerNode {
         }
         if inSync {
             follower.retryAt = nil
-            // Bully: a live, up-to-date node with a higher id than its master takes over.
-            if m < id { startElection(now) }
+            // Bully: a live, up-to-date node with a higher id than its master takes over
+            // (unless its disk cannot record the epoch it would claim).
+            if m < id && storeHealthy { startElection(now) }
         } else if follower.offer == nil, now >= (follower.retryAt ?? now) {
             if !id.isAssigned || !follower.helloAnswered {
                 follow(m, now)

@@ -10,6 +10,9 @@ public enum NodeEvent: Sendable {
     case peer(ByteBuffer, from: PeerEndpoint)
     /// The answer to a `persist…`, `wipeStore` or `probeStore` action.
     case storeResult(ok: Bool, detail: String)
+    /// A `persistEpoch` reached the disk. A candidate leads only once its new epoch is
+    /// durable, so no later process with its id can claim the same epoch again.
+    case epochStored(Epoch)
     /// Operator asked for a clean shutdown.
     case shutdown
 }

@@ -70,6 +70,7 @@ public struct TrackerNode: Sendable {
         case .cluster(let env): receive(env, now)
         case .peer(let datagram, let from): receivePeer(datagram, from: from, now)
         case .storeResult(let ok, _): storeResult(ok: ok, now)
+        case .epochStored(let e): epochStored(e, now)
         case .shutdown: leave(now)
         }
         if role != .stopped { checkInvariants() }
@@ -213,7 +214,10 @@ public struct TrackerNode: Sendable {
             guard env.epoch == epoch, env.from == epoch.master else { return }
         }
         if role == .starting {
-            // Listening only: learn, do not act (id assignment is handled above).
+            // Listening only: learn, do not act (id assignment is handled above) — except
+            // that a lower candidate is told a higher id is here, so nodes started
+            // together do not crown the lowest and then hand over again.
+            if case .election = env.message, env.from < id, id.isAssigned, storeHealthy { send(.answer, to: env.from) }
             return
         }
         switch env.message {
