@@ -11,31 +11,20 @@ import time
 
 import libtorrent as lt
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
+from common import lt_session, seeded_torrent  # noqa: E402
+
 CLIENT_IP, TRACKER = sys.argv[1], sys.argv[2]
 
 
 def session(port):
-    return lt.session({
-        "listen_interfaces": f"{CLIENT_IP}:{port}",
-        "enable_dht": False, "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False,
-        "allow_multiple_connections_per_ip": True,
-        "user_agent": "vip-test",
-    })
+    return lt_session(lt, CLIENT_IP, port)
 
 
 def main():
     work = tempfile.mkdtemp(prefix="lt-vip-")
     seed_dir = os.path.join(work, "seed")
-    os.makedirs(seed_dir)
-    payload = os.urandom(1 << 20)
-    with open(os.path.join(seed_dir, "payload.bin"), "wb") as f:
-        f.write(payload)
-    fs = lt.file_storage()
-    lt.add_files(fs, os.path.join(seed_dir, "payload.bin"))
-    ct = lt.create_torrent(fs, 16384)
-    ct.add_tracker(f"udp://{TRACKER}/announce")
-    lt.set_piece_hashes(ct, seed_dir)
-    info = lt.torrent_info(ct.generate())
+    info, payload = seeded_torrent(lt, seed_dir, f"udp://{TRACKER}/announce")
     seeder = session(41000)
     seeder.add_torrent({"ti": info, "save_path": seed_dir, "flags": lt.torrent_flags.seed_mode})
     print("READY", str(info.info_hash()), flush=True)

@@ -80,3 +80,31 @@ def scrape(port, info_hash_hex):
         fail(f"scrape failed: {out.stderr.strip()}")
     fields = dict(kv.split("=") for kv in out.stdout.split()[1:])
     return {k: int(v) for k, v in fields.items()}
+
+
+def lt_session(lt, address, port):
+    """A libtorrent session that can only find peers through the tracker: no DHT, LSD,
+    UPnP or NAT-PMP."""
+    return lt.session({
+        "listen_interfaces": f"{address}:{port}",
+        "enable_dht": False, "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False,
+        "allow_multiple_connections_per_ip": True,
+        "alert_mask": lt.alert.category_t.error_notification | lt.alert.category_t.tracker_notification
+                      | lt.alert.category_t.status_notification,
+        "user_agent": "interop-test",
+    })
+
+
+def seeded_torrent(lt, seed_dir, tracker_url, size=1 << 20):
+    """Writes `size` random bytes to seed_dir/payload.bin and returns (torrent_info, payload)
+    for a torrent announcing to tracker_url."""
+    os.makedirs(seed_dir, exist_ok=True)
+    payload = os.urandom(size)
+    with open(os.path.join(seed_dir, "payload.bin"), "wb") as f:
+        f.write(payload)
+    fs = lt.file_storage()
+    lt.add_files(fs, os.path.join(seed_dir, "payload.bin"))
+    ct = lt.create_torrent(fs, 16384)
+    ct.add_tracker(tracker_url)
+    lt.set_piece_hashes(ct, seed_dir)
+    return lt.torrent_info(ct.generate()), payload

@@ -11,7 +11,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import fail, free_tcp_port, free_udp_port, scrape, start_tracker, stop, wait_for_udp_tracker  # noqa: E402
+from common import (fail, free_tcp_port, free_udp_port, lt_session, scrape, seeded_torrent,  # noqa: E402
+                    start_tracker, stop, wait_for_udp_tracker)
 
 try:
     import libtorrent as lt
@@ -20,14 +21,7 @@ except ImportError as error:
 
 
 def session(port):
-    return lt.session({
-        "listen_interfaces": f"127.0.0.1:{port}",
-        "enable_dht": False, "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False,
-        "allow_multiple_connections_per_ip": True,
-        "alert_mask": lt.alert.category_t.error_notification | lt.alert.category_t.tracker_notification
-                      | lt.alert.category_t.status_notification,
-        "user_agent": "interop-test",
-    })
+    return lt_session(lt, "127.0.0.1", port)
 
 
 def main():
@@ -38,18 +32,8 @@ def main():
     try:
         wait_for_udp_tracker(udp)
         seed_dir, leech_dir = os.path.join(work, "seed"), os.path.join(work, "leech")
-        os.makedirs(seed_dir)
         os.makedirs(leech_dir)
-        payload = os.urandom(1 << 20)
-        with open(os.path.join(seed_dir, "payload.bin"), "wb") as f:
-            f.write(payload)
-
-        fs = lt.file_storage()
-        lt.add_files(fs, os.path.join(seed_dir, "payload.bin"))
-        ct = lt.create_torrent(fs, 16384)
-        ct.add_tracker(f"udp://127.0.0.1:{udp}/announce")
-        lt.set_piece_hashes(ct, seed_dir)
-        info = lt.torrent_info(ct.generate())
+        info, payload = seeded_torrent(lt, seed_dir, f"udp://127.0.0.1:{udp}/announce")
         info_hash = str(info.info_hash())
 
         seeder, leecher = session(free_tcp_port()), session(free_tcp_port())
