@@ -80,7 +80,7 @@ public final class ClusterServer: @unchecked Sendable {
         guard FileManager.default.fileExists(atPath: directory.isEmpty ? "/" : directory, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw ConfigurationError("--db \(settings.database): directory \(directory) does not exist")
         }
-        writer = StoreWriter(path: settings.database, loop: loop, logger: logger)
+        writer = StoreWriter(path: settings.database, loop: loop)
         var restored: DurableState?
         var storeFailure: String?
         switch writer.load() {

@@ -16,6 +16,18 @@ struct NodeStatus: Codable {
         var lastKeepaliveMsAgo: Int64
     }
 
+    /// The cluster channel, as the STOMP client counted it.
+    struct BrokerStatus: Codable {
+        var connected: Bool
+        var sent: Int
+        var received: Int
+        var droppedWhileDown: Int
+        var connectionsLost: Int
+        var errorFrames: Int
+        var badFrames: Int
+        var badClusterMessages: Int
+    }
+
     var id: UInt32
     var role: String
     var epoch: String
@@ -39,6 +51,7 @@ struct NodeStatus: Codable {
     var datagrams: Int
     var replies: Int
     var errorReplies: Int
+    var broker: BrokerStatus
     var members: [MemberStatus]
 }
 
@@ -72,7 +85,13 @@ extension ClusterServer {
             cluster: settings.clusterName, peerService: settings.peers.description,
             replyFrom: sockets.map { "\($0.unicast)" } ?? "", database: settings.database,
             uptimeMs: (now - startedAt).value, datagrams: stats.datagrams, replies: stats.replies,
-            errorReplies: stats.errorReplies, members: members)
+            errorReplies: stats.errorReplies,
+            broker: NodeStatus.BrokerStatus(
+                connected: stomp?.isReady ?? false, sent: stomp?.stats.sent ?? 0, received: stomp?.stats.received ?? 0,
+                droppedWhileDown: stomp?.stats.droppedWhileDown ?? 0, connectionsLost: stomp?.stats.connectionsLost ?? 0,
+                errorFrames: stomp?.stats.errorFrames ?? 0, badFrames: stomp?.stats.badFrames ?? 0,
+                badClusterMessages: stats.badClusterMessages),
+            members: members)
     }
 }
 

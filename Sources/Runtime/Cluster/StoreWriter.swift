@@ -1,4 +1,3 @@
-import Logging
 import NIOCore
 import NIOPosix
 import TrackerLogic
@@ -11,15 +10,13 @@ final class StoreWriter: @unchecked Sendable {
     let pool = NIOThreadPool(numberOfThreads: 1)
     let loop: EventLoop
     let path: String
-    let logger: Logger
     /// Touched only on the pool's single thread (and before `start`).
     private var repository: SQLiteRepository?
     private(set) var openError: String?
 
-    init(path: String, loop: EventLoop, logger: Logger) {
+    init(path: String, loop: EventLoop) {
         self.path = path
         self.loop = loop
-        self.logger = logger
         pool.start()
         do {
             repository = try SQLiteRepository(path: path)
