@@ -72,7 +72,7 @@ public enum LoadGenerator {
     public static func run(_ config: BenchConfig) async throws -> BenchResult {
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let hashes = config.infoHashes()
-        let targetAddress = try config.target.socketAddress()
+        let targetAddress = config.target.socketAddress()
         let finished = loop.makePromise(of: BenchResult.self)
         let handler = try await loop.submit {
             NIOLoopBound(LoadHandler(config: config, hashes: hashes, target: targetAddress, finished: finished), eventLoop: loop)

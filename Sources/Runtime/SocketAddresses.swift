@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOCore
 import TrackerLogic
 
@@ -21,9 +24,7 @@ extension PeerEndpoint {
         }
     }
 
-    public func socketAddress() throws -> SocketAddress {
-        try SocketAddress(ipAddress: ip.description, port: Int(port))
-    }
+    public func socketAddress() -> SocketAddress { SocketAddress(self) }
 }
 
 /// A `HOST:PORT` command-line value that must name a literal IP address.
@@ -48,4 +49,28 @@ public struct EndpointArgument: Sendable, CustomStringConvertible {
 public struct ConfigurationError: Error, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
+}
+
+extension SocketAddress {
+    /// The inverse of `PeerEndpoint(_:)`, built from the bits without parsing text:
+    /// replies are built per datagram.
+    public init(_ endpoint: PeerEndpoint) {
+        switch endpoint.ip {
+        case .v4(let bits):
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = endpoint.port.bigEndian
+            sin.sin_addr.s_addr = bits.bigEndian
+            self.init(sin, host: "")
+        case .v6(let hi, let lo):
+            var sin6 = sockaddr_in6()
+            sin6.sin6_family = sa_family_t(AF_INET6)
+            sin6.sin6_port = endpoint.port.bigEndian
+            withUnsafeMutableBytes(of: &sin6.sin6_addr) { raw in
+                for i in 0..<8 { raw[i] = UInt8(truncatingIfNeeded: hi >> (56 - 8 * UInt64(i))) }
+                for i in 0..<8 { raw[8 + i] = UInt8(truncatingIfNeeded: lo >> (56 - 8 * UInt64(i))) }
+            }
+            self.init(sin6, host: "")
+        }
+    }
 }

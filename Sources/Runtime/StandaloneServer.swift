@@ -89,7 +89,7 @@ public enum StandaloneServer {
                         try channel.pipeline.syncOperations.addHandler(StandaloneHandler(tracker: tracker, logger: logger))
                     }
                 }
-                .bind(to: try bind.socketAddress()).get()
+                .bind(to: bind.socketAddress()).get()
         } catch {
             try? await group.shutdownGracefully()
             throw ConfigurationError("cannot bind UDP \(bind): \(error)")

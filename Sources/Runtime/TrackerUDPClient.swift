@@ -33,7 +33,7 @@ public final class TrackerUDPClient: Sendable {
                 return ready.flatMapThrowing { try channel.pipeline.syncOperations.addHandler(matcher.value) }
             }
             .bind(host: bindHost, port: 0).get()
-        return TrackerUDPClient(channel: channel, handler: matcher, target: target, targetAddress: try target.socketAddress())
+        return TrackerUDPClient(channel: channel, handler: matcher, target: target, targetAddress: target.socketAddress())
     }
 
     public var localEndpoint: PeerEndpoint? { channel.localAddress.flatMap(PeerEndpoint.init) }

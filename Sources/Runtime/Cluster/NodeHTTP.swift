@@ -107,7 +107,7 @@ enum NodeHTTPServer {
                     try channel.pipeline.syncOperations.addHandler(NodeHTTPHandler(server: server))
                 }
             }
-            .bind(to: try endpoint.socketAddress()).get()
+            .bind(to: endpoint.socketAddress()).get()
     }
 }
 

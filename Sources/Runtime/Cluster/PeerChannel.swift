@@ -61,11 +61,11 @@ enum PeerChannelBinder {
         }
         switch mode {
         case .udp(let endpoint):
-            let ch = try await bootstrap().bind(to: try endpoint.socketAddress()).get()
+            let ch = try await bootstrap().bind(to: endpoint.socketAddress()).get()
             return PeerSockets(receive: ch, reply: ch, unicast: endpoint)
         case .group(let group, let interface):
             let device = try multicastDevice(named: interface)
-            let ch = try await bootstrap().bind(to: try group.socketAddress()).get()
+            let ch = try await bootstrap().bind(to: group.socketAddress()).get()
             try await join(ch, group: group, device: device)
             // Replies leave from the node's own address on that interface, any free port.
             guard let local = device.address, let ip = PeerEndpoint(local)?.ip else {
@@ -75,12 +75,12 @@ enum PeerChannelBinder {
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler()) }
                 }
-                .bind(to: try PeerEndpoint(ip: ip, port: 0).socketAddress()).get()
+                .bind(to: PeerEndpoint(ip: ip, port: 0).socketAddress()).get()
             let port = UInt16(reply.localAddress?.port ?? 0)
             return PeerSockets(receive: ch, reply: reply, unicast: PeerEndpoint(ip: ip, port: port))
         case .vip(let vip, let group, let interface):
             let device = try multicastDevice(named: interface)
-            let ch = try await bootstrap().bind(to: try vip.socketAddress()).get()
+            let ch = try await bootstrap().bind(to: vip.socketAddress()).get()
             try await join(ch, group: group, device: device)
             return PeerSockets(receive: ch, reply: ch, unicast: vip)
         }
@@ -93,7 +93,7 @@ enum PeerChannelBinder {
         try await channel.setOption(.socket(SocketOptionLevel(IPPROTO_IP), SocketOptionName(ipMulticastAll)), value: 0).get()
         guard let multicast = channel as? MulticastChannel else { throw ConfigurationError("socket cannot join groups") }
         do {
-            try await multicast.joinGroup(try group.socketAddress(), device: device).get()
+            try await multicast.joinGroup(group.socketAddress(), device: device).get()
         } catch {
             throw ConfigurationError("cannot join \(group.ip) on \(device.name): \(error)")
         }
@@ -128,28 +128,5 @@ extension IPAddress {
     public var isIPv4Multicast: Bool {
         if case .v4(let bits) = self { return bits >> 28 == 0xE }
         return false
-    }
-}
-
-extension SocketAddress {
-    /// Without parsing text: replies are built per datagram.
-    init(_ endpoint: PeerEndpoint) {
-        switch endpoint.ip {
-        case .v4(let bits):
-            var sin = sockaddr_in()
-            sin.sin_family = sa_family_t(AF_INET)
-            sin.sin_port = endpoint.port.bigEndian
-            sin.sin_addr.s_addr = bits.bigEndian
-            self.init(sin, host: "")
-        case .v6(let hi, let lo):
-            var sin6 = sockaddr_in6()
-            sin6.sin6_family = sa_family_t(AF_INET6)
-            sin6.sin6_port = endpoint.port.bigEndian
-            withUnsafeMutableBytes(of: &sin6.sin6_addr) { raw in
-                for i in 0..<8 { raw[i] = UInt8(truncatingIfNeeded: hi >> (56 - 8 * UInt64(i))) }
-                for i in 0..<8 { raw[8 + i] = UInt8(truncatingIfNeeded: lo >> (56 - 8 * UInt64(i))) }
-            }
-            self.init(sin6, host: "")
-        }
     }
 }
