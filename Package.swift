@@ -13,12 +13,17 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
     ],
     targets: [
-        // Pure state machines: no I/O, no clock, no global randomness.
+        // Pure state machines: no I/O, no clock, no global randomness. Crypto only computes
+        // (HMAC-SHA256 of cluster messages), so the simulator checks the same authentication.
         .target(
             name: "TrackerLogic",
-            dependencies: [.product(name: "NIOCore", package: "swift-nio")]
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         // Deterministic simulator: virtual time, simulated network and stores.
         .target(

@@ -77,8 +77,8 @@ public struct ConnectionIDPolicy: Sendable {
 
     /// `lifetimeSeconds` is the guaranteed minimum validity; at least 120 (BEP 15).
     public init(key: SipHash24, lifetimeSeconds: Int64 = 300, slotSeconds: Int64 = 60) {
-        precondition(slotSeconds > 0)
-        let lifetime = max(lifetimeSeconds, 120)
+        let lifetime = min(max(lifetimeSeconds, 120), 86_400)
+        let slotSeconds = min(max(slotSeconds, 1), 3600)
         self.hasher = key
         self.slotSeconds = slotSeconds
         self.acceptedSlots = min((lifetime + slotSeconds - 1) / slotSeconds, 250)

@@ -25,9 +25,10 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
     /// the simulator hands one to each node and fault source.
     public mutating func split() -> SeededGenerator { SeededGenerator(seed: next()) }
 
-    /// Uniform in `0..<bound` without modulo bias worth worrying about (Lemire's method).
+    /// Uniform in `0..<bound` without modulo bias worth worrying about (Lemire's method);
+    /// 0 for an empty range.
     public mutating func below(_ bound: Int) -> Int {
-        precondition(bound > 0)
+        guard bound > 0 else { return 0 }
         return Int(truncatingIfNeeded: next().multipliedFullWidth(by: UInt64(bound)).high)
     }
 

@@ -26,7 +26,7 @@ public struct Instant: Comparable, Hashable, Sendable, CustomStringConvertible {
 
     /// Whole seconds, floor-divided so that negative virtual times still order correctly.
     public var seconds: Int64 {
-        milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
+        milliseconds >= 0 ? milliseconds / 1000 : (milliseconds &- 999) / 1000
     }
 
     public var description: String {
@@ -41,11 +41,11 @@ public struct Milliseconds: Comparable, Hashable, Sendable, CustomStringConverti
 
     public init(_ value: Int64) { self.value = value }
 
-    public static func seconds(_ s: Int64) -> Milliseconds { Milliseconds(s * 1000) }
+    public static func seconds(_ s: Int64) -> Milliseconds { Milliseconds(1000) * s }
 
     public static func < (lhs: Milliseconds, rhs: Milliseconds) -> Bool { lhs.value < rhs.value }
-    public static func + (lhs: Milliseconds, rhs: Milliseconds) -> Milliseconds { Milliseconds(lhs.value + rhs.value) }
-    public static func * (lhs: Milliseconds, rhs: Int64) -> Milliseconds { Milliseconds(lhs.value * rhs) }
+    public static func + (lhs: Milliseconds, rhs: Milliseconds) -> Milliseconds { Milliseconds(lhs.value &+ rhs.value) }
+    public static func * (lhs: Milliseconds, rhs: Int64) -> Milliseconds { Milliseconds(lhs.value.multipliedReportingOverflow(by: rhs).overflow ? Int64.max : lhs.value &* rhs) }
 
     public var description: String { "\(value)ms" }
 }

@@ -56,12 +56,18 @@ struct ClusterCodecTests {
         }
     }
 
+    /// Any epoch a node may hold: in range, with a master.
+    static func randomEpoch(_ rng: inout SeededGenerator) -> Epoch {
+        Epoch(term: 1 + UInt32(truncatingIfNeeded: rng.next()) % Epoch.maxTerm, master: NodeID(1 + UInt32(truncatingIfNeeded: rng.next()) % UInt32.max))
+    }
+
     static func randomRef(_ rng: inout SeededGenerator) -> TxRef {
-        TxRef(epoch: Epoch(packed: rng.next()), txid: rng.next())
+        rng.chance(0.1) ? .zero : TxRef(epoch: randomEpoch(&rng), txid: 1 + rng.next() % TxRef.maxTxid)
     }
 
     static func randomTx(_ rng: inout SeededGenerator) -> Transaction {
-        Transaction(ref: randomRef(&rng), updates: (0..<rng.below(5)).map { _ in randomUpdate(&rng) })
+        Transaction(ref: TxRef(epoch: randomEpoch(&rng), txid: 1 + rng.next() % TxRef.maxTxid),
+                    updates: (0..<rng.below(5)).map { _ in randomUpdate(&rng) })
     }
 
     static func randomMessage(_ rng: inout SeededGenerator) -> ClusterMessage {
@@ -77,14 +83,18 @@ struct ClusterCodecTests {
         case 7: return .commit(randomRef(&rng), digest: rng.next())
         case 8: return .abort(randomRef(&rng), digest: rng.next())
         case 9: return .hello(Hello(lastCommitted: randomRef(&rng), hasState: rng.chance(0.5)))
-        case 10: return .idAssigned(incarnation: rng.next(), id: NodeID(UInt32(truncatingIfNeeded: rng.next())))
-        case 11: return .idRefused(incarnation: rng.next(), id: NodeID(UInt32(truncatingIfNeeded: rng.next())))
+        case 10: return .idAssigned(incarnation: rng.next(), id: NodeID(1 + UInt32(truncatingIfNeeded: rng.next()) % UInt32.max))
+        case 11: return .idRefused(incarnation: rng.next(), id: NodeID(1 + UInt32(truncatingIfNeeded: rng.next()) % UInt32.max))
         case 12: return .catchUpRequest(after: randomRef(&rng))
         case 13: return .catchUp((0..<rng.below(3)).map { _ in randomTx(&rng) })
         case 14:
-            var history = EpochHistory()
-            for i in 0..<rng.below(3) { history = EpochHistory(runs: history.runs + [.init(epoch: Epoch(packed: rng.next()), firstTxid: UInt64(i))]) }
-            return .snapshot(Snapshot(lastCommitted: randomRef(&rng), history: history,
+            let last = randomRef(&rng)
+            var runs: [EpochHistory.Run] = []
+            if last.txid > 0 {
+                for i in 0..<UInt64(rng.below(3)) where i + 1 < last.txid { runs.append(.init(epoch: randomEpoch(&rng), firstTxid: i + 1)) }
+                runs.append(.init(epoch: last.epoch, firstTxid: last.txid))
+            }
+            return .snapshot(Snapshot(lastCommitted: last, history: EpochHistory(runs: runs),
                                       content: (0..<rng.below(3)).map { _ in randomMerge(&rng) }, digest: rng.next()))
         case 15: return .snapshotAck(randomRef(&rng))
         case 16: return .mergeRequest
@@ -101,11 +111,44 @@ struct ClusterCodecTests {
         for _ in 0..<5_000 {
             let message = Self.randomMessage(&rng)
             kinds.insert(message.name)
-            let env = ClusterEnvelope(from: NodeID(UInt32(rng.below(10))), incarnation: rng.next(), epoch: Epoch(packed: rng.next()),
+            let from = message.name == "HELLO" ? NodeID(UInt32(rng.below(10))) : NodeID(UInt32(1 + rng.below(10)))
+            let env = ClusterEnvelope(from: from, incarnation: rng.next(), epoch: rng.chance(0.1) ? .zero : Self.randomEpoch(&rng),
                                       to: rng.chance(0.5) ? NodeID(UInt32(1 + rng.below(9))) : nil, message: message)
             #expect(try ClusterCodec.decode(ClusterCodec.encode(env)).get() == env)
         }
         #expect(kinds.count == 20, "every message kind was tried: \(kinds.sorted())")
+    }
+
+    /// Values no node can hold are refused where they are decoded: a term at the top of
+    /// its range (which could never be succeeded), a master-less epoch, a txid that could
+    /// overflow, a sender without an id on anything but HELLO, a part beyond its offer.
+    @Test func impossibleValuesAreRefusedAtDecoding() {
+        func decodes(_ env: ClusterEnvelope) -> Bool {
+            if case .success = ClusterCodec.decode(ClusterCodec.encode(env)) { return true } else { return false }
+        }
+        let good = Epoch(term: 7, master: NodeID(3))
+        func env(from: UInt32 = 3, epoch: Epoch = good, _ m: ClusterMessage) -> ClusterEnvelope {
+            ClusterEnvelope(from: NodeID(from), incarnation: 1, epoch: epoch, to: nil, message: m)
+        }
+        #expect(decodes(env(.answer)))
+        #expect(decodes(env(epoch: .zero, .answer)))
+        #expect(decodes(env(epoch: Epoch(term: Epoch.maxTerm, master: NodeID(1)), .answer)))
+        #expect(!decodes(env(epoch: Epoch(term: UInt32.max, master: NodeID(1)), .answer)), "top term")
+        #expect(!decodes(env(epoch: Epoch(term: 5, master: .unassigned), .answer)), "term without a master")
+        #expect(!decodes(env(epoch: Epoch(term: 0, master: NodeID(4)), .answer)), "master of term 0")
+        #expect(!decodes(env(from: 0, .answer)), "sender without an id")
+        #expect(decodes(env(from: 0, .hello(Hello(lastCommitted: .zero, hasState: false)))), "--id auto asks with id 0")
+        #expect(!decodes(env(.commit(TxRef(epoch: good, txid: UInt64.max), digest: 1))), "txid that would overflow")
+        #expect(!decodes(env(.commit(TxRef(epoch: good, txid: 0), digest: 1))), "epoch with txid 0")
+        #expect(!decodes(env(.idAssigned(incarnation: 1, id: .unassigned))))
+        #expect(!decodes(env(.mergeOffer(MergeOffer(offerID: 1, part: 4, parts: 4, swarms: [])))))
+        #expect(decodes(env(.keepalive(Keepalive(role: .slave, master: NodeID(3), lastCommitted: .zero, inSync: true,
+                                                 address: String(repeating: "x", count: 2000))))),
+                "a long address is cut by the encoder, not refused")
+        let badHistory = Snapshot(lastCommitted: TxRef(epoch: good, txid: 5),
+                                  history: EpochHistory(runs: [.init(epoch: good, firstTxid: 9)]), content: [], digest: 0)
+        #expect(!decodes(env(.snapshot(badHistory))), "history reaching beyond the last commit")
+        #expect(Epoch(term: Epoch.maxTerm, master: NodeID(1)).successor(for: NodeID(2)) == nil, "never incremented past the top")
     }
 
     /// Garbage, truncations and bit flips of valid messages decode to a typed error or a

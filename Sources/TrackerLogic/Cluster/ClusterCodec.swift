@@ -16,6 +16,10 @@ public struct ClusterDecodingError: Error, Hashable, Sendable, CustomStringConve
 public enum ClusterCodec {
     public static let magic: UInt16 = 0x544B
     public static let version: UInt8 = 1
+    /// Longest text field (a keepalive's advertised address).
+    public static let maxStringBytes = 1024
+    /// Most parts one merge offer may announce (64 swarms each: 64 M swarms).
+    public static let maxOfferParts: UInt32 = 1 << 20
 
     enum Tag: UInt8 {
         case keepalive = 1, election, answer, coordinator, coordinatorAck, prepare, vote, commit, abort
@@ -110,7 +114,7 @@ public enum ClusterCodec {
     }
 
     static func writeString(_ s: String, _ b: inout ByteBuffer) {
-        let utf8 = Array(s.utf8.prefix(1024))
+        let utf8 = Array(s.utf8.prefix(maxStringBytes))
         b.writeInteger(UInt16(utf8.count)); b.writeBytes(utf8)
     }
 
@@ -189,10 +193,27 @@ public enum ClusterCodec {
             return v
         }
 
-        mutating func ref() throws -> TxRef { TxRef(epoch: Epoch(packed: try int()), txid: try int()) }
+        mutating func epoch() throws -> Epoch {
+            let e = Epoch(packed: try int())
+            guard e.isWellFormed else { throw ClusterDecodingError("impossible epoch \(e)") }
+            return e
+        }
+
+        mutating func ref() throws -> TxRef {
+            let ref = TxRef(epoch: Epoch(packed: try int()), txid: try int())
+            guard ref.isWellFormed else { throw ClusterDecodingError("impossible transaction reference \(ref)") }
+            return ref
+        }
+
+        mutating func node() throws -> NodeID {
+            let id = NodeID(try int(UInt32.self))
+            guard id.isAssigned else { throw ClusterDecodingError("node id 0 where an id is required") }
+            return id
+        }
 
         mutating func string() throws -> String {
             let n = Int(try int(UInt16.self))
+            guard n <= ClusterCodec.maxStringBytes else { throw ClusterDecodingError("string of \(n) bytes is too long") }
             guard let s = buffer.readString(length: n) else { throw ClusterDecodingError("truncated string") }
             return s
         }
@@ -242,7 +263,9 @@ public enum ClusterCodec {
         }
 
         mutating func transaction() throws -> Transaction {
-            Transaction(ref: try ref(), updates: try list(minItemSize: 9) { try $0.update() })
+            let ref = try ref()
+            guard ref.txid > 0 else { throw ClusterDecodingError("transaction #0") }
+            return Transaction(ref: ref, updates: try list(minItemSize: 9) { try $0.update() })
         }
 
         mutating func envelope() throws -> ClusterEnvelope {
@@ -252,8 +275,10 @@ public enum ClusterCodec {
             let rawTag: UInt8 = try int()
             guard let tag = Tag(rawValue: rawTag) else { throw ClusterDecodingError("unknown message type \(rawTag)") }
             let from = NodeID(try int(UInt32.self))
+            // Only a node asking for an id (`--id auto`) speaks without one.
+            guard from.isAssigned || tag == .hello else { throw ClusterDecodingError("sender id 0 on \(tag)") }
             let incarnation: UInt64 = try int()
-            let epoch = Epoch(packed: try int())
+            let epoch = try epoch()
             let toRaw: UInt32 = try int()
             let message: ClusterMessage
             switch tag {
@@ -275,20 +300,24 @@ public enum ClusterCodec {
             case .commit: message = .commit(try ref(), digest: try int())
             case .abort: message = .abort(try ref(), digest: try int())
             case .hello: message = .hello(Hello(lastCommitted: try ref(), hasState: try bool()))
-            case .idAssigned: message = .idAssigned(incarnation: try int(), id: NodeID(try int()))
-            case .idRefused: message = .idRefused(incarnation: try int(), id: NodeID(try int()))
+            case .idAssigned: message = .idAssigned(incarnation: try int(), id: try node())
+            case .idRefused: message = .idRefused(incarnation: try int(), id: try node())
             case .catchUpRequest: message = .catchUpRequest(after: try ref())
             case .catchUp: message = .catchUp(try list(minItemSize: 20) { try $0.transaction() })
             case .snapshot:
                 let last = try ref()
-                let runs = try list(minItemSize: 16) { EpochHistory.Run(epoch: Epoch(packed: try $0.int()), firstTxid: try $0.int()) }
+                let runs = try list(minItemSize: 16) { EpochHistory.Run(epoch: try $0.epoch(), firstTxid: try $0.int()) }
                 let digest: UInt64 = try int()
                 let content = try list(minItemSize: 28) { try $0.merge() }
-                message = .snapshot(Snapshot(lastCommitted: last, history: EpochHistory(runs: runs), content: content, digest: digest))
+                let snapshot = Snapshot(lastCommitted: last, history: EpochHistory(runs: runs), content: content, digest: digest)
+                guard snapshot.isWellFormed else { throw ClusterDecodingError("snapshot with an impossible epoch history") }
+                message = .snapshot(snapshot)
             case .snapshotAck: message = .snapshotAck(try ref())
             case .mergeRequest: message = .mergeRequest
             case .mergeOffer:
-                message = .mergeOffer(MergeOffer(offerID: try int(), part: try int(), parts: try int(),
+                let offerID: UInt64 = try int(), part: UInt32 = try int(), parts: UInt32 = try int()
+                guard part < parts, parts <= ClusterCodec.maxOfferParts else { throw ClusterDecodingError("merge offer part \(part) of \(parts)") }
+                message = .mergeOffer(MergeOffer(offerID: offerID, part: part, parts: parts,
                                                  swarms: try list(minItemSize: 28) { try $0.merge() }))
             case .mergeDone: message = .mergeDone(offerID: try int())
             case .leaving: message = .leaving

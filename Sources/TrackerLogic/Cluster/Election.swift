@@ -9,6 +9,8 @@ enum ElectionPhase: Sendable, Equatable {
     /// Nobody higher answered; waiting for the new epoch to be on disk before leading.
     case claiming(Epoch, deadline: Instant)
 
+    var claimed: Epoch? { if case .claiming(let e, _) = self { return e } else { return nil } }
+
     var deadline: Instant {
         switch self {
         case .awaitingAnswers(let d), .awaitingCoordinator(let d), .claiming(_, let d): return d
@@ -18,11 +20,13 @@ enum ElectionPhase: Sendable, Equatable {
 
 extension TrackerNode {
     mutating func startElection(_ now: Instant) {
-        guard id.isAssigned, role != .stopped, role != .starting else { return }
-        if role == .master { stepDown(now) }
-        role = .candidate
-        master = nil
-        election = .awaitingAnswers(deadline: now + config.answerTimeout)
+        guard id.isAssigned else { return }
+        switch state {
+        case .starting, .stopped, .modifying: return
+        case .master: stepDown(now)
+        case .slave, .candidate: break
+        }
+        state = .candidate(.awaitingAnswers(deadline: now + config.answerTimeout))
         broadcast(.election(lastCommitted: replica.lastCommitted))
     }
 
@@ -37,15 +41,20 @@ extension TrackerNode {
         }
     }
 
-    /// Nobody higher answered: take the next epoch, and lead once it is durable.
+    /// Nobody higher answered: take the next epoch, and lead once it is durable. At the
+    /// top of the term space there is no next epoch: the node waits for a master
+    /// instead (only a corrupt history gets there; decoders refuse such terms).
     mutating func claim(_ now: Instant) {
-        let next = epoch.successor(for: id)
+        guard let next = epoch.successor(for: id) else {
+            state = .candidate(.awaitingCoordinator(deadline: now + config.coordinatorTimeout))
+            return
+        }
         adopt(epoch: next)
-        election = .claiming(next, deadline: now + config.answerTimeout)
+        state = .candidate(.claiming(next, deadline: now + config.answerTimeout))
     }
 
     mutating func epochStored(_ stored: Epoch, _ now: Instant) {
-        guard role == .candidate, case .claiming(let claimed, _) = election, claimed == stored, epoch == claimed else { return }
+        guard let claimed = election?.claimed, claimed == stored, epoch == claimed else { return }
         becomeMaster(now)
     }
 
@@ -54,42 +63,35 @@ extension TrackerNode {
         // A node that cannot record an epoch cannot lead: let the lower candidate.
         guard storeHealthy else { return }
         send(.answer, to: candidate)
-        switch role {
+        switch state {
         case .master:
             // Still here: remind everyone who leads.
             broadcast(.coordinator(lastCommitted: replica.lastCommitted))
-        case .candidate:
-            break
         case .slave:
             startElection(now)
-        case .starting, .stopped:
+        case .candidate, .starting, .stopped, .modifying:
             break
         }
     }
 
     mutating func answerReceived(_ now: Instant) {
-        guard role == .candidate else { return }
-        election = .awaitingCoordinator(deadline: now + config.coordinatorTimeout)
+        guard case .candidate = state else { return }
+        state = .candidate(.awaitingCoordinator(deadline: now + config.coordinatorTimeout))
     }
 
     mutating func coordinatorReceived(_ env: ClusterEnvelope, _ now: Instant) {
-        // The epoch check in `receive` already made this the master of our epoch.
-        if role == .master && env.from != id { stepDown(now) }
-        election = nil
-        if master != env.from { follow(env.from, now) } else { role = .slave }
-        send(.coordinatorAck(lastCommitted: replica.lastCommitted, prepared: follower.prepared), to: env.from)
+        // The epoch check in `receive` already made this the master of our epoch (and a
+        // message from our own id never gets here).
+        if master != env.from { follow(env.from, now) }
+        send(.coordinatorAck(lastCommitted: replica.lastCommitted, prepared: prepared), to: env.from)
     }
 
     /// Lead the claimed (and stored) epoch. The leader first recovers every transaction
     /// a majority may have committed, then serves.
     mutating func becomeMaster(_ now: Instant) {
-        precondition(epoch.master == id, "a master leads the epoch it claimed")
-        election = nil
-        role = .master
-        master = id
-        follower = FollowerState()
+        guard epoch.master == id else { return }
         membership.forgetConfirmations()
-        leader = LeaderState(recoveryDeadline: now + config.recoveryTimeout, now: now, expiryEvery: expiryPeriod)
+        state = .master(LeaderState(recoveryDeadline: now + config.recoveryTimeout, now: now, expiryEvery: expiryPeriod))
         broadcast(.coordinator(lastCommitted: replica.lastCommitted))
         nextKeepalive = now  // tell everyone at once
         leaderTick(now)

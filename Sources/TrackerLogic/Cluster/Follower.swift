@@ -1,7 +1,10 @@
 /// What a slave keeps about its master and its own transfer state.
 struct FollowerState: Sendable {
-    /// PREPAREd, not yet committed or aborted.
-    var prepared: Transaction?
+    /// Whom it follows; nil right after a master stepped down, until it learns the next.
+    var master: NodeID?
+    /// When that master was adopted: a master never heard from is given the usual grace
+    /// before it counts as down.
+    var since: Instant
     /// The master's last committed transaction, as last told.
     var masterLast: TxRef?
     /// When to ask the master again for state (HELLO or catch-up), while not in sync.
@@ -25,61 +28,65 @@ extension TrackerNode {
     static let offerPartSwarms = 64
 
     mutating func follow(_ node: NodeID, _ now: Instant) {
-        if role == .master { stepDown(now) }
-        role = .slave
-        election = nil
-        if master != node {
-            master = node
-            masterSince = now
-            follower = FollowerState(prepared: follower.prepared)
+        switch state {
+        case .stopped, .modifying: return
+        case .master: stepDown(now)
+        case .starting, .slave, .candidate: break
+        }
+        if follower?.master != node {
+            state = .slave(FollowerState(master: node, since: now))
         }
         if id.isAssigned { sendHello(to: node, now) } else {
             // `--id auto`: the master answers this with an id.
             broadcast(.hello(Hello(lastCommitted: replica.lastCommitted, hasState: replica.lastCommitted.txid > 0)))
-            follower.retryAt = now + config.keepaliveInterval
+            let retryAt = now + config.keepaliveInterval
+            follower?.retryAt = retryAt
         }
     }
 
     mutating func sendHello(to node: NodeID, _ now: Instant) {
         send(.hello(Hello(lastCommitted: replica.lastCommitted, hasState: replica.lastCommitted.txid > 0)), to: node)
-        follower.retryAt = now + config.keepaliveInterval
+        let retryAt = now + config.keepaliveInterval
+        follower?.retryAt = retryAt
     }
 
     mutating func followerTick(_ now: Instant) {
-        guard let m = master else {
+        guard let f = follower, let m = f.master else {
             startElection(now)
             return
         }
         let heard = membership[m].map { now - $0.lastHeard <= config.downAfter } ?? false
-        if !heard && now - masterSince > config.downAfter {
+        if !heard && now - f.since > config.downAfter {
             startElection(now)
             return
         }
-        if let offer = follower.offer, now >= offer.resendAt {
+        if let offer = f.offer, now >= offer.resendAt {
             for part in offer.parts { send(.mergeOffer(part), to: m) }
-            follower.offer!.resendAt = now + config.keepaliveInterval
+            let resendAt = now + config.keepaliveInterval
+            follower?.offer?.resendAt = resendAt
         }
         if inSync {
-            follower.retryAt = nil
+            follower?.retryAt = nil
             // Bully: a live, up-to-date node with a higher id than its master takes over
             // (unless its disk cannot record the epoch it would claim).
             if m < id && storeHealthy { startElection(now) }
-        } else if follower.offer == nil, now >= (follower.retryAt ?? now) {
-            if !id.isAssigned || !follower.helloAnswered {
+        } else if f.offer == nil, now >= (f.retryAt ?? now) {
+            if !id.isAssigned || !f.helloAnswered {
                 follow(m, now)
             } else {
                 send(.catchUpRequest(after: replica.lastCommitted), to: m)
-                follower.retryAt = now + config.keepaliveInterval
+                let retryAt = now + config.keepaliveInterval
+                follower?.retryAt = retryAt
             }
         }
     }
 
     mutating func keepaliveReceived(_ env: ClusterEnvelope, _ k: Keepalive, _ now: Instant) {
-        switch role {
-        case .slave:
-            if env.from == master {
-                if k.role == .master { follower.masterLast = k.lastCommitted } else { startElection(now) }
-            } else if master == nil, k.role == .master, env.epoch == epoch {
+        switch state {
+        case .slave(let f):
+            if env.from == f.master {
+                if k.role == .master { follower?.masterLast = k.lastCommitted } else { startElection(now) }
+            } else if f.master == nil, k.role == .master, env.epoch == epoch, env.from == epoch.master {
                 follow(env.from, now)
             }
         case .master:
@@ -90,51 +97,53 @@ extension TrackerNode {
                         m.confirmed = k.lastCommitted
                     }
                 }
-            } else if master == nil, k.role == .master, env.epoch == epoch {
-                follow(env.from, now)
             }
         case .candidate:
             // A higher master makes our election moot; a lower one is what we are replacing.
             if k.role == .master, env.epoch == epoch, env.from == epoch.master, env.from > id { follow(env.from, now) }
-        case .starting, .stopped:
+        case .starting, .stopped, .modifying:
             break
         }
     }
 
     mutating func prepareReceived(_ tx: Transaction, previous: TxRef, previousDigest: UInt64, _ now: Instant) {
         // A candidate is replacing this (lower) master: it stays out of its transactions.
-        if role == .candidate { return }
-        if role != .slave || master != epoch.master { follow(epoch.master, now) }
+        if case .candidate = state { return }
+        // Only the epoch's master gets here (`receive` checked), and it numbers its own
+        // transactions: anything else is not its PREPARE.
+        guard tx.ref.epoch == epoch, tx.txid == previous.txid &+ 1 else { return }
+        if master != epoch.master { follow(epoch.master, now) }
+        guard follower != nil else { return }
         // A COMMIT we missed: the master has moved on from a transaction we prepared.
-        if let p = follower.prepared, p.ref == previous, p.digest == previousDigest, p.txid == replica.lastCommitted.txid + 1 {
+        if let p = prepared, p.ref == previous, p.digest == previousDigest, p.txid == replica.lastCommitted.txid + 1 {
             commitLocally(p)
-            follower.prepared = nil
+            prepared = nil
         }
-        follower.masterLast = previous
+        follower?.masterLast = previous
         if replica.lastCommitted == previous {
-            follower.prepared = tx
+            prepared = tx
             send(.vote(txid: tx.txid, digest: tx.digest, verdict: storeHealthy ? .ok : .storeFailed), to: tx.ref.epoch.master)
         } else if tx.txid <= replica.lastCommitted.txid, replica.history.epoch(of: tx.txid) == tx.ref.epoch {
             // A retransmission of something we already committed.
             send(.vote(txid: tx.txid, digest: tx.digest, verdict: .ok), to: tx.ref.epoch.master)
         } else {
             send(.vote(txid: tx.txid, digest: tx.digest, verdict: .notInSync), to: tx.ref.epoch.master)
-            if follower.retryAt == nil { follower.retryAt = now }
+            if follower?.retryAt == nil { follower?.retryAt = now }
         }
     }
 
     mutating func commitReceived(_ ref: TxRef, digest: UInt64, _ now: Instant) {
-        guard role == .slave else { return }
-        if let p = follower.prepared, p.ref == ref, p.digest == digest, ref.txid == replica.lastCommitted.txid + 1 {
+        guard let f = follower else { return }
+        if let p = prepared, p.ref == ref, p.digest == digest, ref.txid == replica.lastCommitted.txid + 1 {
             commitLocally(p)
-            follower.prepared = nil
+            prepared = nil
         }
-        if follower.masterLast.map({ $0 < ref }) ?? true { follower.masterLast = ref }
-        if !inSync && follower.retryAt == nil { follower.retryAt = now }
+        if f.masterLast.map({ $0 < ref }) ?? true { follower?.masterLast = ref }
+        if !inSync && follower?.retryAt == nil { follower?.retryAt = now }
     }
 
     mutating func abortReceived(_ ref: TxRef, digest: UInt64) {
-        if let p = follower.prepared, p.ref == ref, p.digest == digest { follower.prepared = nil }
+        if let p = prepared, p.ref == ref, p.digest == digest { prepared = nil }
     }
 
     /// Applies a run of transactions that continues our log; the rest is ignored.
@@ -142,87 +151,93 @@ extension TrackerNode {
         for tx in txs where tx.txid == replica.lastCommitted.txid + 1 {
             commitLocally(tx)
         }
-        if let p = follower.prepared, p.txid <= replica.lastCommitted.txid { follower.prepared = nil }
+        if let p = prepared, p.txid <= replica.lastCommitted.txid { prepared = nil }
     }
 
     mutating func catchUpReceived(_ txs: [Transaction], from node: NodeID, _ now: Instant) {
-        if role == .master, let f = leader?.recovery?.fetching, f.node == node {
+        if let f = leader?.recovery?.fetching, f.node == node {
             applyContiguous(txs)
-            leader!.recovery!.fetching = nil
-            if txs.count < 256, let ack = leader!.recovery!.acks[node] {
+            leader?.recovery?.fetching = nil
+            if txs.count < 256, let ack = leader?.recovery?.acks[node] {
                 // It sent all it has: it holds no more than we do now (its state may have
                 // shrunk since it answered, if it restarted from a stale disk).
-                leader!.recovery!.acks[node] = (replica.lastCommitted, ack.prepared)
+                let answer = (replica.lastCommitted, ack.prepared)
+                leader?.recovery?.acks[node] = answer
             }
             leaderTick(now)
             return
         }
-        guard role == .slave, node == master, node == epoch.master else { return }
-        follower.helloAnswered = true
+        guard follower != nil, node == master, node == epoch.master else { return }
+        follower?.helloAnswered = true
         let before = replica.lastCommitted
         applyContiguous(txs)
         if txs.isEmpty || (txs.count < 256 && replica.lastCommitted != before) {
             // The master sent all it had: we now hold its last transaction.
-            follower.masterLast = replica.lastCommitted
-            follower.retryAt = nil
+            let masterLast = replica.lastCommitted
+            follower?.masterLast = masterLast
+            follower?.retryAt = nil
             nextKeepalive = now  // tell the master we are in sync
         } else {
-            follower.retryAt = now
+            follower?.retryAt = now
         }
     }
 
     mutating func snapshotReceived(_ snapshot: Snapshot, from node: NodeID, _ now: Instant) {
-        guard snapshot.isIntact else { return }  // corrupted in transit: ask again later
-        if role == .master, let f = leader?.recovery?.fetching, f.node == node {
+        // Corrupted in transit, or impossible: ask again later.
+        guard snapshot.isWellFormed, snapshot.isIntact else { return }
+        if let f = leader?.recovery?.fetching, f.node == node {
             let mine = replica.lastCommitted
             let isPrefix = mine.txid <= snapshot.lastCommitted.txid && snapshot.history.epoch(of: mine.txid) == mine.epoch
-            if !isPrefix && mine.txid > 0 { leader!.recovery!.ownDivergedContent += replica.store.content() }
+            if !isPrefix && mine.txid > 0 { 
+                let ownDivergedContent = replica.store.content()
+                leader?.recovery?.ownDivergedContent += ownDivergedContent
+            }
             installLocally(snapshot)
-            leader!.recovery!.fetching = nil
+            leader?.recovery?.fetching = nil
             leaderTick(now)
             return
         }
-        guard role == .slave, node == master, node == epoch.master else { return }
-        follower.helloAnswered = true
+        guard follower != nil, node == master, node == epoch.master else { return }
+        follower?.helloAnswered = true
         installLocally(snapshot)
-        follower.prepared = nil
-        follower.masterLast = snapshot.lastCommitted
-        follower.retryAt = nil
+        prepared = nil
+        follower?.masterLast = snapshot.lastCommitted
+        follower?.retryAt = nil
         send(.snapshotAck(snapshot.lastCommitted), to: node)
         nextKeepalive = now
     }
 
     mutating func mergeRequested(_ now: Instant) {
-        guard role == .slave, let m = master else { return }
-        follower.helloAnswered = true
-        guard follower.offer == nil else { return }
+        guard let f = follower, let m = f.master else { return }
+        follower?.helloAnswered = true
+        guard f.offer == nil else { return }
         let content = replica.store.content()
         if content.isEmpty {
             dropDivergedState(now)
             return
         }
         let offerID = rng.next()
-        var parts: [MergeOffer] = []
-        var i = 0
-        while i < content.count {
-            let chunk = Array(content[i..<min(i + Self.offerPartSwarms, content.count)])
-            parts.append(MergeOffer(offerID: offerID, part: UInt32(parts.count), parts: 0, swarms: chunk))
-            i += Self.offerPartSwarms
+        let chunks = stride(from: 0, to: content.count, by: Self.offerPartSwarms).map {
+            Array(content[$0..<min($0 + Self.offerPartSwarms, content.count)])
         }
-        for j in parts.indices { parts[j].parts = UInt32(parts.count) }
-        follower.offer = PendingOffer(offerID: offerID, parts: parts, resendAt: now + config.keepaliveInterval)
+        let parts = chunks.enumerated().map {
+            MergeOffer(offerID: offerID, part: UInt32(truncatingIfNeeded: $0.offset), parts: UInt32(truncatingIfNeeded: chunks.count),
+                       swarms: $0.element)
+        }
+        let offer = PendingOffer(offerID: offerID, parts: parts, resendAt: now + config.keepaliveInterval)
+        follower?.offer = offer
         for part in parts { send(.mergeOffer(part), to: m) }
     }
 
     mutating func mergeDoneReceived(_ offerID: UInt64, _ now: Instant) {
-        guard role == .slave, follower.offer?.offerID == offerID else { return }
+        guard follower?.offer?.offerID == offerID else { return }
         dropDivergedState(now)
     }
 
     /// Our diverged repository is safe in the master's: drop it and take a snapshot.
     mutating func dropDivergedState(_ now: Instant) {
-        follower.offer = nil
-        follower.prepared = nil
+        follower?.offer = nil
+        prepared = nil
         replica.wipe()
         out.append(.wipeStore)
         if let m = master { sendHello(to: m, now) }

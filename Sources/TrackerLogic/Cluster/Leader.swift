@@ -58,6 +58,9 @@ struct LeaderState: Sendable {
     var finishedOffers: Set<OfferKey> = []
     var assignedIDs: [UInt64: NodeID] = [:]
 
+    /// At most this many `--id auto` assignments are remembered by one master.
+    static let maxAssignedIDs = 4096
+
     init(recoveryDeadline: Instant, now: Instant, expiryEvery: Milliseconds) {
         recovery = Recovery(deadline: recoveryDeadline, resendAt: now + Milliseconds(500))
         nextExpiry = now + expiryEvery
@@ -81,10 +84,10 @@ extension TrackerNode {
     // MARK: recovery
 
     mutating func coordinatorAckReceived(from node: NodeID, last: TxRef, prepared: Transaction?, _ now: Instant) {
-        guard role == .master, leader != nil else { return }
+        guard let l = leader else { return }
         membership.update(node) { $0.lastCommitted = last }
-        if leader!.recovery != nil {
-            leader!.recovery!.acks[node] = (last, prepared)
+        if l.recovery != nil {
+            leader?.recovery?.acks[node] = (last, prepared)
             leaderTick(now)
         } else if last == replica.lastCommitted {
             membership.update(node) { $0.confirmed = last }
@@ -107,79 +110,81 @@ extension TrackerNode {
                 r.resendAt = now + Milliseconds(config.keepaliveInterval.value / 2)
                 for m in live where r.acks[m.id] == nil { send(.coordinator(lastCommitted: replica.lastCommitted), to: m.id) }
             }
-            leader!.recovery = r
+            leader?.recovery = r
             return
         }
-        let answered = r.acks.keys.sorted().filter { membership.isLive($0, now: now, downAfter: config.downAfter) }
-        if config.quorum == .strict && answered.count + 1 < majority(of: config.clusterSize) {
+        let answers = r.acks.keys.sorted().filter { membership.isLive($0, now: now, downAfter: config.downAfter) }
+            .compactMap { node in r.acks[node].map { (node: node, last: $0.last, prepared: $0.prepared) } }
+        if config.quorum == .strict && answers.count + 1 < majority(of: config.clusterSize) {
             // Not enough of the cluster to know what it committed: keep asking (once per
             // timeout, not per answer), serve nobody.
             if now >= r.deadline {
                 r.deadline = now + config.recoveryTimeout
                 broadcast(.coordinator(lastCommitted: replica.lastCommitted))
             }
-            leader!.recovery = r
+            leader?.recovery = r
             return
         }
         // Catch up from the most up-to-date follower first.
-        if let best = answered.max(by: { r.acks[$0]!.last < r.acks[$1]!.last }),
-           replica.lastCommitted < r.acks[best]!.last, r.acks[best]!.last != replica.lastCommitted {
-            r.fetching = (best, now + config.recoveryTimeout)
-            leader!.recovery = r
-            send(.catchUpRequest(after: replica.lastCommitted), to: best)
+        if let best = answers.max(by: { $0.last < $1.last }), replica.lastCommitted < best.last {
+            r.fetching = (best.node, now + config.recoveryTimeout)
+            leader?.recovery = r
+            send(.catchUpRequest(after: replica.lastCommitted), to: best.node)
             return
         }
         // Whatever anyone prepared right after our last commit may have been committed
         // by the old master: propose it again (applying an update twice is harmless).
         var seen = Set<UInt64>()
         var recovered: [SwarmUpdate] = []
-        var candidates = answered.compactMap { r.acks[$0]!.prepared }
-        if let mine = follower.prepared { candidates.append(mine) }
+        var candidates = answers.compactMap(\.prepared)
+        if let mine = prepared { candidates.append(mine) }
         for tx in candidates.sorted(by: { ($0.ref, $0.digest) < ($1.ref, $1.digest) })
         where tx.txid == replica.lastCommitted.txid + 1 && seen.insert(tx.digest).inserted {
             recovered += tx.updates
         }
         recovered += r.ownDivergedContent.map { .merge($0) }
-        follower = FollowerState()
-        leader!.recovery = nil
-        for node in answered {
-            let last = r.acks[node]!.last
-            if last == replica.lastCommitted {
-                membership.update(node) { $0.confirmed = last }
+        prepared = nil
+        leader?.recovery = nil
+        for answer in answers {
+            if answer.last == replica.lastCommitted {
+                membership.update(answer.node) { $0.confirmed = answer.last }
             } else {
-                syncReply(to: node, last: last, hasState: last.txid > 0)
+                syncReply(to: answer.node, last: answer.last, hasState: answer.last.txid > 0)
             }
         }
-        leader!.queue.insert(contentsOf: recovered.map { QueuedUpdate(update: $0, origin: .recovered) }, at: 0)
-        if !leader!.queue.isEmpty { leader!.batchDeadline = now }
+        leader?.queue.insert(contentsOf: recovered.map { QueuedUpdate(update: $0, origin: .recovered) }, at: 0)
+        if leader?.queue.isEmpty == false { leader?.batchDeadline = now }
         nextKeepalive = now
     }
 
     // MARK: serving
 
     mutating func leaderTick(_ now: Instant) {
-        guard role == .master, leader != nil else { return }
-        if leader!.recovery != nil {
+        if leader?.recovery != nil {
             recoveryTick(now)
-            if leader!.recovery != nil { return }
         }
-        if now >= leader!.nextExpiry {
-            leader!.nextExpiry = now + expiryPeriod
+        guard let l = leader, l.isServing else { return }
+        if now >= l.nextExpiry {
+            let nextExpiry = now + expiryPeriod
+            leader?.nextExpiry = nextExpiry
             enqueue(.expire(before: now - handler.config.effectivePeerTimeout), origin: .expiry, now)
         }
-        if let f = leader!.inFlight, now >= f.deadline { voteTimedOut(now) }
+        if let f = leader?.inFlight, now >= f.deadline { voteTimedOut(now) }
         tryPrepare(now)
     }
 
     mutating func enqueue(_ update: SwarmUpdate, origin: UpdateOrigin, _ now: Instant) {
         guard leader != nil else { return }
-        leader!.queue.append(QueuedUpdate(update: update, origin: origin))
-        if leader!.batchDeadline == nil { leader!.batchDeadline = now + config.batchDelay }
+        leader?.queue.append(QueuedUpdate(update: update, origin: origin))
+        if leader?.batchDeadline == nil { 
+            let batchDeadline = now + config.batchDelay
+            leader?.batchDeadline = batchDeadline
+        }
         tryPrepare(now)
     }
 
     mutating func tryPrepare(_ now: Instant) {
-        guard role == .master, var l = leader, l.isServing, l.inFlight == nil, !l.queue.isEmpty else { return }
+        guard var l = leader, l.isServing, l.inFlight == nil, !l.queue.isEmpty else { return }
         if let r = l.retryAfter, now < r { return }
         guard l.queue.count >= config.batchMaxUpdates || now >= (l.batchDeadline ?? now) else { return }
         let items = Array(l.queue.prefix(config.batchMaxUpdates))
@@ -198,13 +203,14 @@ extension TrackerNode {
     }
 
     mutating func voteReceived(from node: NodeID, txid: UInt64, digest: UInt64, verdict: Verdict, _ now: Instant) {
-        guard role == .master, let f = leader?.inFlight, f.tx.txid == txid, f.tx.digest == digest else { return }
+        guard let f = leader?.inFlight, f.tx.txid == txid, f.tx.digest == digest else { return }
         if verdict == .notInSync {
             // Not a voter after all: it catches up, and the quorum is counted without it.
             membership.update(node) { $0.confirmed = .zero }
             if config.quorum == .live, let i = f.voters.firstIndex(of: node), f.votes[node] == nil {
-                leader!.inFlight!.voters.remove(at: i)
-                leader!.inFlight!.needed = majority(of: f.voters.count)
+                leader?.inFlight?.voters.remove(at: i)
+                let needed = majority(of: f.voters.count)
+                leader?.inFlight?.needed = needed
                 evaluateVotes(now)
                 return
             }
@@ -213,7 +219,7 @@ extension TrackerNode {
             if verdict == .ok { membership.update(node) { $0.confirmed = f.previous } }
             return
         }
-        leader!.inFlight!.votes[node] = verdict == .ok
+        leader?.inFlight?.votes[node] = verdict == .ok
         evaluateVotes(now)
     }
 
@@ -231,12 +237,12 @@ extension TrackerNode {
     }
 
     mutating func voteTimedOut(_ now: Instant) {
-        guard var f = leader?.inFlight else { return }
+        guard var f = leader?.inFlight, let lastDigest = leader?.lastDigest else { return }
         if f.retries < config.voteRetries {
             f.retries += 1
             f.deadline = now + config.voteTimeout
-            leader!.inFlight = f
-            broadcast(.prepare(f.tx, previous: f.previous, previousDigest: leader!.lastDigest))
+            leader?.inFlight = f
+            broadcast(.prepare(f.tx, previous: f.previous, previousDigest: lastDigest))
             return
         }
         let silent = f.voters.filter { f.votes[$0] == nil }
@@ -249,15 +255,15 @@ extension TrackerNode {
             for node in silent { f.votes[node] = false }
         }
         f.deadline = now + config.voteTimeout
-        leader!.inFlight = f
+        leader?.inFlight = f
         evaluateVotes(now)
     }
 
     mutating func commitInFlight(_ now: Instant) {
         guard let f = leader?.inFlight else { return }
         commitLocally(f.tx)
-        leader!.lastDigest = f.tx.digest
-        leader!.inFlight = nil
+        leader?.lastDigest = f.tx.digest
+        leader?.inFlight = nil
         broadcast(.commit(f.tx.ref, digest: f.tx.digest))
         for (node, ok) in f.votes.sorted(by: { $0.key < $1.key }) where ok {
             membership.update(node) { $0.confirmed = f.tx.ref }
@@ -267,19 +273,19 @@ extension TrackerNode {
             case .peer(let pending):
                 out.append(.reply(handler.answer(pending, store: replica.store, rng: &rng), to: pending.replyTo))
             case .merge(let key):
-                leader!.offers[key]?.pending -= 1
+                leader?.offers[key]?.pending -= 1
                 finishOfferIfDone(key)
             case .expiry, .recovered:
                 break
             }
         }
-        if !leader!.queue.isEmpty { leader!.batchDeadline = now }
+        if leader?.queue.isEmpty == false { leader?.batchDeadline = now }
         tryPrepare(now)
     }
 
     mutating func abortInFlight(reason: String, _ now: Instant) {
         guard let f = leader?.inFlight else { return }
-        leader!.inFlight = nil
+        leader?.inFlight = nil
         broadcast(.abort(f.tx.ref, digest: f.tx.digest))
         var keep: [QueuedUpdate] = []
         for item in f.items {
@@ -289,33 +295,35 @@ extension TrackerNode {
                 keep.append(item)  // expiry, merges and recovered updates must not be lost
             }
         }
-        leader!.queue.insert(contentsOf: keep, at: 0)
-        leader!.retryAfter = now + config.voteTimeout
-        if !leader!.queue.isEmpty { leader!.batchDeadline = now }
+        leader?.queue.insert(contentsOf: keep, at: 0)
+        let retryAfter = now + config.voteTimeout
+        leader?.retryAfter = retryAfter
+        if leader?.queue.isEmpty == false { leader?.batchDeadline = now }
     }
 
     /// Leaves the master role: queued and in-flight peers get no answer (they retransmit
-    /// and the next master answers); a prepared transaction may still be recovered.
+    /// and the next master answers); a prepared transaction may still be recovered. The
+    /// node is a slave of nobody until it follows or runs.
     mutating func stepDown(_ now: Instant) {
-        guard role == .master else { return }
-        if let f = leader?.inFlight { follower.prepared = f.tx }
-        leader = nil
-        role = .slave
-        master = nil
+        guard let l = leader else { return }
+        if let f = l.inFlight { prepared = f.tx }
+        state = .slave(FollowerState(master: nil, since: now))
     }
 
     // MARK: join, catch-up and merge (master side)
 
     mutating func helloReceived(_ env: ClusterEnvelope, _ h: Hello, _ now: Instant) {
-        guard role == .master, leader?.isServing == true else { return }
+        guard let l = leader, l.isServing else { return }
         if !env.from.isAssigned {
             let assigned: NodeID
-            if let known = leader!.assignedIDs[env.incarnation] {
+            if let known = l.assignedIDs[env.incarnation] {
                 assigned = known
             } else {
-                let taken = Array(membership.members.keys) + Array(leader!.assignedIDs.values) + [id]
-                assigned = NodeID((taken.max() ?? .unassigned).rawValue + 1)
-                leader!.assignedIDs[env.incarnation] = assigned
+                // Bounded: a flood of made-up incarnations cannot grow the table forever.
+                guard l.assignedIDs.count < LeaderState.maxAssignedIDs,
+                      let free = membership.nextFreeID(after: Array(l.assignedIDs.values) + [id]) else { return }
+                assigned = free
+                leader?.assignedIDs[env.incarnation] = assigned
             }
             broadcast(.idAssigned(incarnation: env.incarnation, id: assigned))
             return
@@ -339,9 +347,9 @@ extension TrackerNode {
     }
 
     mutating func catchUpRequested(by node: NodeID, after: TxRef, _ now: Instant) {
-        if role == .master, leader?.isServing == true {
+        if leader?.isServing == true {
             syncReply(to: node, last: after, hasState: true)
-        } else if role == .slave, node == master {
+        } else if follower != nil, node == master {
             // A recovering master fetches from us.
             if replica.isPrefix(after), let txs = replica.transactions(after: after.txid) {
                 send(.catchUp(txs), to: node)
@@ -352,24 +360,25 @@ extension TrackerNode {
     }
 
     mutating func mergeOfferReceived(_ offer: MergeOffer, from node: NodeID, _ now: Instant) {
-        guard role == .master, leader?.isServing == true else { return }
+        guard let l = leader, l.isServing else { return }
         let key = OfferKey(node: node, offerID: offer.offerID)
-        if leader!.finishedOffers.contains(key) {
+        if l.finishedOffers.contains(key) {
             send(.mergeDone(offerID: offer.offerID), to: node)
             return
         }
-        var progress = leader!.offers[key] ?? OfferProgress(parts: offer.parts)
-        guard progress.received.insert(offer.part).inserted else { return }
+        var progress = l.offers[key] ?? OfferProgress(parts: offer.parts)
+        // A part that does not belong to this offer's shape is not counted.
+        guard progress.parts == offer.parts, offer.part < offer.parts, progress.received.insert(offer.part).inserted else { return }
         progress.pending += offer.swarms.count
-        leader!.offers[key] = progress
+        leader?.offers[key] = progress
         for m in offer.swarms { enqueue(.merge(m), origin: .merge(key), now) }
         finishOfferIfDone(key)
     }
 
     mutating func finishOfferIfDone(_ key: OfferKey) {
         guard let p = leader?.offers[key], p.pending == 0, p.received.count == Int(p.parts) else { return }
-        leader!.offers[key] = nil
-        leader!.finishedOffers.insert(key)
+        leader?.offers[key] = nil
+        leader?.finishedOffers.insert(key)
         send(.mergeDone(offerID: key.offerID), to: key.node)
     }
 }

@@ -53,28 +53,42 @@ public struct Membership: Sendable {
 
     /// Live nodes other than the caller, by id.
     public func live(now: Instant, downAfter: Milliseconds) -> [Member] {
-        members.keys.sorted().compactMap { id in
-            let m = members[id]!
-            return now - m.lastHeard <= downAfter ? m : nil
-        }
+        members.values.filter { now - $0.lastHeard <= downAfter }.sorted { $0.id < $1.id }
     }
 
     public mutating func remove(_ id: NodeID) { members[id] = nil }
 
     /// A new master trusts nothing it heard before about who is in sync.
     public mutating func forgetConfirmations() {
-        for id in members.keys.sorted() { members[id]!.confirmed = .zero }
+        for id in members.keys.sorted() { members[id]?.confirmed = .zero }
     }
 
     public mutating func update(_ id: NodeID, _ change: (inout Member) -> Void) {
-        if members[id] != nil { change(&members[id]!) }
+        guard var m = members[id] else { return }
+        change(&m)
+        members[id] = m
+    }
+
+    /// The id an `--id auto` node gets: one above every id known (members and `taken`),
+    /// or, when a (forged) member sits at the top of the range, the lowest free one. Nil
+    /// only when no id is free.
+    public func nextFreeID(after taken: [NodeID]) -> NodeID? {
+        let used = Set(members.keys).union(taken)
+        let highest = used.max() ?? .unassigned
+        if highest.rawValue < UInt32.max { return NodeID(highest.rawValue + 1) }
+        var candidate: UInt32 = 1
+        while used.contains(NodeID(candidate)) {
+            guard candidate < UInt32.max else { return nil }
+            candidate += 1
+        }
+        return NodeID(candidate)
     }
 
     public subscript(id: NodeID) -> Member? { members[id] }
 
     /// Drops nodes not heard from for a long time, so the table does not grow forever.
     public mutating func forget(before: Instant) {
-        for id in members.keys.sorted() where members[id]!.lastHeard < before { members[id] = nil }
+        members = members.filter { $0.value.lastHeard >= before }
     }
 
     /// When the next member would be declared down, for arming a timer.

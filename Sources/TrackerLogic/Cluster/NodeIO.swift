@@ -75,6 +75,20 @@ public struct ClusterConfig: Sendable, Hashable {
     /// How long a new master waits for followers' state before it recovers with what it has.
     public var recoveryTimeout: Milliseconds { downAfter }
 
+    /// The same settings with every value clamped into its usable range, so a node built
+    /// from a bad configuration misbehaves visibly rather than trapping or spinning.
+    public var sanitized: ClusterConfig {
+        var c = self
+        c.keepaliveInterval = Milliseconds(min(max(keepaliveInterval.value, 10), 3_600_000))
+        c.missedKeepalives = min(max(missedKeepalives, 1), 1000)
+        c.clusterSize = min(max(clusterSize, 1), 1 << 16)
+        c.batchMaxUpdates = min(max(batchMaxUpdates, 1), 1 << 16)
+        c.batchDelay = Milliseconds(min(max(batchDelay.value, 0), 60_000))
+        c.voteTimeout = Milliseconds(min(max(voteTimeout.value, 1), 60_000))
+        c.voteRetries = min(max(voteRetries, 0), 100)
+        return c
+    }
+
     public var problems: [String] {
         var out: [String] = []
         if keepaliveInterval.value < 10 { out.append("keepalive interval must be at least 10 ms") }

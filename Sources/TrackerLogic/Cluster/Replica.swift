@@ -18,6 +18,18 @@ public struct EpochHistory: Hashable, Sendable {
         if runs.last?.epoch != ref.epoch { runs.append(Run(epoch: ref.epoch, firstTxid: ref.txid)) }
     }
 
+    /// Runs of well-formed epochs in strictly increasing first-txid order, none beyond
+    /// `last`, the last one being `last`'s.
+    func isWellFormed(upTo last: TxRef) -> Bool {
+        var previous: Run?
+        for run in runs {
+            guard run.epoch.isWellFormed, run.epoch != .zero, run.firstTxid >= 1, run.firstTxid <= last.txid else { return false }
+            if let p = previous, p.firstTxid >= run.firstTxid { return false }
+            previous = run
+        }
+        return last.txid == 0 ? runs.isEmpty : previous?.epoch == last.epoch
+    }
+
     /// The epoch of a txid at or below the last committed one.
     public func epoch(of txid: UInt64) -> Epoch? {
         guard txid > 0 else { return .zero }
@@ -41,14 +53,17 @@ public struct Replica: Sendable, Equatable {
 
     public init(logLimit: Int = 4096) { self.logLimit = logLimit }
 
-    /// Applies the next transaction. Exactly once, in order: anything else is a bug.
-    public mutating func commit(_ tx: Transaction) {
-        precondition(tx.txid == lastCommitted.txid + 1, "commit \(tx.ref) out of order after \(lastCommitted)")
+    /// Applies the next transaction, exactly once and in order. Anything else is refused
+    /// (false): callers only offer the next one, and the simulator checks there are no gaps.
+    @discardableResult
+    public mutating func commit(_ tx: Transaction) -> Bool {
+        guard tx.txid == lastCommitted.txid &+ 1, tx.ref.isWellFormed else { return false }
         store.apply(tx.updates)
         lastCommitted = tx.ref
         history.record(tx.ref)
         log.append(tx)
         if log.count > logLimit { log.removeFirst(log.count - logLimit / 2) }
+        return true
     }
 
     /// Committed transactions after `txid`, or nil when the log no longer reaches back.
@@ -113,4 +128,8 @@ public struct Snapshot: Hashable, Sendable {
 
     /// Recomputes the checksum from the content.
     public var isIntact: Bool { Digest.of(SwarmStore(content: content)) == digest }
+
+    /// A snapshot a node may install: a possible last transaction, and an epoch history
+    /// whose runs are well formed, in order, and reach no further than that transaction.
+    public var isWellFormed: Bool { lastCommitted.isWellFormed && history.isWellFormed(upTo: lastCommitted) }
 }

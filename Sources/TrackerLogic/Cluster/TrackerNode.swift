@@ -13,24 +13,23 @@ public struct TrackerNode: Sendable {
     /// Advertised in keepalives (the dashboard's trackers tab shows it).
     public let address: String
 
-    public internal(set) var role: Role = .starting
+    /// The node's place in the cluster; each case carries only what that place needs, so
+    /// "a slave with leader state" or "a master running an election" cannot be written.
+    var state: NodeState
     /// The highest epoch this node has accepted: its own as master, its master's as slave.
     public internal(set) var epoch: Epoch
-    /// Whom it follows (itself when master).
-    public internal(set) var master: NodeID?
     public internal(set) var replica: Replica
     public internal(set) var membership = Membership()
     public internal(set) var storeHealthy = true
+    /// The transaction this node last PREPAREd and has not seen committed or aborted. It
+    /// outlives role changes: a new master's recovery asks every node for it.
+    var prepared: Transaction?
+    /// What was wrong with the restored state and has been repaired (reported once by the host).
+    public private(set) var restoreProblems: [String] = []
 
     var rng: SeededGenerator
-    var startupUntil: Instant
+    let startedAt: Instant
     var nextKeepalive: Instant
-    /// When the current master was adopted: a master never heard from is given the
-    /// usual grace before it counts as down.
-    var masterSince: Instant
-    var election: ElectionPhase?
-    var leader: LeaderState?
-    var follower = FollowerState()
     /// A node of our id with another incarnation, and when it was first heard.
     var idConflict: (incarnation: UInt64, firstHeard: Instant)?
     var nextProbe: Instant?
@@ -41,30 +40,39 @@ public struct TrackerNode: Sendable {
     ///   - restoring: what the node's disk held (nil for a fresh node).
     public init(id: NodeID, incarnation: UInt64, config: ClusterConfig, handler: PeerRequestHandler,
                 seed: UInt64, now: Instant, restoring: DurableState? = nil, address: String = "") {
-        precondition(config.problems.isEmpty, "invalid cluster config: \(config.problems)")
         self.id = id
         self.incarnation = incarnation
-        self.config = config
+        self.config = config.sanitized
         self.handler = handler
         self.address = address
         self.rng = SeededGenerator(seed: seed)
         self.replica = Replica()
-        self.epoch = restoring?.epoch ?? .zero
-        if let s = restoring?.snapshot {
-            replica.install(s)
-            // The stored transactions name epochs too: if the epoch write was lost (a
-            // failing disk), never claim one of those again.
-            epoch = max(epoch, s.lastCommitted.epoch, s.history.runs.last?.epoch ?? .zero)
+        self.startedAt = now
+        var epoch = restoring?.epoch ?? .zero
+        if !epoch.isWellFormed {
+            restoreProblems.append("stored epoch \(epoch) is out of range; reset")
+            epoch = .zero
         }
-        self.startupUntil = now + config.startupListen
+        if let s = restoring?.snapshot {
+            if s.isWellFormed {
+                replica.install(s)
+                // The stored transactions name epochs too: if the epoch write was lost (a
+                // failing disk), never claim one of those again.
+                epoch = max(epoch, s.lastCommitted.epoch, s.history.runs.last?.epoch ?? .zero)
+            } else {
+                restoreProblems.append("stored repository names an impossible transaction \(s.lastCommitted); discarded (the master's state replaces it)")
+            }
+        }
+        self.epoch = epoch
+        let startupUntil = now + self.config.startupListen
+        self.state = .starting(until: startupUntil)
         self.nextKeepalive = startupUntil
-        self.masterSince = now
     }
 
     // MARK: stepping
 
     public mutating func step(_ event: NodeEvent, now: Instant) -> [NodeAction] {
-        guard role != .stopped else { return [] }
+        if case .stopped = state { return [] }
         switch event {
         case .tick: tick(now)
         case .cluster(let env): receive(env, now)
@@ -73,7 +81,6 @@ public struct TrackerNode: Sendable {
         case .epochStored(let e): epochStored(e, now)
         case .shutdown: leave(now)
         }
-        if role != .stopped { checkInvariants() }
         defer { out.removeAll(keepingCapacity: true) }
         return out
     }
@@ -83,23 +90,90 @@ public struct TrackerNode: Sendable {
         var t = nextKeepalive
         // Deadlines already past were handled by the tick that passed them.
         func consider(_ x: Instant?) { if let x, x > now, x < t { t = x } }
-        if role == .starting { consider(startupUntil) }
         consider(membership.nextExpiry(after: now, downAfter: config.downAfter))
-        consider(election?.deadline)
-        consider(leader?.nextDeadline)
-        consider(follower.nextDeadline)
         consider(nextProbe)
-        if role != .starting, master != nil && master != id { consider(masterSince + config.downAfter + Milliseconds(1)) }
+        switch state {
+        case .starting(let until): consider(until)
+        case .slave(let f):
+            consider(f.nextDeadline)
+            if f.master != nil { consider(f.since + config.downAfter + Milliseconds(1)) }
+        case .candidate(let phase): consider(phase.deadline)
+        case .master(let l): consider(l.nextDeadline)
+        case .stopped, .modifying: break
+        }
         return max(t, now + Milliseconds(1))
     }
 
+    /// What the node is doing, as keepalives and the dashboard say it.
+    public var role: Role {
+        switch state {
+        case .starting: return .starting
+        case .slave: return .slave
+        case .candidate: return .candidate
+        case .master: return .master
+        case .stopped, .modifying: return .stopped
+        }
+    }
+
+    /// Whom it follows (itself when master).
+    public var master: NodeID? {
+        switch state {
+        case .master: return id
+        case .slave(let f): return f.master
+        case .starting, .candidate, .stopped, .modifying: return nil
+        }
+    }
+
     /// Serving peers: master, recovered, not in an election.
-    public var isServing: Bool { role == .master && leader?.isServing == true }
+    public var isServing: Bool { leader?.isServing == true }
 
     /// The keepalive view of whether this node's repository is the master's.
     public var inSync: Bool {
-        if role == .master { return isServing }
-        return role == .slave && follower.masterLast == replica.lastCommitted
+        switch state {
+        case .master(let l): return l.isServing
+        case .slave(let f): return f.masterLast == replica.lastCommitted
+        case .starting, .candidate, .stopped, .modifying: return false
+        }
+    }
+
+    // MARK: role payloads, mutated in place
+
+    /// The master's state, when master. Writes go to the payload in place (the enum holds
+    /// a placeholder meanwhile, so the payload's arrays are not copied).
+    var leader: LeaderState? {
+        get { if case .master(let l) = state { return l } else { return nil } }
+        _modify {
+            guard case .master(let current) = state else {
+                var none: LeaderState?
+                yield &none
+                return
+            }
+            state = .modifying
+            var l: LeaderState? = current
+            yield &l
+            state = l.map { .master($0) } ?? .stopped
+        }
+    }
+
+    /// The slave's state, when slave.
+    var follower: FollowerState? {
+        get { if case .slave(let f) = state { return f } else { return nil } }
+        _modify {
+            guard case .slave(let current) = state else {
+                var none: FollowerState?
+                yield &none
+                return
+            }
+            state = .modifying
+            var f: FollowerState? = current
+            yield &f
+            state = f.map { .slave($0) } ?? .stopped
+        }
+    }
+
+    /// The candidate's election, when candidate.
+    var election: ElectionPhase? {
+        if case .candidate(let phase) = state { return phase } else { return nil }
     }
 
     // MARK: helpers used by every part
@@ -117,13 +191,15 @@ public struct TrackerNode: Sendable {
     }
 
     mutating func adopt(epoch newEpoch: Epoch) {
-        guard newEpoch > epoch else { return }
+        guard newEpoch > epoch, newEpoch.isWellFormed else { return }
         epoch = newEpoch
         out.append(.persistEpoch(newEpoch))
     }
 
+    /// Applies the next transaction in order; anything else is refused (the simulator's
+    /// checker would flag a gap — a node never traps on one).
     mutating func commitLocally(_ tx: Transaction) {
-        replica.commit(tx)
+        guard replica.commit(tx) else { return }
         // While the store fails, writes are skipped; it is rewritten whole once it heals.
         if storeHealthy { out.append(.persist(tx)) }
     }
@@ -136,41 +212,44 @@ public struct TrackerNode: Sendable {
     // MARK: tick
 
     mutating func tick(_ now: Instant) {
-        if role == .starting {
+        if case .starting(let until) = state {
             checkIDConflict(now)
-            guard role == .starting, now >= startupUntil else { return }
+            guard case .starting = state, now >= until else { return }
             finishStartup(now)
         }
         if now >= nextKeepalive {
-            broadcast(.keepalive(Keepalive(role: role, master: master ?? .unassigned,
-                                           lastCommitted: replica.lastCommitted, inSync: inSync, address: address)))
+            // A node still without an id (`--id auto`) has nothing to announce yet.
+            if id.isAssigned { broadcast(.keepalive(Keepalive(role: role, master: master ?? .unassigned,
+                                           lastCommitted: replica.lastCommitted, inSync: inSync, address: address))) }
             nextKeepalive = now + config.keepaliveInterval
         }
         membership.forget(before: now - config.downAfter * 30)
         checkIDConflict(now)
-        if role == .stopped { return }
+        if case .stopped = state { return }
         if let probeAt = nextProbe, now >= probeAt {
             nextProbe = now + config.keepaliveInterval
             out.append(.probeStore)
         }
-        switch role {
+        switch state {
         case .candidate: electionTick(now)
         case .master: leaderTick(now)
         case .slave: followerTick(now)
-        case .starting, .stopped: break
+        case .starting, .stopped, .modifying: break
         }
     }
 
     mutating func finishStartup(_ now: Instant) {
-        role = .slave
+        state = .slave(FollowerState(master: nil, since: now))
         if !id.isAssigned {
             if let m = knownMaster(now) {
                 follow(m, now)
                 return
             }
             // No master to assign an id: take the next free one ourselves.
-            let highest = membership.members.keys.max() ?? .unassigned
-            id = NodeID(highest.rawValue + 1)
+            guard let free = membership.nextFreeID(after: [id]) else {
+                return stop(reason: "no free node id left to take; give one with --id")
+            }
+            id = free
         }
         if let m = knownMaster(now) {
             follow(m, now)
@@ -190,16 +269,20 @@ public struct TrackerNode: Sendable {
     mutating func receive(_ env: ClusterEnvelope, _ now: Instant) {
         if env.from == id && env.incarnation == incarnation { return }  // our own topic message
         if let to = env.to, to != id { return }
-        let sameID = env.from == id && id.isAssigned
-        if sameID, case .keepalive = env.message {
-            noteIDConflict(env.incarnation, now)
+        // Nothing a message says may break what we hold: an impossible epoch is dropped.
+        guard env.epoch.isWellFormed else { return }
+        if env.from == id && id.isAssigned {
+            // Another process with our id (or someone claiming to be us). Its keepalives
+            // show whether it is live; nothing else it says is acted upon — a node never
+            // follows, votes for or answers "itself".
+            if case .keepalive = env.message {
+                noteIDConflict(env.incarnation, now)
+                membership.heard(env, now: now)
+                checkIDConflict(now)
+            }
+            return
         }
         membership.heard(env, now: now)
-        // A starting node must yield before it takes part, not after.
-        if sameID && role == .starting {
-            checkIDConflict(now)
-            if role == .stopped { return }
-        }
         if !membership.restarted.isEmpty {
             // What a restarted node told us before (its state, its recovery answer) is void.
             for node in membership.restarted { leader?.recovery?.acks[node] = nil }
@@ -213,7 +296,7 @@ public struct TrackerNode: Sendable {
             // Only the master of the epoch we follow may drive us; stale masters are ignored.
             guard env.epoch == epoch, env.from == epoch.master else { return }
         }
-        if role == .starting {
+        if case .starting = state {
             // Listening only: learn, do not act (id assignment is handled above) — except
             // that a lower candidate is told a higher id is here, so nodes started
             // together do not crown the lowest and then hand over again.
@@ -233,7 +316,7 @@ public struct TrackerNode: Sendable {
         case .hello(let h): helloReceived(env, h, now)
         case .idAssigned: break
         case .idRefused(let inc, let refused):
-            if inc == incarnation { stop(reason: "node id \(refused) is already used by a live node; choose another id or --id auto") }
+            if inc == incarnation, refused == id { stop(reason: "node id \(refused) is already used by a live node; choose another id or --id auto") }
         case .catchUpRequest(let after): catchUpRequested(by: env.from, after: after, now)
         case .catchUp(let txs): catchUpReceived(txs, from: env.from, now)
         case .snapshot(let s): snapshotReceived(s, from: env.from, now)
@@ -246,11 +329,12 @@ public struct TrackerNode: Sendable {
     }
 
     mutating func higherEpochSeen(_ newEpoch: Epoch, _ now: Instant) {
-        let wasMaster = role == .master
         adopt(epoch: newEpoch)
-        guard role != .starting else { return }
-        if wasMaster { stepDown(now) }
-        election = nil
+        switch state {
+        case .starting, .stopped, .modifying: return
+        case .master: stepDown(now)
+        case .slave, .candidate: break
+        }
         if newEpoch.master != id {
             follow(newEpoch.master, now)
         } else {
@@ -263,7 +347,7 @@ public struct TrackerNode: Sendable {
 
     mutating func leavingReceived(from node: NodeID, _ now: Instant) {
         membership.remove(node)
-        if role == .slave && master == node { startElection(now) }
+        if case .slave(let f) = state, f.master == node { startElection(now) }
     }
 
     // MARK: unique ids
@@ -285,21 +369,22 @@ public struct TrackerNode: Sendable {
             return
         }
         guard m.lastHeard - c.firstHeard >= Milliseconds(config.keepaliveInterval.value * 9 / 10) else { return }
-        if role == .starting || incarnation > c.incarnation {
+        if case .starting = state {
+            stop(reason: "node id \(id) is already used by a live node; choose another id or --id auto")
+        } else if incarnation > c.incarnation {
             stop(reason: "node id \(id) is already used by a live node; choose another id or --id auto")
         }
     }
 
     mutating func handleIDAssigned(_ env: ClusterEnvelope, _ now: Instant) {
-        guard case .idAssigned(let inc, let assigned) = env.message, inc == incarnation, !id.isAssigned else { return }
+        guard case .idAssigned(let inc, let assigned) = env.message, inc == incarnation, !id.isAssigned, assigned.isAssigned
+        else { return }
         id = assigned
-        if role != .starting, let m = master { sendHello(to: m, now) }
+        if case .slave(let f) = state, let m = f.master { sendHello(to: m, now) }
     }
 
     mutating func stop(reason: String) {
-        role = .stopped
-        leader = nil
-        election = nil
+        state = .stopped
         out.append(.exit(reason: reason))
     }
 
@@ -326,10 +411,7 @@ public struct TrackerNode: Sendable {
         broadcast(.leaving)
         replica.wipe()
         out.append(.wipeStore)
-        role = .stopped
-        leader = nil
-        election = nil
-        out.append(.exit(reason: "left the cluster"))
+        stop(reason: "left the cluster")
     }
 
     // MARK: peers
@@ -342,11 +424,22 @@ public struct TrackerNode: Sendable {
         case .drop: break
         }
     }
+}
 
-    func checkInvariants() {
-        precondition(role != .master || master == id, "a master follows itself")
-        precondition(role != .master || epoch.master == id, "a master leads its own epoch")
-        precondition(leader == nil || role == .master, "only a master has leader state")
-        precondition(election == nil || role == .candidate, "only a candidate runs an election")
-    }
+/// The node's place in the cluster with the state only that place has.
+enum NodeState: Sendable {
+    /// Listening until the instant before taking part: learns the master, epochs and
+    /// whether its id is taken.
+    case starting(until: Instant)
+    /// Following a master (maybe still catching up).
+    case slave(FollowerState)
+    /// Running a bully election.
+    case candidate(ElectionPhase)
+    /// Leading its own epoch: recovering, then serving.
+    case master(LeaderState)
+    /// Left cleanly or refused; does nothing more.
+    case stopped
+    /// Only while a payload is being changed in place (see `TrackerNode.leader`); never
+    /// observable between steps.
+    case modifying
 }

@@ -24,8 +24,22 @@ public struct Epoch: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     public static func < (l: Epoch, r: Epoch) -> Bool { (l.term, l.master) < (r.term, r.master) }
 
-    /// The next epoch a candidate claims: above everything it has seen.
-    public func successor(for node: NodeID) -> Epoch { Epoch(term: term + 1, master: node) }
+    /// The highest term a node accepts or claims. A term at the top of the range cannot be
+    /// succeeded, so it is refused wherever it is decoded, never incremented.
+    public static let maxTerm: UInt32 = UInt32.max - 1
+
+    /// The next epoch a candidate claims: above everything it has seen. Nil once the term
+    /// space is exhausted (only a forged or corrupt epoch can get there).
+    public func successor(for node: NodeID) -> Epoch? {
+        guard term < Self.maxTerm, node.isAssigned else { return nil }
+        return Epoch(term: term + 1, master: node)
+    }
+
+    /// Whether a node may hold this epoch: zero, or a term in range with a master named.
+    /// Anything else on the wire or on disk is corrupt or forged.
+    public var isWellFormed: Bool {
+        self == .zero || (term > 0 && term <= Self.maxTerm && master.isAssigned)
+    }
 
     public var packed: UInt64 { UInt64(term) << 32 | UInt64(master.rawValue) }
     public init(packed: UInt64) { self.init(term: UInt32(packed >> 32), master: NodeID(UInt32(truncatingIfNeeded: packed))) }
@@ -47,6 +61,15 @@ public struct TxRef: Hashable, Comparable, Sendable, CustomStringConvertible {
     public static func < (l: TxRef, r: TxRef) -> Bool { (l.epoch, l.txid) < (r.epoch, r.txid) }
 
     public var description: String { "\(epoch)#\(txid)" }
+
+    /// The highest txid a node accepts: far beyond any real history, and low enough that
+    /// `txid + 1` can never overflow.
+    public static let maxTxid: UInt64 = 1 << 62
+
+    /// A well-formed epoch, and the zero ref exactly when the epoch is zero.
+    public var isWellFormed: Bool {
+        epoch.isWellFormed && txid <= Self.maxTxid && (epoch == .zero) == (txid == 0)
+    }
 }
 
 /// A batch of repository updates that commits or aborts as a whole (group commit).

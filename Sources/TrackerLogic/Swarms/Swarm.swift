@@ -155,7 +155,6 @@ public struct Swarm: Sendable {
 
     private mutating func count(_ record: PeerRecord, sign: Int) {
         if record.isSeeder { seeders += sign } else { leechers += sign }
-        assert(seeders >= 0 && leechers >= 0)
     }
 
     /// Peers for a requester, of the requester's family, never the requester itself.

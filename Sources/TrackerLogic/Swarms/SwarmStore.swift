@@ -9,20 +9,22 @@ public struct SwarmStore: Sendable, Equatable {
         case .announce(let a):
             if a.event == .stopped {
                 // A stop for an unknown swarm creates nothing.
-                guard swarms[a.infoHash] != nil else { return }
-                swarms[a.infoHash]!.apply(a)
-                if swarms[a.infoHash]!.isEmpty { swarms[a.infoHash] = nil }
+                guard var swarm = swarms.removeValue(forKey: a.infoHash) else { return }
+                swarm.apply(a)
+                if !swarm.isEmpty { swarms[a.infoHash] = swarm }
             } else {
                 swarms[a.infoHash, default: Swarm()].apply(a)
             }
         case .merge(let m):
-            swarms[m.infoHash, default: Swarm()].merge(m)
-            if swarms[m.infoHash]!.isEmpty { swarms[m.infoHash] = nil }
+            var swarm = swarms.removeValue(forKey: m.infoHash) ?? Swarm()
+            swarm.merge(m)
+            if !swarm.isEmpty { swarms[m.infoHash] = swarm }
         case .expire(let before):
             // Swarms are independent, so the visiting order cannot change the result.
             for hash in Array(swarms.keys) {
-                swarms[hash]!.expire(before: before)
-                if swarms[hash]!.isEmpty { swarms[hash] = nil }
+                guard var swarm = swarms.removeValue(forKey: hash) else { continue }
+                swarm.expire(before: before)
+                if !swarm.isEmpty { swarms[hash] = swarm }
             }
         }
     }
@@ -42,7 +44,7 @@ public struct SwarmStore: Sendable, Equatable {
 
     /// The whole repository as merge values, in a canonical order: what a snapshot carries.
     public func content() -> [SwarmMerge] {
-        sortedInfoHashes.map { swarms[$0]!.content($0) }
+        swarms.sorted { $0.key < $1.key }.map { $0.value.content($0.key) }
     }
 
     /// One swarm as a merge value, nil when the repository does not hold it.

@@ -1,0 +1,170 @@
+import Crypto
+import NIOCore
+
+/// Why a frame from the cluster channel was dropped. Counted per reason and shown to
+/// operators: a steady count of anything but `stale` means someone is on the broker who
+/// should not be, or a node runs with the wrong key.
+public enum ClusterRejection: String, Error, Hashable, Sendable, CaseIterable, CustomStringConvertible {
+    /// Not a frame of ours: wrong magic or version, too short, or a body the codec refuses.
+    case malformed
+    /// Signed with a key this node does not hold (another cluster, or a rotation half done).
+    case unknownKey
+    /// The HMAC does not match: forged or altered in transit.
+    case badTag
+    /// Sent too long ago (or too far in the future) for any window to judge it: a replay
+    /// from an old capture, or a clock far off.
+    case stale
+    /// A sequence number this receiver already accepted from that sender, or one that fell
+    /// behind its window: a replay or a reorder beyond repair.
+    case replayed
+    /// Claims our own id but was sent before this process started: an earlier run of ours,
+    /// replayed.
+    case ownPastRun
+
+    public var description: String { rawValue }
+}
+
+/// The authenticated frame every cluster message travels in, and the receiver's replay
+/// protection. Pure: the caller gives the time.
+///
+/// Frame: magic "TS" (2), version (1), key id (4), sent-at milliseconds (8), sequence
+/// number (8), the `ClusterCodec` message (which names the sender and its incarnation),
+/// then HMAC-SHA256 (32) over everything before it. The tag therefore covers the sender
+/// id, its incarnation and its sequence number: nobody without the key can speak for a
+/// node, and a receiver accepts each (sender, incarnation, sequence) once.
+public struct ClusterChannel: Sendable {
+    public static let magic: UInt16 = 0x5453
+    public static let version: UInt8 = 1
+    static let headerBytes = 2 + 1 + 4 + 8 + 8
+    static let tagBytes = 32
+
+    /// Signs with the first key; accepts any of them (at most two: old and new during a
+    /// rotation).
+    public let keys: [ClusterKey]
+    /// Frames sent longer ago than this (or stamped this far ahead) are refused. Every
+    /// receiver that has heard a sender keeps its window, so this bounds only replays into
+    /// a node that restarted or never heard that sender.
+    public let maxAge: Milliseconds
+    /// When this process started: a frame from our own id stamped earlier is a replay.
+    public let startedAt: Instant
+    private var nextSequence: UInt64 = 1
+    private var windows = ReplayWindows()
+
+    public init(keys: [ClusterKey], maxAge: Milliseconds = .seconds(30), startedAt: Instant) {
+        self.keys = keys.isEmpty ? [.insecure] : Array(keys.prefix(2))
+        self.maxAge = maxAge
+        self.startedAt = startedAt
+    }
+
+    // MARK: sending
+
+    public mutating func seal(_ envelope: ClusterEnvelope, now: Instant) -> ByteBuffer {
+        var b = ByteBuffer()
+        b.reserveCapacity(Self.headerBytes + 64 + Self.tagBytes)
+        b.writeInteger(Self.magic)
+        b.writeInteger(Self.version)
+        b.writeInteger(keys[0].id)
+        b.writeInteger(now.milliseconds)
+        b.writeInteger(nextSequence)
+        nextSequence &+= 1
+        ClusterCodec.encode(envelope, into: &b)
+        let tag = b.withUnsafeReadableBytes { HMAC<SHA256>.authenticationCode(for: $0, using: SymmetricKey(data: keys[0].bytes)) }
+        b.writeBytes(Array(tag))
+        return b
+    }
+
+    // MARK: receiving
+
+    /// Verifies, decodes and de-duplicates one frame. `ownID` is the receiver's id (its
+    /// past runs' frames are refused).
+    public mutating func open(_ frame: ByteBuffer, ownID: NodeID, now: Instant) -> Result<ClusterEnvelope, ClusterRejection> {
+        guard frame.readableBytes >= Self.headerBytes + Self.tagBytes else { return .failure(.malformed) }
+        var header = frame
+        guard header.readInteger(as: UInt16.self) == Self.magic, header.readInteger(as: UInt8.self) == Self.version,
+              let keyID = header.readInteger(as: UInt32.self), let sentAtRaw = header.readInteger(as: Int64.self),
+              let sequence = header.readInteger(as: UInt64.self) else { return .failure(.malformed) }
+        guard let key = keys.first(where: { $0.id == keyID }) else { return .failure(.unknownKey) }
+        let signedLength = frame.readableBytes - Self.tagBytes
+        let authentic = frame.withUnsafeReadableBytes { raw in
+            HMAC<SHA256>.isValidAuthenticationCode(UnsafeRawBufferPointer(rebasing: raw[signedLength...]),
+                                                   authenticating: UnsafeRawBufferPointer(rebasing: raw[..<signedLength]),
+                                                   using: SymmetricKey(data: key.bytes))
+        }
+        guard authentic else { return .failure(.badTag) }
+        let sentAt = Instant(milliseconds: sentAtRaw)
+        guard now - sentAt <= maxAge, sentAt - now <= maxAge else { return .failure(.stale) }
+        guard let body = frame.getSlice(at: frame.readerIndex + Self.headerBytes, length: signedLength - Self.headerBytes),
+              case .success(let envelope) = ClusterCodec.decode(body) else { return .failure(.malformed) }
+        if envelope.from == ownID && ownID.isAssigned && sentAt < startedAt { return .failure(.ownPastRun) }
+        guard windows.accept(sender: envelope.from, incarnation: envelope.incarnation, sequence: sequence, now: now) else {
+            return .failure(.replayed)
+        }
+        return .success(envelope)
+    }
+}
+
+/// Which sequence numbers each (sender, incarnation) has had accepted: the highest, and
+/// a bitmap of the `width` below it. Bounded: the least recently heard entry goes when
+/// the table is full (only authenticated frames create entries).
+struct ReplayWindows: Sendable {
+    static let width: UInt64 = 1024
+    static let maxEntries = 4096
+
+    struct Key: Hashable, Sendable {
+        var sender: NodeID
+        var incarnation: UInt64
+    }
+
+    struct Window: Sendable {
+        var highest: UInt64
+        /// Bit i of word i/64 set: `highest - i` was accepted (bit 0 is `highest` itself).
+        var seen: [UInt64]
+        var lastHeard: Instant
+    }
+
+    private var entries: [Key: Window] = [:]
+
+    mutating func accept(sender: NodeID, incarnation: UInt64, sequence: UInt64, now: Instant) -> Bool {
+        let key = Key(sender: sender, incarnation: incarnation)
+        guard var w = entries[key] else {
+            if entries.count >= Self.maxEntries, let oldest = entries.min(by: { $0.value.lastHeard < $1.value.lastHeard })?.key {
+                entries[oldest] = nil
+            }
+            var seen = [UInt64](repeating: 0, count: Int(Self.width / 64))
+            seen[0] = 1
+            entries[key] = Window(highest: sequence, seen: seen, lastHeard: now)
+            return true
+        }
+        w.lastHeard = now
+        if sequence > w.highest {
+            w.shift(by: sequence - w.highest)
+            w.highest = sequence
+            w.seen[0] |= 1
+        } else {
+            let back = w.highest - sequence
+            guard back < Self.width else { return false }
+            let (word, bit) = (Int(back / 64), back % 64)
+            guard w.seen[word] & (1 << bit) == 0 else { return false }
+            w.seen[word] |= 1 << bit
+        }
+        entries[key] = w
+        return true
+    }
+}
+
+extension ReplayWindows.Window {
+    /// Moves the bitmap `n` places towards older sequence numbers.
+    mutating func shift(by n: UInt64) {
+        guard n < ReplayWindows.width else {
+            for i in seen.indices { seen[i] = 0 }
+            return
+        }
+        let words = Int(n / 64), bits = n % 64
+        for i in stride(from: seen.count - 1, through: 0, by: -1) {
+            let from = i - words
+            var v: UInt64 = from >= 0 ? seen[from] << bits : 0
+            if bits > 0, from - 1 >= 0 { v |= seen[from - 1] >> (64 - bits) }
+            seen[i] = v
+        }
+    }
+}
