@@ -6,11 +6,17 @@
 # Debian's init script is not used: its default configuration has no STOMP connector,
 # it sleeps 5 s and forces a 512 MB heap. We run the JVM ourselves and wait for a real
 # STOMP CONNECTED.
+#
+# Authentication and authorization: with ACTIVEMQ_AUTH_FILE=FILE (lines "user password
+# group"; '#' comments), anonymous access is refused and only users of group "tracker"
+# may subscribe or publish to any topic, so nobody else can reach the cluster's topics.
+# Other users may log in and do nothing else. Passwords: letters, digits, '-', '_', '.'.
 set -euo pipefail
 
 STATE="${ACTIVEMQ_STATE:-/tmp/tracker-activemq}"
 HOST="${ACTIVEMQ_STOMP_HOST:-127.0.0.1}"
 PORT="${ACTIVEMQ_STOMP_PORT:-61613}"
+AUTH_FILE="${ACTIVEMQ_AUTH_FILE:-}"
 PIDFILE="$STATE/activemq.pid"
 LOG="$STATE/activemq.log"
 
@@ -23,8 +29,48 @@ install_if_missing() {
     fi
 }
 
+# The <plugins> element for ACTIVEMQ_AUTH_FILE, or nothing (an open broker).
+auth_plugins() {
+    [ -n "$AUTH_FILE" ] || return 0
+    [ -r "$AUTH_FILE" ] || { echo "activemq.sh: cannot read ACTIVEMQ_AUTH_FILE $AUTH_FILE" >&2; return 1; }
+    local users="" user password group
+    while read -r user password group _; do
+        case "$user" in ''|'#'*) continue ;; esac
+        for v in "$user" "$password" "$group"; do
+            [[ "$v" =~ ^[A-Za-z0-9._-]+$ ]] || { echo "activemq.sh: bad entry for user '$user' in $AUTH_FILE (need: user password group)" >&2; return 1; }
+        done
+        users+="          <authenticationUser username=\"$user\" password=\"$password\" groups=\"$group\"/>"$'\n'
+    done < "$AUTH_FILE"
+    [ -n "$users" ] || { echo "activemq.sh: no users in $AUTH_FILE" >&2; return 1; }
+    cat <<XML
+    <plugins>
+      <simpleAuthenticationPlugin anonymousAccessAllowed="false">
+        <users>
+$users        </users>
+      </simpleAuthenticationPlugin>
+      <authorizationPlugin>
+        <map>
+          <authorizationMap>
+            <authorizationEntries>
+              <authorizationEntry topic=">" read="tracker" write="tracker" admin="tracker"/>
+              <authorizationEntry queue=">" read="tracker" write="tracker" admin="tracker"/>
+            </authorizationEntries>
+          </authorizationMap>
+        </map>
+      </authorizationPlugin>
+    </plugins>
+XML
+}
+
+# login/passcode headers for our own CONNECT probe: the first user of the file.
+probe_credentials() {
+    [ -n "$AUTH_FILE" ] || return 0
+    awk '$1 !~ /^#/ && NF >= 2 { printf "login:%s\npasscode:%s\n", $1, $2; exit }' "$AUTH_FILE"
+}
+
 write_config() {
     mkdir -p "$STATE/conf" "$STATE/data"
+    local plugins; plugins=$(auth_plugins)
     cat > "$STATE/conf/activemq.xml" <<XML
 <beans xmlns="http://www.springframework.org/schema/beans"
        xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
@@ -38,6 +84,7 @@ write_config() {
         <tempUsage><tempUsage limit="256 mb"/></tempUsage>
       </systemUsage>
     </systemUsage>
+$plugins
     <transportConnectors>
       <transportConnector name="stomp" uri="stomp://$HOST:$PORT?transport.maxFrameSize=67108864&amp;transport.tcpNoDelay=true"/>
     </transportConnectors>
@@ -59,7 +106,11 @@ PROPS
 pid() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && cat "$PIDFILE"; }
 
 stomp_connected() {
-    timeout 2 bash -c "exec 3<>/dev/tcp/$HOST/$PORT && printf 'CONNECT\naccept-version:1.2\nhost:/\n\n\0' >&3 && head -c 9 <&3" 2>/dev/null | grep -q CONNECTED
+    local creds frame='CONNECT\naccept-version:1.2\nhost:/\n'
+    creds=$(probe_credentials)
+    [ -n "$creds" ] && frame+="${creds//$'\n'/\\n}\\n"
+    frame+='\n\0'
+    timeout 2 bash -c "exec 3<>/dev/tcp/$HOST/$PORT && printf '$frame' >&3 && head -c 9 <&3" 2>/dev/null | grep -q CONNECTED
 }
 
 start() {

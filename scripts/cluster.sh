@@ -29,12 +29,15 @@ up() {
     fi
     scripts/activemq.sh start
     mkdir -p "$STATE"
+    # One key for the whole demo cluster (made once, kept with its state).
+    [ -f "$STATE/cluster.key" ] || "$BIN" keygen --output "$STATE/cluster.key"
     for i in $(seq 1 "$n"); do
         if [ -f "$STATE/node$i.pid" ] && kill -0 "$(cat "$STATE/node$i.pid")" 2>/dev/null; then
             echo "node $i already running"; continue
         fi
         setsid "$BIN" run --id "$i" --group "$GROUP" --interface lo --broker stomp://127.0.0.1:61613 \
             --db "$STATE/node$i.sqlite" --http "127.0.0.1:$((HTTP_BASE + i))" --cluster demo \
+            --cluster-key-file "$STATE/cluster.key" \
             >> "$STATE/node$i.log" 2>&1 < /dev/null &
         echo $! > "$STATE/node$i.pid"
     done

@@ -69,13 +69,15 @@ struct ServerStats {
 
 public enum StandaloneServer {
     /// Binds the socket and serves until SIGINT or SIGTERM.
-    public static func run(bind: PeerEndpoint, config: TrackerConfig, logger: Logger) async throws {
+    /// `connectionIDKeys`: from `--connection-id-key-file`; nil draws a random key, so ids
+    /// are secret and last as long as the process.
+    public static func run(bind: PeerEndpoint, config: TrackerConfig, connectionIDKeys: [SipHash24]? = nil, logger: Logger) async throws {
         let problems = config.problems
         guard problems.isEmpty else { throw ConfigurationError(problems.joined(separator: "; ")) }
         let seed = WallClock.randomSeed()
-        let key = SipHash24(k0: WallClock.randomSeed(), k1: WallClock.randomSeed())
+        let keys = connectionIDKeys ?? [SipHash24(k0: WallClock.randomSeed(), k1: WallClock.randomSeed())]
         let tracker = StandaloneTracker(
-            handler: PeerRequestHandler(config: config, connectionIDs: ConnectionIDPolicy(key: key, lifetimeSeconds: config.connectionIDLifetimeSeconds)),
+            handler: PeerRequestHandler(config: config, connectionIDs: ConnectionIDPolicy(keys: keys, lifetimeSeconds: config.connectionIDLifetimeSeconds)),
             seed: seed)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let channel: Channel

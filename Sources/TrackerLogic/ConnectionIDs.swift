@@ -71,9 +71,19 @@ public struct SipHash24: Sendable {
 /// requests. An id from the future (a slot ahead of ours, within a clock-drift allowance
 /// of one slot) is accepted too, so nodes with slightly different clocks agree.
 public struct ConnectionIDPolicy: Sendable {
+    /// Issues ids; accepted too.
     public var hasher: SipHash24
+    /// Also accepted (the previous key while a cluster key is rotated), never issued.
+    public var alternate: SipHash24?
     public var slotSeconds: Int64
     public var acceptedSlots: Int64
+
+    /// Issues with the first key and accepts ids of either (the second is the key being
+    /// rotated out).
+    public init(keys: [SipHash24], lifetimeSeconds: Int64 = 300, slotSeconds: Int64 = 60) {
+        self.init(key: keys.first ?? SipHash24(k0: 0, k1: 0), lifetimeSeconds: lifetimeSeconds, slotSeconds: slotSeconds)
+        alternate = keys.count > 1 ? keys[1] : nil
+    }
 
     /// `lifetimeSeconds` is the guaranteed minimum validity; at least 120 (BEP 15).
     public init(key: SipHash24, lifetimeSeconds: Int64 = 300, slotSeconds: Int64 = 60) {
@@ -97,10 +107,13 @@ public struct ConnectionIDPolicy: Sendable {
         let back = (ahead - low) & 0xFF
         let slot = ahead - back
         guard current - slot <= acceptedSlots else { return false }
-        return self.id(for: ip, slot: slot) == id
+        if Self.id(hasher, for: ip, slot: slot) == id { return true }
+        return alternate.map { Self.id($0, for: ip, slot: slot) == id } ?? false
     }
 
-    private func id(for ip: IPAddress, slot: Int64) -> UInt64 {
+    private func id(for ip: IPAddress, slot: Int64) -> UInt64 { Self.id(hasher, for: ip, slot: slot) }
+
+    private static func id(_ hasher: SipHash24, for ip: IPAddress, slot: Int64) -> UInt64 {
         let h: UInt64
         switch ip {
         case .v4(let v): h = hasher.hash(UInt64(v) | 4 << 32, UInt64(bitPattern: slot))

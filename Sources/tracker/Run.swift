@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Logging
 import TrackerLogic
 import TrackerRuntime
@@ -72,8 +73,23 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Cluster name: the broker topic is /topic/NAME.")
     var cluster: String = "tracker"
 
-    @Option(help: "Shared secret that keys connection ids (default: the cluster name). Same on every node.")
-    var secret: String?
+    @Option(name: .customLong("cluster-key-file"),
+            help: "File with the cluster key (from `tracker keygen`); give it twice during a rotation: the first signs, both verify.")
+    var clusterKeyFiles: [String] = []
+
+    @Flag(name: .customLong("insecure-cluster"),
+          help: "Run a cluster node without a key: anyone who can publish on the broker can forge cluster messages.")
+    var insecureCluster = false
+
+    @Option(name: .customLong("connection-id-key-file"),
+            help: "Key file (as from `tracker keygen`) for connection ids. Default: derived from the cluster key; standalone or insecure: random per process.")
+    var connectionIDKeyFile: String?
+
+    @Option(name: .customLong("broker-user"), help: "STOMP login for the broker (or stomp://USER:PASS@HOST:PORT).")
+    var brokerUser: String?
+
+    @Option(name: .customLong("broker-password-file"), help: "File holding the STOMP passcode (first line).")
+    var brokerPasswordFile: String?
 
     @Option(help: "Keepalive interval, e.g. 1s or 250ms; a node missing 2 is down.")
     var keepalive: String = "1s"
@@ -102,15 +118,16 @@ struct Run: AsyncParsableCommand {
         guard isCluster else {
             let bind: EndpointArgument
             do { bind = try EndpointArgument(parsing: udp ?? "127.0.0.1:6969") } catch { throw ValidationError("--udp: \(error)") }
-            try await StandaloneServer.run(bind: bind.endpoint, config: try service.config(), logger: logger)
+            let idKeys = try connectionIDKeyFile.map { [try Self.readKey($0, flag: "connection-id-key-file", logger: logger).connectionIDKey] }
+            try await StandaloneServer.run(bind: bind.endpoint, config: try service.config(), connectionIDKeys: idKeys, logger: logger)
             return
         }
-        let settings = try clusterSettings()
+        let settings = try clusterSettings(logger: logger)
         let code = try await ClusterNodeRunner.run(settings, logger: logger)
         if code != 0 { throw ExitCode(code) }
     }
 
-    func clusterSettings() throws -> ClusterNodeSettings {
+    func clusterSettings(logger: Logger) throws -> ClusterNodeSettings {
         func endpoint(_ flag: String, _ text: String) throws -> PeerEndpoint {
             do { return try EndpointArgument(parsing: text).endpoint } catch { throw ValidationError("--\(flag): \(error)") }
         }
@@ -140,14 +157,57 @@ struct Run: AsyncParsableCommand {
         default: throw ValidationError("--quorum must be live or strict")
         }
         cluster.clusterSize = clusterSize
-        let brokerSettings: StompSettings
+        var brokerSettings: StompSettings
         do { brokerSettings = try StompSettings(url: broker) } catch { throw ValidationError("--broker: \(error)") }
+        if let brokerUser { brokerSettings.login = brokerUser }
+        if let brokerPasswordFile {
+            guard let text = try? String(contentsOfFile: brokerPasswordFile, encoding: .utf8) else {
+                throw ValidationError("--broker-password-file: cannot read \(brokerPasswordFile)")
+            }
+            brokerSettings.passcode = text.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+        }
+        let keys = try clusterKeyFiles.map { try Self.readKey($0, flag: "cluster-key-file", logger: logger) }
+        if keys.isEmpty && !insecureCluster {
+            throw ValidationError("""
+                a cluster node needs --cluster-key-file FILE (create one with `tracker keygen --output FILE` and copy it to \
+                every node), or --insecure-cluster to let anyone on the broker speak for the cluster
+                """)
+        }
+        if !keys.isEmpty && insecureCluster { throw ValidationError("--insecure-cluster and --cluster-key-file exclude each other") }
+        if keys.count > 2 { throw ValidationError("--cluster-key-file at most twice (the current key and the one being rotated out)") }
+        if insecureCluster {
+            for line in ["INSECURE CLUSTER: cluster messages are not authenticated (--insecure-cluster).",
+                         "Anyone who can publish on the broker can become master, commit made-up peers or stop nodes.",
+                         "Use it only on a broker nobody else can reach; create a key with `tracker keygen`."] {
+                logger.critical("\(line)")
+            }
+        }
+        var connectionIDKeys = keys.map(\.connectionIDKey)
+        if let connectionIDKeyFile {
+            connectionIDKeys = [try Self.readKey(connectionIDKeyFile, flag: "connection-id-key-file", logger: logger).connectionIDKey]
+        } else if connectionIDKeys.isEmpty {
+            logger.warning("connection ids keyed per process (no cluster key, no --connection-id-key-file): they do not survive failover")
+            connectionIDKeys = [SipHash24(k0: WallClock.randomSeed(), k1: WallClock.randomSeed())]
+        }
         let settings = ClusterNodeSettings(
             id: nodeID, peers: mode, broker: brokerSettings, database: db,
             http: try http.map { try endpoint("http", $0) }, clusterName: self.cluster,
-            secret: secret ?? self.cluster, cluster: cluster, tracker: try service.config())
+            keys: keys, connectionIDKeys: connectionIDKeys, cluster: cluster, tracker: try service.config())
         if let problem = settings.problems.first { throw ValidationError(problem) }
         return settings
+    }
+
+    /// Reads a key file, with errors that name the flag and never echo the key. A file
+    /// others may read is worth a warning: the key is all that stands between the broker
+    /// and the cluster.
+    static func readKey(_ path: String, flag: String, logger: Logger) throws -> ClusterKey {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw ValidationError("--\(flag): cannot read \(path)") }
+        let key: ClusterKey
+        do { key = try ClusterKey(keyFile: text) } catch { throw ValidationError("--\(flag) \(path): \(error)") }
+        if let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int, mode & 0o077 != 0 {
+            logger.warning("key file is readable by others; chmod 600 it", metadata: ["file": "\(path)", "mode": "\(String(mode, radix: 8))"])
+        }
+        return key
     }
 
     /// `1s`, `250ms` or plain milliseconds.

@@ -49,7 +49,8 @@ class Node:
     def start(self):
         args = [tracker_binary(), "run", "--id", str(self.node_id), *self.peer_args,
                 "--broker", self.cluster.broker, "--db", self.db, "--http", f"{self.http_host}:{self.http}",
-                "--cluster", self.cluster.name, "--keepalive", self.cluster.keepalive, "--log-level", "info"]
+                "--cluster", self.cluster.name, "--keepalive", self.cluster.keepalive, "--log-level", "info",
+                *self.cluster.security_args]
         prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
         self.proc = subprocess.Popen(prefix + args, stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT)
 
@@ -112,9 +113,23 @@ def repository_rows(path):
 class Cluster:
     """N nodes on loopback behind a multicast group, one broker topic per cluster."""
 
-    def __init__(self, name, group_port, keepalive="1s", broker="stomp://127.0.0.1:61613", peer_args=None):
+    def __init__(self, name, group_port, keepalive="1s", broker="stomp://127.0.0.1:61613", peer_args=None,
+                 key=True, broker_user=None):
         self.name = name
         self.work = tempfile.mkdtemp(prefix=f"cluster-{name}-")
+        # Every cluster runs authenticated unless a test asks otherwise; broker_user is
+        # (login, password) for an ActiveMQ with authentication on.
+        self.key_file = os.path.join(self.work, "cluster.key")
+        if key:
+            subprocess.run([tracker_binary(), "keygen", "--output", self.key_file], check=True)
+            self.security_args = ["--cluster-key-file", self.key_file]
+        else:
+            self.security_args = ["--insecure-cluster"]
+        if broker_user:
+            password_file = os.path.join(self.work, "broker.password")
+            with open(password_file, "w") as f:
+                f.write(broker_user[1] + "\n")
+            self.security_args += ["--broker-user", broker_user[0], "--broker-password-file", password_file]
         self.group = ("239.255.42.99", group_port)
         self.keepalive = keepalive
         self.broker = broker
@@ -243,11 +258,13 @@ class GroupClient:
 class StompRaw:
     """A bare STOMP connection, for putting garbage on the broker."""
 
-    def __init__(self, host="127.0.0.1", port=61613):
+    def __init__(self, host="127.0.0.1", port=61613, login=None, passcode=None, expect_connected=True):
         self.sock = socket.create_connection((host, port), timeout=5)
-        self.sock.sendall(b"CONNECT\naccept-version:1.2\nhost:/\n\n\0")
+        credentials = f"login:{login}\npasscode:{passcode}\n".encode() if login else b""
+        self.sock.sendall(b"CONNECT\naccept-version:1.2\nhost:/\n" + credentials + b"\n\0")
         reply = self.sock.recv(4096)
-        if not reply.startswith(b"CONNECTED"):
+        self.connected = reply.startswith(b"CONNECTED")
+        if expect_connected and not self.connected:
             fail(f"broker did not answer CONNECT: {reply[:100]!r}")
 
     def send(self, destination, body, binary=True):

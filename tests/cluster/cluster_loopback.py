@@ -215,7 +215,7 @@ def garbage(cluster):
     raw.close()
     time.sleep(1.5)
     for n in cluster.live():
-        if "dropped a malformed cluster message" not in open(n.log_path).read():
+        if "dropped a cluster message" not in open(n.log_path).read():
             fail(f"node {n.node_id} did not log the malformed messages")
     crashed = [n.node_id for n in cluster.nodes if n.proc.returncode not in (None, -9)]
     if crashed:

@@ -13,15 +13,20 @@ public struct ClusterNodeSettings: Sendable {
     public var database: String
     public var http: PeerEndpoint?
     public var clusterName: String
-    /// Keys connection ids, so every node accepts the ids any master issued.
-    public var secret: String
+    /// Authenticate every cluster message; the first signs, any verifies (rotation). Empty
+    /// only with `--insecure-cluster`: messages are then framed under a public key.
+    public var keys: [ClusterKey]
+    /// Keys connection ids, so every node accepts the ids any master issued: derived from
+    /// the cluster key, or read from a file, or (insecure, no file) random per process.
+    public var connectionIDKeys: [SipHash24]
     public var cluster: ClusterConfig
     public var tracker: TrackerConfig
 
     public init(id: NodeID, peers: PeerChannelMode, broker: StompSettings, database: String, http: PeerEndpoint?,
-                clusterName: String, secret: String, cluster: ClusterConfig, tracker: TrackerConfig) {
+                clusterName: String, keys: [ClusterKey], connectionIDKeys: [SipHash24], cluster: ClusterConfig, tracker: TrackerConfig) {
         self.id = id; self.peers = peers; self.broker = broker; self.database = database; self.http = http
-        self.clusterName = clusterName; self.secret = secret; self.cluster = cluster; self.tracker = tracker
+        self.clusterName = clusterName; self.keys = keys; self.connectionIDKeys = connectionIDKeys
+        self.cluster = cluster; self.tracker = tracker
     }
 
     public var problems: [String] {
@@ -30,6 +35,8 @@ public struct ClusterNodeSettings: Sendable {
             out.append("cluster name must be non-empty letters, digits, '-', '_' or '.'")
         }
         if database.isEmpty { out.append("--db needs a file path") }
+        if keys.count > 2 { out.append("at most two cluster keys (the current one and the one being rotated out)") }
+        if connectionIDKeys.isEmpty { out.append("no connection-id key") }
         switch peers {
         case .group(let g, _), .vip(_, let g, _):
             if !g.ip.isIPv4Multicast { out.append("group \(g.ip) is not an IPv4 multicast address (224.0.0.0/4)") }
@@ -52,6 +59,9 @@ public final class ClusterServer: @unchecked Sendable {
     let writer: StoreWriter
     let incarnation: UInt64
     var node: TrackerNode
+    /// Seals what we publish and verifies what the broker delivers.
+    var channel: ClusterChannel
+    let rejectLog: RateLimitedLog
     var stomp: StompClient!
     var sockets: PeerSockets!
     var http: Channel?
@@ -87,17 +97,20 @@ public final class ClusterServer: @unchecked Sendable {
         case .success(let state): restored = state
         case .failure(let error): storeFailure = "\(error)"
         }
-        let seedKey = SipHash24(k0: 0x7472_6163_6b65_7231, k1: 0x636c_7573_7465_7231)
-        let words = Array(settings.secret.utf8).chunks(of: 8).map { chunk in chunk.reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
-        let key = SipHash24(k0: seedKey.hash(words: words + [1]), k1: seedKey.hash(words: words + [2]))
         let handler = PeerRequestHandler(config: settings.tracker,
-                                         connectionIDs: ConnectionIDPolicy(key: key, lifetimeSeconds: settings.tracker.connectionIDLifetimeSeconds))
+                                         connectionIDs: ConnectionIDPolicy(keys: settings.connectionIDKeys,
+                                                                           lifetimeSeconds: settings.tracker.connectionIDLifetimeSeconds))
         startedAt = WallClock.now()
+        channel = ClusterChannel(keys: settings.keys, maxAge: max(.seconds(30), settings.cluster.keepaliveInterval * 10), startedAt: startedAt)
+        rejectLog = RateLimitedLog(logger: logger, every: .seconds(10))
         // Start time in the high bits: of two running nodes with one id, the newer yields.
         incarnation = UInt64(startedAt.milliseconds) << 20 | WallClock.randomSeed() & 0xF_FFFF
         node = TrackerNode(id: settings.id, incarnation: incarnation, config: settings.cluster, handler: handler,
                            seed: WallClock.randomSeed(), now: startedAt, restoring: restored,
                            address: settings.http.map { "http://\($0)" } ?? settings.peers.serviceAddress.description)
+        for problem in node.restoreProblems {
+            logger.error("repository held an impossible value; repaired", metadata: ["problem": "\(problem)", "db": "\(settings.database)"])
+        }
         if let storeFailure {
             logger.error("repository unusable; voting ERROR until it recovers", metadata: ["error": "\(storeFailure)"])
             _ = node.step(.storeResult(ok: false, detail: storeFailure), now: startedAt)
@@ -197,7 +210,7 @@ public final class ClusterServer: @unchecked Sendable {
     }
 
     func publish(_ env: ClusterEnvelope, to destination: String) {
-        stomp.send(to: destination, body: ClusterCodec.encode(env), headers: [("sender", String(incarnation, radix: 16))])
+        stomp.send(to: destination, body: channel.seal(env, now: WallClock.now()), headers: [("sender", String(incarnation, radix: 16))])
     }
 
     func store(_ write: StoreWrite) {
@@ -275,14 +288,14 @@ public final class ClusterServer: @unchecked Sendable {
             break
         case .message(let destination, let headers, let body):
             if headers.first(where: { $0.name == "sender" })?.value == String(incarnation, radix: 16) { return }
-            switch ClusterCodec.decode(body) {
+            switch channel.open(body, ownID: node.id, now: WallClock.now()) {
             case .success(let env):
                 stats.clusterMessages += 1
                 if !stopping { step(.cluster(env)) }
-            case .failure(let error):
-                stats.badClusterMessages += 1
-                logger.warning("dropped a malformed cluster message", metadata: [
-                    "destination": "\(destination)", "bytes": "\(body.readableBytes)", "error": "\(error)"])
+            case .failure(let reason):
+                stats.rejected[reason, default: 0] += 1
+                rejectLog.warning("dropped a cluster message", key: reason.rawValue, metadata: [
+                    "reason": "\(reason)", "destination": "\(destination)", "bytes": "\(body.readableBytes)"])
             }
         }
     }
@@ -317,7 +330,8 @@ public struct ClusterServerStats: Sendable {
     public var replies = 0
     public var errorReplies = 0
     public var clusterMessages = 0
-    public var badClusterMessages = 0
+    /// Cluster frames dropped by the channel, per reason.
+    public var rejected: [ClusterRejection: Int] = [:]
     public var storeFailures = 0
     /// Writes handed to the writer thread and not yet done: how far the disk trails memory.
     public var storeBacklog = 0
@@ -339,11 +353,5 @@ final class PeerDatagramHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         // ICMP port-unreachable from a vanished peer and the like: not fatal.
-    }
-}
-
-extension Array {
-    func chunks(of size: Int) -> [ArraySlice<Element>] {
-        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
     }
 }

@@ -25,7 +25,12 @@ struct NodeStatus: Codable {
         var connectionsLost: Int
         var errorFrames: Int
         var badFrames: Int
+        /// Every cluster frame the channel dropped, whatever the reason.
         var badClusterMessages: Int
+        /// The same, per reason (every reason listed, zeros included).
+        var rejectedClusterMessages: [String: Int]
+        /// False with `--insecure-cluster`: anyone on the broker can forge messages.
+        var authenticated: Bool
     }
 
     var id: UInt32
@@ -90,7 +95,9 @@ extension ClusterServer {
                 connected: stomp?.isReady ?? false, sent: stomp?.stats.sent ?? 0, received: stomp?.stats.received ?? 0,
                 droppedWhileDown: stomp?.stats.droppedWhileDown ?? 0, connectionsLost: stomp?.stats.connectionsLost ?? 0,
                 errorFrames: stomp?.stats.errorFrames ?? 0, badFrames: stomp?.stats.badFrames ?? 0,
-                badClusterMessages: stats.badClusterMessages),
+                badClusterMessages: stats.rejected.values.reduce(0, +),
+                rejectedClusterMessages: Dictionary(uniqueKeysWithValues: ClusterRejection.allCases.map { ($0.rawValue, stats.rejected[$0] ?? 0) }),
+                authenticated: !settings.keys.isEmpty),
             members: members)
     }
 }
