@@ -18,6 +18,8 @@ public struct Scenario: Sendable, CustomStringConvertible {
     public var clockDrift: [Int64]
     public var announceInterval: UInt32
     public var peerTimeout: Milliseconds
+    /// A hostile participant on the broker during the fault window, if any.
+    public var adversary: Adversary.Plan?
 
     public static let start = Instant(milliseconds: 1_700_000_000_000)
 
@@ -138,6 +140,12 @@ public struct Scenario: Sendable, CustomStringConvertible {
             joined += 1
         }
         self.faults = faults.sorted { $0.at < $1.at }
+        // Drawn from a stream of its own, so adding it changed no other draw.
+        var hostile = SeededGenerator(seed: seed ^ 0x4144_5645_5253_4152)
+        if hostile.chance(0.3) {
+            adversary = Adversary.Plan(kind: hostile.chance(0.5) ? .outsider : .insider,
+                                       every: Milliseconds(Int64(100 + hostile.below(500))))
+        }
     }
 
     /// A fault-free network with chosen nodes and faults: for named scenario tests.
@@ -165,6 +173,6 @@ public struct Scenario: Sendable, CustomStringConvertible {
         return "nodes=\(nodes) (\(initialNodes) initial) quorum=\(quorum.rawValue) loss=\(lossRate) dup=\(duplicateRate) "
             + "delay=\(minDelay)-\(maxDelay)ms peers=\(peers) torrents=\(torrents) "
             + "faults-until=\(faultEnd.milliseconds - Scenario.start.milliseconds)ms drift=\(clockDrift) "
-            + "interval=\(announceInterval)s faults=[\(f)]"
+            + "interval=\(announceInterval)s faults=[\(f)]" + (adversary.map { " adversary=\($0)" } ?? "")
     }
 }

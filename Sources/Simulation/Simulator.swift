@@ -11,6 +11,12 @@ public struct SimulationReport: Sendable, CustomStringConvertible {
     public var commits: Int
     public var acknowledgedAnnounces: Int
     public var trace: [String]
+    /// Frames the adversary injected, and frames the nodes' channels dropped (any source).
+    public var hostileFrames = 0
+    public var rejectedFrames: [ClusterRejection: Int] = [:]
+    /// Hostile frames that reached a live node's channel, and how many of those it dropped.
+    public var hostileDelivered = 0
+    public var hostileRejected = 0
 
     public var passed: Bool { violation == nil }
     public var replayCommand: String { "swift run tracker simulate --seed \(seed) --trace" }
@@ -50,11 +56,13 @@ struct SimSlot {
     /// Bumped when the node's memory is lost beyond what its disk kept, or wiped.
     var generation = 0
     var extraDelay: Int64 = 0
+    /// Seals the node's frames and verifies what reaches it, as in the runtime.
+    var channel: ClusterChannel?
 }
 
 enum SimEvent {
     case tick(Int)
-    case cluster(Int, ClusterEnvelope)
+    case cluster(Int, ByteBuffer, fromAdversary: Bool)
     case peerDatagram(Int, ByteBuffer, PeerEndpoint)
     case reply(Int, ByteBuffer)
     case storeResult(Int, UInt64, Bool)
@@ -62,6 +70,7 @@ enum SimEvent {
     case peerWake(Int)
     case fault(Scenario.Fault)
     case endFaults
+    case adversaryWake
 }
 
 struct AckedAnnounce {
@@ -89,6 +98,13 @@ public struct Simulator {
     var config: ClusterConfig
     var trackerConfig: TrackerConfig
     let key: SipHash24
+    /// The cluster key every node holds (an insider adversary too).
+    let clusterKey: ClusterKey
+    var adversary: Adversary?
+    /// Frames the nodes' channels dropped, per reason.
+    public private(set) var rejections: [ClusterRejection: Int] = [:]
+    var hostileDelivered = 0
+    var hostileRejected = 0
 
     var epochMasters: [Epoch: NodeID] = [:]
     var appliedDigests: [TxRef: UInt64] = [:]
@@ -119,6 +135,11 @@ public struct Simulator {
         t.peerTimeout = scenario.peerTimeout
         self.trackerConfig = t
         self.key = SipHash24(k0: scenario.seed, k1: 0x4B45_59)
+        var keyBytes = SeededGenerator(seed: scenario.seed ^ 0x4B45_5953)
+        self.clusterKey = ClusterKey(bytes: (0..<ClusterKey.length).map { _ in UInt8(truncatingIfNeeded: keyBytes.next()) }) ?? .insecure
+        if let plan = scenario.adversary {
+            adversary = Adversary(plan: plan, seed: scenario.seed ^ 0x4845_5245_5449_43, key: clusterKey, now: Scenario.start)
+        }
     }
 
     /// Far above what a healthy scenario needs (a few thousand events).
@@ -147,6 +168,10 @@ public struct Simulator {
         for s in 0..<scenario.initialNodes { startNode(s) }
         for f in scenario.faults { queue.push(f.at, .fault(f.fault)) }
         queue.push(scenario.faultEnd, .endFaults)
+        if var a = adversary {
+            queue.push(now + Milliseconds(1000) + a.nextDelay(), .adversaryWake)
+            adversary = a
+        }
     }
 
     /// Runs every event up to `time` (virtual), checking invariants after each.
@@ -172,7 +197,9 @@ public struct Simulator {
         if violation == nil && !converged { fail(convergenceProblem() ?? "did not converge") }
         if violation == nil { checkAcknowledged() }
         return SimulationReport(seed: scenario.seed, scenario: scenario, violation: violation, traceHash: traceDigest.value,
-                                events: events, commits: commits, acknowledgedAnnounces: acknowledged, trace: trace)
+                                events: events, commits: commits, acknowledgedAnnounces: acknowledged, trace: trace,
+                                hostileFrames: adversary?.injected ?? 0, rejectedFrames: rejections,
+                                hostileDelivered: hostileDelivered, hostileRejected: hostileRejected)
     }
 
     // MARK: observation, for named scenario tests
@@ -231,6 +258,7 @@ public struct Simulator {
                                seed: rng.next(), now: nodeNow(slot), restoring: durable,
                                address: "10.9.0.\(slot + 1):6969")
         slots[slot].node = node
+        slots[slot].channel = ClusterChannel(keys: [clusterKey], startedAt: nodeNow(slot))
         slots[slot].trackedLast = node.replica.lastCommitted
         slots[slot].scheduledTick = nil
         note(slot, "start (restored \(node.replica.lastCommitted))")
@@ -265,8 +293,36 @@ public struct Simulator {
             guard slots[s].scheduledTick == now else { return }
             slots[s].scheduledTick = nil
             step(s, .tick, label: "tick")
-        case .cluster(let s, let env):
-            step(s, .cluster(env), label: "\(env.message.name) from n\(env.from.rawValue) \(env.epoch)")
+        case .cluster(let s, let frame, let fromAdversary):
+            guard let node = slots[s].node, var channel = slots[s].channel else { return }
+            let opened = channel.open(frame, ownID: node.id, now: nodeNow(s))
+            slots[s].channel = channel
+            if fromAdversary {
+                hostileDelivered += 1
+                if case .failure = opened { hostileRejected += 1 }
+            }
+            switch opened {
+            case .success(let env):
+                if fromAdversary && adversary?.plan.kind == .outsider {
+                    return fail("s\(s) accepted a frame forged without the key: \(env.message.name) from n\(env.from.rawValue)")
+                }
+                step(s, .cluster(env), label: "\(fromAdversary ? "HOSTILE " : "")\(env.message.name) from n\(env.from.rawValue) \(env.epoch)")
+            case .failure(let reason):
+                rejections[reason, default: 0] += 1
+                if tracing && !fromAdversary { note(s, "dropped a frame: \(reason)") }
+            }
+        case .adversaryWake:
+            guard var a = adversary, !faultsOver else { return }
+            let master = servingSlot.flatMap { s in slots[s].node.map { (id: $0.id, epoch: $0.epoch) } }
+            let ids = slots.compactMap { $0.node?.id }
+            let frame = a.forge(now: now, master: master, ids: ids)
+            // Published on the topic: every live node gets it, after a delay of the
+            // adversary's own drawing (the nodes' randomness is not touched).
+            for s in slots.indices where slots[s].node != nil {
+                queue.push(now + Milliseconds(1) + Milliseconds(Int64(a.rng.below(Int(scenario.maxDelay) + 1))), .cluster(s, frame, fromAdversary: true))
+            }
+            queue.push(now + a.nextDelay(), .adversaryWake)
+            adversary = a
         case .peerDatagram(let s, let bytes, let from):
             step(s, .peer(bytes, from: from), label: "datagram from \(from)")
         case .reply(let p, let bytes):
@@ -348,11 +404,12 @@ public struct Simulator {
     mutating func lost() -> Bool { !faultsOver && rng.chance(scenario.lossRate) }
     mutating func duplicated() -> Bool { !faultsOver && rng.chance(scenario.duplicateRate) }
 
-    mutating func deliverCluster(_ env: ClusterEnvelope, from: Int, to: Int) {
+    mutating func deliverCluster(_ frame: ByteBuffer, from: Int, to: Int) {
         guard slots[to].node != nil, !blocked(from, to) else { return }
         if lost() { return }
-        queue.push(now + delay(from, to), .cluster(to, env))
-        if duplicated() { queue.push(now + delay(from, to), .cluster(to, env)) }
+        queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false))
+        // A duplicate is dropped by the receiver's replay window.
+        if duplicated() { queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false)) }
     }
 
     mutating func multicast(_ bytes: ByteBuffer, from peer: Int) {
@@ -371,11 +428,15 @@ public struct Simulator {
             guard case .success(let decoded) = ClusterCodec.decode(bytes), decoded == env else {
                 return fail("cluster codec does not round-trip \(env.message.name)")
             }
+            guard var channel = slots[slot].channel else { return }
+            let frame = channel.seal(env, now: nodeNow(slot))
+            slots[slot].channel = channel
+            adversary?.capture(frame)
             if case .send = action, let to = env.to {
                 // Unicast reaches every live node holding that id (an impostor too).
-                for s in slots.indices where s != slot && slots[s].node?.id == to { deliverCluster(decoded, from: slot, to: s) }
+                for s in slots.indices where s != slot && slots[s].node?.id == to { deliverCluster(frame, from: slot, to: s) }
             } else {
-                for s in slots.indices where s != slot { deliverCluster(decoded, from: slot, to: s) }
+                for s in slots.indices where s != slot { deliverCluster(frame, from: slot, to: s) }
             }
         case .reply(let response, let to):
             guard let node = slots[slot].node, node.isServing else {
