@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BIN" run --udp 127.0.0.1:6979 --log-level warning & pids+=($!)
+"$BIN" run --udp 127.0.0.1:6979 --log-level warning --connect-limit off --announce-limit off & pids+=($!)
 sleep 1
 echo "== standalone node (udp 127.0.0.1:6979)"
 standalone=$("$BIN" bench --target 127.0.0.1:6979 --duration "$SECONDS_" --concurrency "$CONC" --torrents "$TORRENTS" | tail -1)
@@ -25,9 +25,11 @@ echo "$standalone"
 kill -TERM "${pids[0]}"; wait "${pids[0]}" || true; pids=()
 
 scripts/activemq.sh status >/dev/null 2>&1 || { scripts/activemq.sh start; started_broker=1; }
+"$BIN" keygen --output "$WORK/cluster.key"
 for i in 1 2 3; do
   "$BIN" run --id "$i" --group 239.255.42.99:6979 --interface lo --broker stomp://127.0.0.1:61613 \
-    --db "$WORK/n$i.sqlite" --http "127.0.0.1:$((8190 + i))" --cluster "bench$$" --log-level warning & pids+=($!)
+    --db "$WORK/n$i.sqlite" --http "127.0.0.1:$((8190 + i))" --cluster "bench$$" --log-level warning \
+    --cluster-key-file "$WORK/cluster.key" --connect-limit off --announce-limit off & pids+=($!)
 done
 for _ in $(seq 1 100); do
   curl -s -m 1 http://127.0.0.1:8193/api/node | grep -q '"serving":true' && break; sleep 0.1

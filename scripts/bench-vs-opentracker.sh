@@ -30,7 +30,7 @@ tracker.rootdir $WORK
 CONF
 opentracker -f "$WORK/opentracker.conf" > "$WORK/opentracker.log" 2>&1 &
 pids+=($!)
-$BIN run --udp 127.0.0.1:16969 --log-level warning > "$WORK/tracker.log" 2>&1 &
+$BIN run --udp 127.0.0.1:16969 --log-level warning --connect-limit off --announce-limit off > "$WORK/tracker.log" 2>&1 &
 pids+=($!)
 sleep 2
 

@@ -37,25 +37,45 @@ public struct PeerRequestHandler: Sendable {
 
     public static let invalidConnectionIDMessage = "invalid or expired connection id"
 
-    public func decide(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant, store: SwarmStore) -> PeerRequestDecision {
+    /// A per-source limiter for this handler's configuration (one per serving node).
+    public func makeRateLimiter(key: SipHash24) -> SourceRateLimiter {
+        SourceRateLimiter(connect: config.connectLimit, announce: config.announceLimit, key: key, tableSize: config.rateLimitTableSize)
+    }
+
+    /// Decides what to do with one datagram.
+    ///
+    /// Amplification: a source that has not proven it owns its address (no valid
+    /// connection id) never gets a reply larger than what it sent — a connect is answered
+    /// with 16 bytes for 16, and an error to an unproven request is cut to the request's
+    /// size (or not sent). Connects and announces beyond the source's rate limit get no
+    /// reply at all.
+    public func decide(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant, store: SwarmStore,
+                       limiter: inout SourceRateLimiter) -> PeerRequestDecision {
         let source = PeerEndpoint(ip: source.ip.unmapped, port: source.port)
+        let size = datagram.readableBytes
         let request: TrackerRequest
         switch BEP15Codec.decodeRequest(datagram) {
         case .success(let r): request = r
         case .failure(let error):
             guard let tid = error.transactionID else { return .drop(error) }
-            return .reply(.error(ErrorResponse(transactionID: tid, message: error.message)))
+            return Self.unproven(.error(ErrorResponse(transactionID: tid, message: error.message)), within: size, or: error)
         }
         switch request {
         case .connect(let r):
+            guard limiter.allow(.connect, from: source.ip, now: now) else { return .drop(Self.rateLimited(r.transactionID)) }
             return .reply(.connect(ConnectResponse(transactionID: r.transactionID,
                                                    connectionID: connectionIDs.issue(for: source.ip, now: now))))
         case .announce(let r):
             guard connectionIDs.isValid(r.connectionID, for: source.ip, now: now) else {
-                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: Self.invalidConnectionIDMessage)))
+                return Self.unproven(.error(ErrorResponse(transactionID: r.transactionID, message: Self.invalidConnectionIDMessage)),
+                                     within: size, or: Self.invalidID(r.transactionID))
             }
+            guard limiter.allow(.announce, from: source.ip, now: now) else { return .drop(Self.rateLimited(r.transactionID)) }
             guard r.port != 0 || r.event == .stopped else {
                 return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: "invalid port 0")))
+            }
+            if r.event != .stopped, let full = capacityProblem(r, source: source, store: store) {
+                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: full)))
             }
             var ip = source.ip
             if config.trustAnnouncedIP, r.ip != 0, source.ip.family == .v4 { ip = .v4(r.ip) }
@@ -65,11 +85,38 @@ public struct PeerRequestHandler: Sendable {
                                            peersWanted: config.peersWanted(r.numWant)))
         case .scrape(let r):
             guard connectionIDs.isValid(r.connectionID, for: source.ip, now: now) else {
-                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: Self.invalidConnectionIDMessage)))
+                return Self.unproven(.error(ErrorResponse(transactionID: r.transactionID, message: Self.invalidConnectionIDMessage)),
+                                     within: size, or: Self.invalidID(r.transactionID))
             }
-            return .reply(.scrape(ScrapeResponse(transactionID: r.transactionID, entries: r.infoHashes.map(store.scrape))))
+            let hashes = r.infoHashes.prefix(config.maxScrapeHashes)
+            return .reply(.scrape(ScrapeResponse(transactionID: r.transactionID, entries: hashes.map(store.scrape))))
         }
     }
+
+    /// Why a new announce cannot be held: the tracker or the swarm is full.
+    func capacityProblem(_ r: AnnounceRequest, source: PeerEndpoint, store: SwarmStore) -> String? {
+        guard let swarm = store[r.infoHash] else {
+            return store.swarmCount >= config.maxSwarms ? "tracker is full (\(config.maxSwarms) swarms); retry later" : nil
+        }
+        let ip = config.trustAnnouncedIP && r.ip != 0 && source.ip.family == .v4 ? IPAddress.v4(r.ip) : source.ip
+        guard swarm.peerCount >= config.maxPeersPerSwarm, swarm.peer(PeerKey(peerID: r.peerID, ip: ip)) == nil else { return nil }
+        return "swarm is full (\(config.maxPeersPerSwarm) peers); retry later"
+    }
+
+    /// An answer to a source that proved nothing: cut to fit in the request's size, or
+    /// dropped when not even the header fits.
+    static func unproven(_ response: TrackerResponse, within size: Int, or error: RequestDecodingError) -> PeerRequestDecision {
+        guard case .error(var e) = response else { return .reply(response) }
+        let room = size - 8
+        guard room > 0 else { return .drop(error) }
+        if e.message.utf8.count > room { e.message = String(decoding: e.message.utf8.prefix(room), as: UTF8.self) }
+        // Decoding repair may lengthen a cut multi-byte character: stay within the room.
+        while e.message.utf8.count > room { e.message.removeLast() }
+        return .reply(.error(e))
+    }
+
+    static func rateLimited(_ tid: UInt32) -> RequestDecodingError { RequestDecodingError(reason: .rateLimited, transactionID: tid) }
+    static func invalidID(_ tid: UInt32) -> RequestDecodingError { RequestDecodingError(reason: .invalidConnectionID, transactionID: tid) }
 
     /// The answer to a committed announce, computed from the state that includes it.
     public func answer(_ pending: PendingAnnounce, store: SwarmStore, rng: inout SeededGenerator) -> TrackerResponse {
@@ -95,15 +142,18 @@ public struct StandaloneTracker: Sendable {
     public private(set) var store = SwarmStore()
     private var rng: SeededGenerator
     private var nextExpiry: Instant?
+    public private(set) var limiter: SourceRateLimiter
 
     public init(handler: PeerRequestHandler, seed: UInt64) {
         self.handler = handler
-        self.rng = SeededGenerator(seed: seed)
+        var rng = SeededGenerator(seed: seed)
+        self.limiter = handler.makeRateLimiter(key: SipHash24(k0: rng.next(), k1: rng.next()))
+        self.rng = rng
     }
 
     /// Returns the reply to send to the datagram's source, if any.
     public mutating func receive(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant) -> TrackerResponse? {
-        switch handler.decide(datagram, from: source, now: now, store: store) {
+        switch handler.decide(datagram, from: source, now: now, store: store, limiter: &limiter) {
         case .reply(let response):
             return response
         case .commit(let pending):

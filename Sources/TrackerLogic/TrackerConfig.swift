@@ -13,6 +13,19 @@ public struct TrackerConfig: Sendable, Hashable {
     public var trustAnnouncedIP: Bool = false
     /// Minimum validity of a connection id, in seconds (BEP 15 demands 120).
     public var connectionIDLifetimeSeconds: Int64 = 300
+    /// Per-source limits: beyond them requests are dropped without a reply.
+    public var connectLimit = SourceRateLimiter.Limit(perSecond: 100, burst: 200)
+    public var announceLimit = SourceRateLimiter.Limit(perSecond: 100, burst: 200)
+    /// Slots of the per-source table (16 bytes each; a power of two).
+    public var rateLimitTableSize = 1 << 16
+    /// Most swarms held: an announce that would start one more gets a BEP 15 error.
+    public var maxSwarms = 1_000_000
+    /// Most peers in one swarm: a new peer beyond it gets a BEP 15 error (peers already
+    /// in the swarm keep announcing).
+    public var maxPeersPerSwarm = 100_000
+    /// Most info hashes answered per scrape (BEP 15 fits 74 in a datagram); the rest of a
+    /// longer scrape is not answered.
+    public var maxScrapeHashes = BEP15Codec.maxScrapeHashes
 
     public init() {}
 
@@ -31,6 +44,11 @@ public struct TrackerConfig: Sendable, Hashable {
         if numWantMax < 1 { out.append("num_want maximum must be at least 1") }
         if numWantDefault > numWantMax { out.append("num_want default (\(numWantDefault)) exceeds the maximum (\(numWantMax))") }
         if connectionIDLifetimeSeconds < 120 { out.append("connection id lifetime must be at least 120 s (BEP 15)") }
+        if maxSwarms < 1 { out.append("max swarms must be at least 1") }
+        if maxPeersPerSwarm < 1 { out.append("max peers per swarm must be at least 1") }
+        if !(1...BEP15Codec.maxScrapeHashes).contains(maxScrapeHashes) {
+            out.append("max scrape hashes must be from 1 to \(BEP15Codec.maxScrapeHashes)")
+        }
         return out
     }
 

@@ -24,6 +24,21 @@ struct PeerServiceOptions: ParsableArguments {
     @Flag(name: .customLong("trust-announced-ip"), help: "Use the announce's ip field instead of the sender's address.")
     var trustAnnouncedIP = false
 
+    @Option(name: .customLong("connect-limit"), help: "Connects per second per source address, as RATE or RATE/BURST, or 'off'.")
+    var connectLimit: String = "100/200"
+
+    @Option(name: .customLong("announce-limit"), help: "Announces per second per source address, as RATE or RATE/BURST, or 'off'.")
+    var announceLimit: String = "100/200"
+
+    @Option(name: .customLong("max-swarms"), help: "Most swarms held; an announce that would start another gets a BEP 15 error.")
+    var maxSwarms: Int = 1_000_000
+
+    @Option(name: .customLong("max-peers-per-swarm"), help: "Most peers in one swarm; a new peer beyond it gets a BEP 15 error.")
+    var maxPeersPerSwarm: Int = 100_000
+
+    @Option(name: .customLong("max-scrape"), help: "Most info hashes answered per scrape (1-74).")
+    var maxScrape: Int = 74
+
     func config() throws -> TrackerConfig {
         var c = TrackerConfig()
         c.announceInterval = interval
@@ -32,8 +47,25 @@ struct PeerServiceOptions: ParsableArguments {
         c.numWantMax = numWantMax
         c.connectionIDLifetimeSeconds = connectionIDLifetime
         c.trustAnnouncedIP = trustAnnouncedIP
+        c.connectLimit = try Self.limit(connectLimit, flag: "connect-limit")
+        c.announceLimit = try Self.limit(announceLimit, flag: "announce-limit")
+        c.maxSwarms = maxSwarms
+        c.maxPeersPerSwarm = maxPeersPerSwarm
+        c.maxScrapeHashes = maxScrape
         if let problem = c.problems.first { throw ValidationError(problem) }
         return c
+    }
+
+    /// `off`, `RATE` (burst twice the rate) or `RATE/BURST`.
+    static func limit(_ text: String, flag: String) throws -> SourceRateLimiter.Limit {
+        if text == "off" || text == "0" { return .off }
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), let rate = UInt32(parts[0]), rate > 0, rate <= 1_000_000 else {
+            throw ValidationError("--\(flag): expected RATE, RATE/BURST or off (got '\(text)')")
+        }
+        let burst = parts.count == 2 ? UInt32(parts[1]) : rate.multipliedReportingOverflow(by: 2).partialValue
+        guard let burst, burst >= 1, burst <= 1_000_000 else { throw ValidationError("--\(flag): burst must be 1 to 1000000 (got '\(text)')") }
+        return SourceRateLimiter.Limit(perSecond: rate, burst: burst)
     }
 }
 

@@ -50,7 +50,7 @@ class Node:
         args = [tracker_binary(), "run", "--id", str(self.node_id), *self.peer_args,
                 "--broker", self.cluster.broker, "--db", self.db, "--http", f"{self.http_host}:{self.http}",
                 "--cluster", self.cluster.name, "--keepalive", self.cluster.keepalive, "--log-level", "info",
-                *self.cluster.security_args]
+                *self.cluster.security_args, *self.cluster.limit_args]
         prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
         self.proc = subprocess.Popen(prefix + args, stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT)
 
@@ -114,7 +114,7 @@ class Cluster:
     """N nodes on loopback behind a multicast group, one broker topic per cluster."""
 
     def __init__(self, name, group_port, keepalive="1s", broker="stomp://127.0.0.1:61613", peer_args=None,
-                 key=True, broker_user=None):
+                 key=True, broker_user=None, limits=False):
         self.name = name
         self.work = tempfile.mkdtemp(prefix=f"cluster-{name}-")
         # Every cluster runs authenticated unless a test asks otherwise; broker_user is
@@ -125,6 +125,9 @@ class Cluster:
             self.security_args = ["--cluster-key-file", self.key_file]
         else:
             self.security_args = ["--insecure-cluster"]
+        # The tests fire hundreds of requests a second from 127.0.0.1; the per-source
+        # limits have a test of their own (tests/cluster/hostile_cluster.py).
+        self.limit_args = ["--connect-limit", "off", "--announce-limit", "off"] if not limits else []
         if broker_user:
             password_file = os.path.join(self.work, "broker.password")
             with open(password_file, "w") as f:

@@ -12,6 +12,10 @@ public struct RequestDecodingError: Error, Hashable, Sendable {
         case truncatedAnnounce(length: Int)
         case emptyScrape
         case tooManyScrapeHashes(Int)
+        /// Decoded fine, but the source is over its rate limit: dropped without reply.
+        case rateLimited
+        /// Decoded fine, but without a valid connection id and too short for any reply.
+        case invalidConnectionID
     }
 
     public var reason: Reason
@@ -31,6 +35,8 @@ public struct RequestDecodingError: Error, Hashable, Sendable {
         case .truncatedAnnounce(let n): return "announce too short (\(n) of 98 bytes)"
         case .emptyScrape: return "scrape names no info hash"
         case .tooManyScrapeHashes(let n): return "scrape names \(n) info hashes; at most \(BEP15Codec.maxScrapeHashes)"
+        case .rateLimited: return "too many requests from this address"
+        case .invalidConnectionID: return PeerRequestHandler.invalidConnectionIDMessage
         }
     }
 }

@@ -33,6 +33,9 @@ public struct TrackerNode: Sendable {
     /// A node of our id with another incarnation, and when it was first heard.
     var idConflict: (incarnation: UInt64, firstHeard: Instant)?
     var nextProbe: Instant?
+    /// Per-source limits on what peers may ask of a serving master (table allocated on
+    /// first use, so only a master pays for it).
+    var limiter: SourceRateLimiter
     var out: [NodeAction] = []
 
     /// - Parameters:
@@ -45,7 +48,9 @@ public struct TrackerNode: Sendable {
         self.config = config.sanitized
         self.handler = handler
         self.address = address
-        self.rng = SeededGenerator(seed: seed)
+        var rng = SeededGenerator(seed: seed)
+        self.limiter = handler.makeRateLimiter(key: SipHash24(k0: rng.next(), k1: rng.next()))
+        self.rng = rng
         self.replica = Replica()
         self.startedAt = now
         var epoch = restoring?.epoch ?? .zero
@@ -418,7 +423,7 @@ public struct TrackerNode: Sendable {
 
     mutating func receivePeer(_ datagram: ByteBuffer, from source: PeerEndpoint, _ now: Instant) {
         guard isServing else { return }  // slaves, candidates and recovering masters stay silent
-        switch handler.decide(datagram, from: source, now: now, store: replica.store) {
+        switch handler.decide(datagram, from: source, now: now, store: replica.store, limiter: &limiter) {
         case .reply(let response): out.append(.reply(response, to: source))
         case .commit(let pending): enqueue(.announce(pending.update), origin: .peer(pending), now)
         case .drop: break
