@@ -133,6 +133,7 @@ public struct Simulator {
         var t = TrackerConfig()
         t.announceInterval = scenario.announceInterval
         t.peerTimeout = scenario.peerTimeout
+        t.rateLimitTableSize = 1024
         self.trackerConfig = t
         self.key = SipHash24(k0: scenario.seed, k1: 0x4B45_59)
         var keyBytes = SeededGenerator(seed: scenario.seed ^ 0x4B45_5953)
@@ -275,6 +276,7 @@ public struct Simulator {
 
     mutating func step(_ slot: Int, _ event: NodeEvent, label: @autoclosure () -> String) {
         guard var node = slots[slot].node else { return }
+        slots[slot].node = nil  // the only reference while it steps: no copy-on-write of its state
         let actions = node.step(event, now: nodeNow(slot))
         slots[slot].node = node
         traceDigest.add(UInt64(bitPattern: now.milliseconds), UInt64(slot), UInt64(actions.count))
