@@ -2,7 +2,8 @@
 # Runs every test: setup, an optimized build (the simulator runs thousands of
 # scenarios), the real-process tests (real BitTorrent clients, malformed floods, the
 # multi-process cluster with ActiveMQ, shared-address mode in network namespaces), then
-# `swift test` (protocol, runtime and cluster simulation suites).
+# `swift test` (protocol, runtime and cluster simulation suites), then libFuzzer on the
+# BEP 15, cluster and STOMP decoders (FUZZ_SECONDS each, default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -32,3 +33,4 @@ if [ "$failed" -gt 0 ]; then
   exit 1
 fi
 swift test -c release --skip-build
+scripts/fuzz.sh all "${FUZZ_SECONDS:-60}"

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import Testing
 import TrackerLogic
@@ -241,5 +242,20 @@ struct ReplicaTests {
         #expect(merged.scrape(hashA).completed == 1)
         merged.apply(a.content().map { .merge($0) })
         #expect(merged.scrape(hashA).completed == 1, "merging twice does not double count")
+    }
+}
+
+/// The committed fuzzing seeds (Fuzz/corpus/cluster) stay valid messages as the codec
+/// evolves, so the fuzzer starts from inputs that reach the node.
+@Suite("Fuzzing seed corpus") struct FuzzCorpusTests {
+    @Test func clusterSeedsDecode() throws {
+        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Fuzz/corpus/cluster").standardized
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
+        #expect(files.count >= 10)
+        for name in files {
+            let data = try Data(contentsOf: dir.appendingPathComponent(name))
+            let decoded = ClusterCodec.decode(ByteBuffer(bytes: data))
+            if case .failure(let e) = decoded { Issue.record("seed \(name) does not decode: \(e)") }
+        }
     }
 }
