@@ -128,7 +128,9 @@ public final class SQLiteRepository {
                 case .snapshot(let s): try Self.replace(with: s, db)
                 case .epoch(let e):
                     let stored = try Self.meta("epoch", db).map { Epoch(packed: UInt64(bitPattern: $0)) } ?? .zero
-                    if e > stored { try Self.setMeta("epoch", Int64(bitPattern: e.packed), db) }
+                    // Only ever upwards — except over an impossible stored value (a forged
+                    // term that once reached the disk), which the node has reported and reset.
+                    if e > stored || !stored.isWellFormed { try Self.setMeta("epoch", Int64(bitPattern: e.packed), db) }
                 case .wipe: try Self.wipe(db, keepEpoch: true)
                 case .probe:
                     // A real write: a read-only or full disk fails here, not on the next commit.

@@ -104,6 +104,16 @@ import TrackerRuntime
         #expect(wiped.epoch == Epoch(term: 7, master: NodeID(1)), "the epoch survives a wipe: a restarted node never reuses one")
     }
 
+    /// A forged term that once reached the disk (cluster_meta held -1) is not a ceiling
+    /// forever: the node resets it on start and its next epoch is written over it.
+    @Test func anImpossibleStoredEpochIsOverwritten() throws {
+        let repo = try SQLiteRepository(path: tempPath())
+        try repo.perform(.epoch(Epoch(packed: UInt64.max)))
+        #expect(!(try repo.load().epoch.isWellFormed))
+        try repo.perform(.epoch(Epoch(term: 3, master: NodeID(2))))
+        #expect(try repo.load().epoch == Epoch(term: 3, master: NodeID(2)))
+    }
+
     @Test func fullDiskFailsTheWriteAndKeepsCommittedRows() throws {
         let repo = try SQLiteRepository(path: tempPath())
         var replica = Replica()
