@@ -427,7 +427,26 @@ def reflection():
         stop(tracker)
 
 
+def refuses_to_start_without_a_key():
+    work = tempfile.mkdtemp(prefix="hostile-nokey-")
+    out = subprocess.run([tracker_binary(), "run", "--id", "1", "--group", f"239.255.42.99:{free_udp_port()}",
+                          "--interface", "lo", "--broker", "stomp://127.0.0.1:61613", "--db", os.path.join(work, "n.sqlite")],
+                         capture_output=True, text=True, timeout=30)
+    if out.returncode == 0 or "--cluster-key-file" not in out.stderr:
+        fail(f"a cluster node without a key must refuse to start: exit {out.returncode}, {out.stderr[-300:]!r}")
+    bad_key = os.path.join(work, "bad.key")
+    with open(bad_key, "w") as f:
+        f.write("not hex\n")
+    out = subprocess.run([tracker_binary(), "run", "--id", "1", "--group", f"239.255.42.99:{free_udp_port()}",
+                          "--interface", "lo", "--broker", "stomp://127.0.0.1:61613", "--db", os.path.join(work, "n.sqlite"),
+                          "--cluster-key-file", bad_key], capture_output=True, text=True, timeout=30)
+    if out.returncode == 0 or "64 hex digits" not in out.stderr:
+        fail(f"a malformed key file must be a clear error: exit {out.returncode}, {out.stderr[-300:]!r}")
+    log("a cluster node refuses to start without a key (and names the fix); a malformed key file is a clear error")
+
+
 def main():
+    refuses_to_start_without_a_key()
     reflection()
     open_broker_attacks()
     authenticated_broker()
