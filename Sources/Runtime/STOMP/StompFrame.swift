@@ -22,7 +22,7 @@ public struct StompFrame: Equatable, Sendable {
 
     /// CONNECT and CONNECTED are the frames whose headers are never escaped (STOMP 1.2,
     /// "Value Encoding"): 1.0 brokers could not have parsed the escapes.
-    var escapesHeaders: Bool { command != "CONNECT" && command != "CONNECTED" }
+    public var escapesHeaders: Bool { command != "CONNECT" && command != "CONNECTED" }
 }
 
 public struct StompFrameError: Error, Equatable, CustomStringConvertible {
