@@ -14,6 +14,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // Pure state machines: no I/O, no clock, no global randomness. Crypto only computes
@@ -37,11 +40,22 @@ let package = Package(
                 "TrackerLogic",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
-            path: "Sources/Runtime"
+            path: "Sources/Runtime",
+            // The dashboard's page is compiled into the binary: nothing to install beside
+            // it, nothing fetched from elsewhere.
+            resources: [
+                .embedInCode("Dashboard/Assets/index.html"),
+                .embedInCode("Dashboard/Assets/app.js"),
+                .embedInCode("Dashboard/Assets/app.css"),
+            ]
         ),
         .executableTarget(
             name: "tracker",

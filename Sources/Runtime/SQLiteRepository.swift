@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import TrackerLogic
 
@@ -17,6 +18,8 @@ public struct CommitRows: Sendable {
         /// A merged swarm, rewritten whole (nil when it is gone).
         case swarm(InfoHash, SwarmMerge?)
         case expire(before: Instant)
+        /// A catalogue entry as memory holds it after the transaction, or nil when removed.
+        case torrent(InfoHash, RegisteredTorrent?)
     }
 
     public var lastCommitted: TxRef
@@ -38,6 +41,10 @@ public struct CommitRows: Sendable {
             case .expire(let before):
                 changes.append(.expire(before: before))
                 expires = true
+            case .catalogue(.register(let t)):
+                changes.append(.torrent(t.infoHash, replica.store.catalogue.torrents[t.infoHash]))
+            case .catalogue(.unregister(let hash)):
+                changes.append(.torrent(hash, replica.store.catalogue.torrents[hash]))
             }
         }
     }
@@ -110,6 +117,11 @@ public final class SQLiteRepository {
             CREATE TABLE IF NOT EXISTS cluster_meta(
                 key TEXT PRIMARY KEY NOT NULL,
                 value INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS torrents(
+                info_hash TEXT PRIMARY KEY NOT NULL,
+                name TEXT NOT NULL,
+                file BLOB NOT NULL,
+                registered_at INTEGER NOT NULL);
             CREATE TABLE IF NOT EXISTS epoch_runs(
                 term INTEGER NOT NULL,
                 master INTEGER NOT NULL,
@@ -164,6 +176,9 @@ public final class SQLiteRepository {
                 recount.insert(hash)
             case .expire(let before):
                 try run(db, "DELETE FROM peers WHERE last_announce < ?", [before.milliseconds])
+            case .torrent(let hash, let t):
+                try run(db, "DELETE FROM torrents WHERE info_hash = ?", [hash.hex])
+                if let t { try insert(t, db) }
             }
         }
         if !rows.expires {
@@ -219,15 +234,21 @@ public final class SQLiteRepository {
         try refreshSwarm(hash, db)
     }
 
+    static func insert(_ t: RegisteredTorrent, _ db: Database) throws {
+        try run(db, "INSERT OR REPLACE INTO torrents(info_hash, name, file, registered_at) VALUES (?, ?, ?, ?)",
+                [t.infoHash.hex, t.metadata.name, Data(t.file), t.registeredAt.milliseconds])
+    }
+
     static func replace(with snapshot: Snapshot, _ db: Database) throws {
         try wipe(db, keepEpoch: true)
         for content in snapshot.content { try insert(content, db) }
+        for t in snapshot.torrents { try insert(t, db) }
         try setLastCommitted(snapshot.lastCommitted, history: snapshot.history, db)
     }
 
     static func wipe(_ db: Database, keepEpoch: Bool) throws {
         let epoch = try meta("epoch", db)
-        try db.execute(sql: "DELETE FROM peers; DELETE FROM completions; DELETE FROM swarms; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
+        try db.execute(sql: "DELETE FROM peers; DELETE FROM completions; DELETE FROM swarms; DELETE FROM torrents; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
         if keepEpoch, let epoch { try setMeta("epoch", epoch, db) }
     }
 
@@ -274,13 +295,27 @@ public final class SQLiteRepository {
                                                   master: NodeID(UInt32(truncatingIfNeeded: $0["master"] as Int64))),
                                      firstTxid: UInt64(bitPattern: $0["first_txid"]))
                 }
-                let store = SwarmStore(content: content)
+                let store = SwarmStore(content: content, torrents: try Self.torrents(db))
                 let snapshot = Snapshot(lastCommitted: TxRef(epoch: Epoch(packed: UInt64(bitPattern: lastEpoch)), txid: UInt64(bitPattern: lastTxid)),
-                                        history: EpochHistory(runs: runs), content: store.content(), digest: Digest.of(store))
+                                        history: EpochHistory(runs: runs), content: store.content(), torrents: store.catalogue.sorted,
+                                        digest: Digest.of(store))
                 return DurableState(snapshot: snapshot, epoch: epoch)
             }
         } catch {
             throw RepositoryError("cannot read repository \(path): \(error)")
+        }
+    }
+
+    /// Each file is parsed again: a row whose file is no torrent (or whose key is not its
+    /// hash) is corruption, reported like a corrupt peer row.
+    static func torrents(_ db: Database) throws -> [RegisteredTorrent] {
+        try Row.fetchAll(db, sql: "SELECT info_hash, file, registered_at FROM torrents ORDER BY info_hash").map { row in
+            let file: Data = row["file"]
+            guard let t = try? RegisteredTorrent(file: Array(file), registeredAt: Instant(milliseconds: row["registered_at"])),
+                  t.infoHash.hex == row["info_hash"] as String else {
+                throw RepositoryError("corrupt torrent row \(row["info_hash"] as String? ?? "?")")
+            }
+            return t
         }
     }
 

@@ -74,6 +74,9 @@ public struct PeerRequestHandler: Sendable {
             guard r.port != 0 || r.event == .stopped else {
                 return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: "invalid port 0")))
             }
+            if config.onlyRegistered, !store.catalogue.isRegistered(r.infoHash) {
+                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: Self.unregisteredMessage)))
+            }
             if r.event != .stopped, let full = capacityProblem(r, source: source, store: store) {
                 return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: full)))
             }
@@ -114,6 +117,8 @@ public struct PeerRequestHandler: Sendable {
         while e.message.utf8.count > room { e.message.removeLast() }
         return .reply(.error(e))
     }
+
+    public static let unregisteredMessage = "torrent not registered with this tracker"
 
     static func rateLimited(_ tid: UInt32) -> RequestDecodingError { RequestDecodingError(reason: .rateLimited, transactionID: tid) }
     static func invalidID(_ tid: UInt32) -> RequestDecodingError { RequestDecodingError(reason: .invalidConnectionID, transactionID: tid) }
@@ -162,6 +167,13 @@ public struct StandaloneTracker: Sendable {
         case .drop:
             return nil
         }
+    }
+
+    /// The operator's catalogue change: a cluster of one commits it at once.
+    public mutating func apply(_ change: CatalogueChange) -> String? {
+        if let refusal = change.refusal(in: store.catalogue) { return refusal }
+        store.apply(.catalogue(change))
+        return nil
     }
 
     /// Drops peers that have not announced within the timeout. Call it now and then; it

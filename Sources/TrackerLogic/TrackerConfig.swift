@@ -26,6 +26,9 @@ public struct TrackerConfig: Sendable, Hashable {
     /// Most info hashes answered per scrape (BEP 15 fits 74 in a datagram); the rest of a
     /// longer scrape is not answered.
     public var maxScrapeHashes = BEP15Codec.maxScrapeHashes
+    /// Access list: only swarms of registered torrents are tracked; an announce for any
+    /// other hash gets a BEP 15 error. Give every node of a cluster the same value.
+    public var onlyRegistered = false
 
     public init() {}
 

@@ -39,6 +39,9 @@ struct PeerServiceOptions: ParsableArguments {
     @Option(name: .customLong("max-scrape"), help: "Most info hashes answered per scrape (1-74).")
     var maxScrape: Int = 74
 
+    @Flag(name: .customLong("only-registered"), help: "Access list: track only torrents registered on the dashboard; other announces get a BEP 15 error. Give every node the same value.")
+    var onlyRegistered = false
+
     func config() throws -> TrackerConfig {
         var c = TrackerConfig()
         c.announceInterval = interval
@@ -52,6 +55,7 @@ struct PeerServiceOptions: ParsableArguments {
         c.maxSwarms = maxSwarms
         c.maxPeersPerSwarm = maxPeersPerSwarm
         c.maxScrapeHashes = maxScrape
+        c.onlyRegistered = onlyRegistered
         if let problem = c.problems.first { throw ValidationError(problem) }
         return c
     }
@@ -99,8 +103,12 @@ struct Run: AsyncParsableCommand {
     @Option(help: "SQLite file holding this node's repository (emptied on clean shutdown).")
     var db: String?
 
-    @Option(help: "HOST:PORT for the node's HTTP API (GET /api/node).")
+    @Option(help: "Serve the dashboard and its JSON API on HOST:PORT (or PORT, on 127.0.0.1).")
     var http: String?
+
+    @Option(name: .customLong("admin-token-file"),
+            help: "File holding the token the dashboard's controls need (first line, 16+ characters). Default: one is drawn and printed at start.")
+    var adminTokenFile: String?
 
     @Option(help: "Cluster name: the broker topic is /topic/NAME.")
     var cluster: String = "tracker"
@@ -151,12 +159,38 @@ struct Run: AsyncParsableCommand {
             let bind: EndpointArgument
             do { bind = try EndpointArgument(parsing: udp ?? "127.0.0.1:6969") } catch { throw ValidationError("--udp: \(error)") }
             let idKeys = try connectionIDKeyFile.map { [try Self.readKey($0, flag: "connection-id-key-file", logger: logger).connectionIDKey] }
-            try await StandaloneServer.run(bind: bind.endpoint, config: try service.config(), connectionIDKeys: idKeys, logger: logger)
+            try await StandaloneHost.run(bind: bind.endpoint, config: try service.config(), connectionIDKeys: idKeys,
+                                         dashboard: try dashboard(), logger: logger)
             return
         }
         let settings = try clusterSettings(logger: logger)
-        let code = try await ClusterNodeRunner.run(settings, logger: logger)
+        let code = try await ClusterHost.run(settings, dashboard: try dashboard(), logger: logger)
         if code != 0 { throw ExitCode(code) }
+    }
+
+    /// `--http` and the admin token. The address defaults to loopback: the dashboard
+    /// shows every peer's address and its controls stop the node.
+    func dashboard() throws -> DashboardSettings? {
+        guard let endpoint = try httpEndpoint() else {
+            if adminTokenFile != nil { throw ValidationError("--admin-token-file needs --http") }
+            return nil
+        }
+        let token: AdminToken
+        if let adminTokenFile {
+            do { token = try AdminToken(file: adminTokenFile) } catch { throw ValidationError(error.description) }
+        } else {
+            token = AdminToken.generate()
+            // Written straight to the descriptor: a supervisor reading a pipe sees it now, not at exit.
+            FileHandle.standardOutput.write(Data("dashboard admin token (give --admin-token-file to choose one): \(token.secret)\n".utf8))
+        }
+        return DashboardSettings(endpoint: endpoint, token: token)
+    }
+
+    func httpEndpoint() throws -> PeerEndpoint? {
+        guard let http else { return nil }
+        do {
+            return try EndpointArgument(parsing: UInt16(http) != nil ? "127.0.0.1:\(http)" : http).endpoint
+        } catch { throw ValidationError("--http: \(error)") }
     }
 
     func clusterSettings(logger: Logger) throws -> ClusterNodeSettings {
@@ -223,7 +257,7 @@ struct Run: AsyncParsableCommand {
         }
         let settings = ClusterNodeSettings(
             id: nodeID, peers: mode, broker: brokerSettings, database: db,
-            http: try http.map { try endpoint("http", $0) }, clusterName: self.cluster,
+            http: try httpEndpoint(), clusterName: self.cluster,
             keys: keys, connectionIDKeys: connectionIDKeys, cluster: cluster, tracker: try service.config())
         if let problem = settings.problems.first { throw ValidationError(problem) }
         return settings

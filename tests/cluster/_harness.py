@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
@@ -50,7 +51,7 @@ class Node:
         args = [tracker_binary(), "run", "--id", str(self.node_id), *self.peer_args,
                 "--broker", self.cluster.broker, "--db", self.db, "--http", f"{self.http_host}:{self.http}",
                 "--cluster", self.cluster.name, "--keepalive", self.cluster.keepalive, "--log-level", "info",
-                *self.cluster.security_args, *self.cluster.limit_args]
+                "--admin-token-file", self.cluster.admin_token_file, *self.cluster.security_args, *self.cluster.limit_args]
         prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
         self.proc = subprocess.Popen(prefix + args, stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT)
 
@@ -67,6 +68,23 @@ class Node:
                 return json.loads(r.read())
         except (OSError, ValueError):
             return None
+
+    def url(self, path):
+        return f"http://{self.http_host}:{self.http}{path}"
+
+    def get(self, path, timeout=2.0):
+        """GET a dashboard path: (status, parsed JSON or text)."""
+        return http_request(self.url(path), timeout=timeout)
+
+    def post(self, path, body=None, token=True, content_type="application/octet-stream", timeout=5.0):
+        headers = {"Content-Type": content_type}
+        if token:
+            headers["Authorization"] = f"Bearer {self.cluster.admin_token}"
+        return http_request(self.url(path), method="POST", body=body or b"", headers=headers, timeout=timeout)
+
+    def delete(self, path, timeout=7.0):
+        return http_request(self.url(path), method="DELETE",
+                            headers={"Authorization": f"Bearer {self.cluster.admin_token}"}, timeout=timeout)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -96,6 +114,18 @@ class Node:
         return repository_rows(self.db)
 
 
+def http_request(url, method="GET", body=None, headers=None, timeout=2.0):
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            status, raw, kind = r.status, r.read(), r.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as e:
+        status, raw, kind = e.code, e.read(), e.headers.get("Content-Type", "")
+    except OSError as e:
+        return None, str(e)
+    return status, json.loads(raw) if "json" in kind else raw
+
+
 def repository_rows(path):
     """Every row of the repository tables, in a canonical order."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
@@ -114,12 +144,16 @@ class Cluster:
     """N nodes on loopback behind a multicast group, one broker topic per cluster."""
 
     def __init__(self, name, group_port, keepalive="1s", broker="stomp://127.0.0.1:61613", peer_args=None,
-                 key=True, broker_user=None, limits=False):
+                 key=True, broker_user=None, limits=False, extra_args=None):
         self.name = name
         self.work = tempfile.mkdtemp(prefix=f"cluster-{name}-")
         # Every cluster runs authenticated unless a test asks otherwise; broker_user is
         # (login, password) for an ActiveMQ with authentication on.
         self.key_file = os.path.join(self.work, "cluster.key")
+        self.admin_token = "test-admin-token-" + os.urandom(8).hex()
+        self.admin_token_file = os.path.join(self.work, "admin.token")
+        with open(self.admin_token_file, "w") as f:
+            f.write(self.admin_token + "\n")
         if key:
             subprocess.run([tracker_binary(), "keygen", "--output", self.key_file], check=True)
             self.security_args = ["--cluster-key-file", self.key_file]
@@ -128,6 +162,7 @@ class Cluster:
         # The tests fire hundreds of requests a second from 127.0.0.1; the per-source
         # limits have a test of their own (tests/cluster/hostile_cluster.py).
         self.limit_args = ["--connect-limit", "off", "--announce-limit", "off"] if not limits else []
+        self.limit_args += extra_args or []
         if broker_user:
             password_file = os.path.join(self.work, "broker.password")
             with open(password_file, "w") as f:

@@ -64,7 +64,14 @@ public final class ClusterServer: @unchecked Sendable {
     let rejectLog: RateLimitedLog
     var stomp: StompClient!
     var sockets: PeerSockets!
-    var http: Channel?
+    /// A provoked failure (the dashboard's button): the node hears and says nothing, to
+    /// peers or to the cluster, as if its link were cut; its timers run on, so it behaves
+    /// as a partitioned node does.
+    var silenced = false
+    /// When each PREPARE this master sent left, to measure commit latency.
+    var preparedAt: [TxRef: Instant] = [:]
+    /// Told of role, epoch and master changes, on the loop (the dashboard's timeline).
+    var onRoleChange: ((NodeStatusChange) -> Void)?
     var wake: (at: Instant, task: Scheduled<Void>)?
     var subscribedAs: NodeID?
     /// What the log last said about the node's place in the cluster.
@@ -74,6 +81,8 @@ public final class ClusterServer: @unchecked Sendable {
     var inPeerRead = false
     var repliesPending = false
     public private(set) var stats = ClusterServerStats()
+    /// The dashboard's exporter, when there is one: commit latencies go to its histogram.
+    var metrics: NodeMetrics?
     let finished: EventLoopPromise<Int32>
     let startedAt: Instant
 
@@ -119,23 +128,11 @@ public final class ClusterServer: @unchecked Sendable {
         }
     }
 
-    /// Binds the peer channel and the dashboard API and connects to the broker.
+    /// Binds the peer channel and connects to the broker.
     public func start() async throws {
         let peerSockets = try await PeerChannelBinder.bind(settings.peers, loop: loop) { [self] in PeerDatagramHandler(server: self) }
-        let httpChannel: Channel?
-        if let endpoint = settings.http {
-            do {
-                httpChannel = try await NodeHTTPServer.bind(endpoint, loop: loop, server: self)
-            } catch {
-                try? await peerSockets.receive.close()
-                throw ConfigurationError("cannot serve HTTP on \(endpoint): \(error)")
-            }
-        } else {
-            httpChannel = nil
-        }
         try await loop.submit { [self] in
             sockets = peerSockets
-            http = httpChannel
             stomp = StompClient(settings: settings.broker, loop: loop, logger: logger) { [self] event in brokerEvent(event) }
             stomp.subscribe(settings.topic)
             subscribeOwnTopic()
@@ -173,6 +170,8 @@ public final class ClusterServer: @unchecked Sendable {
         if repliesPending && !inPeerRead { flushReplies() }
         if node.id != subscribedAs { subscribeOwnTopic() }
         if node.role != reported.role || node.epoch != reported.epoch || node.isServing != reported.serving {
+            onRoleChange?(NodeStatusChange(at: now, role: node.role, epoch: node.epoch, master: node.master,
+                                           serving: node.isServing, previousRole: reported.role, previousEpoch: reported.epoch))
             reported = (node.role, node.epoch, node.isServing)
             logger.notice("cluster role", metadata: ["id": "\(node.id.rawValue)", "role": "\(node.role.jsonName)",
                                                      "epoch": "\(node.epoch)", "master": "\(node.master?.rawValue ?? 0)",
@@ -184,16 +183,34 @@ public final class ClusterServer: @unchecked Sendable {
     func perform(_ action: NodeAction) {
         switch action {
         case .broadcast(let env):
+            switch env.message {
+            case .prepare(let tx, _, _):
+                if preparedAt.count >= 4096 { preparedAt.removeAll() }
+                preparedAt[tx.ref] = WallClock.now()
+            case .abort(let ref, _):
+                if preparedAt.removeValue(forKey: ref) != nil { stats.aborts += 1 }
+            default: break
+            }
             publish(env, to: settings.topic)
         case .send(let env):
             publish(env, to: settings.topic(for: env.to ?? .unassigned))
         case .reply(let response, let to):
+            guard !silenced else { return }
             var buffer = sockets.reply.allocator.buffer(capacity: 64)
             BEP15Codec.encode(response, into: &buffer)
-            if case .error = response { stats.errorReplies += 1 } else { stats.replies += 1 }
+            switch response {
+            case .error: stats.errorReplies += 1
+            case .announce: stats.replies += 1; stats.announces += 1
+            default: stats.replies += 1
+            }
             sockets.reply.write(AddressedEnvelope(remoteAddress: SocketAddress(to), data: buffer), promise: nil)
             repliesPending = true
         case .persist(let tx):
+            if let sent = preparedAt.removeValue(forKey: tx.ref) {
+                stats.commits += 1
+                stats.commitLatency.record(WallClock.now() - sent)
+                metrics?.observeCommit(WallClock.now() - sent)
+            }
             store(.commit(CommitRows(tx, replica: node.replica)))
         case .persistSnapshot(let snapshot):
             store(.snapshot(snapshot))
@@ -210,6 +227,7 @@ public final class ClusterServer: @unchecked Sendable {
     }
 
     func publish(_ env: ClusterEnvelope, to destination: String) {
+        guard !silenced else { return }
         stomp.send(to: destination, body: channel.seal(env, now: WallClock.now()), headers: [("sender", String(incarnation, radix: 16))])
     }
 
@@ -271,7 +289,7 @@ public final class ClusterServer: @unchecked Sendable {
         stats.datagrams += 1
         // Every node receives every request; only the serving master acts on one. Checking
         // here spares the followers a step (and a timer check) per datagram.
-        guard !stopping, node.isServing, let endpoint = PeerEndpoint(source) else { return }
+        guard !stopping, !silenced, node.isServing, let endpoint = PeerEndpoint(source) else { return }
         inPeerRead = true
         step(.peer(data, from: endpoint))
         inPeerRead = false
@@ -287,6 +305,7 @@ public final class ClusterServer: @unchecked Sendable {
             // Lost messages are the protocol's business: keepalives and catch-up resync.
             break
         case .message(let destination, let headers, let body):
+            guard !silenced else { return }
             if headers.first(where: { $0.name == "sender" })?.value == String(incarnation, radix: 16) { return }
             switch channel.open(body, ownID: node.id, now: WallClock.now()) {
             case .success(let env):
@@ -312,7 +331,6 @@ public final class ClusterServer: @unchecked Sendable {
         writer.drain().flatMap { [self] in stomp.close() }.whenComplete { [self] _ in
             var closes = [sockets.receive.close()]
             if sockets.reply !== sockets.receive { closes.append(sockets.reply.close()) }
-            if let http { closes.append(http.close()) }
             EventLoopFuture.andAllComplete(closes, on: loop).whenComplete { [self] _ in
                 logger.info("stopped", metadata: ["datagrams": "\(stats.datagrams)", "replies": "\(stats.replies)",
                                                   "error-replies": "\(stats.errorReplies)"])
@@ -323,6 +341,9 @@ public final class ClusterServer: @unchecked Sendable {
 
     /// Called once `wait()` returned.
     public func shutdownWriter() { writer.shutdown() }
+
+    /// The commit latencies since the last call; the dashboard's sampler reads one window per second.
+    public func takeCommitLatency() -> LatencyWindow { stats.commitLatency.take() }
 }
 
 public struct ClusterServerStats: Sendable {
@@ -335,6 +356,43 @@ public struct ClusterServerStats: Sendable {
     public var storeFailures = 0
     /// Writes handed to the writer thread and not yet done: how far the disk trails memory.
     public var storeBacklog = 0
+    /// Announces answered (as master).
+    public var announces = 0
+    /// Transactions this node led to commit, and those it aborted.
+    public var commits = 0
+    public var aborts = 0
+    /// PREPARE sent to COMMIT decided, as master; read and reset by the dashboard's sampler.
+    public var commitLatency = LatencyWindow()
+}
+
+/// Latencies since the last look: count, sum and worst, all a per-second chart needs.
+public struct LatencyWindow: Sendable {
+    public var count = 0
+    public var totalMs: Int64 = 0
+    public var maxMs: Int64 = 0
+
+    mutating func record(_ latency: Milliseconds) {
+        count += 1
+        totalMs += max(0, latency.value)
+        maxMs = max(maxMs, latency.value)
+    }
+
+    /// Returns what was recorded and starts afresh.
+    mutating func take() -> LatencyWindow {
+        defer { self = LatencyWindow() }
+        return self
+    }
+}
+
+/// A change of the node's place in the cluster: the dashboard's election timeline.
+public struct NodeStatusChange: Sendable {
+    public var at: Instant
+    public var role: Role
+    public var epoch: Epoch
+    public var master: NodeID?
+    public var serving: Bool
+    public var previousRole: Role
+    public var previousEpoch: Epoch
 }
 
 /// Hands peer datagrams to the server on its loop.

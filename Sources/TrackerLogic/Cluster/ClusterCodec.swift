@@ -9,7 +9,7 @@ public struct ClusterDecodingError: Error, Hashable, Sendable, CustomStringConve
 
 /// Compact, versioned binary layout for cluster messages, independent of the transport.
 ///
-/// Header (26 bytes): magic "TK" (2), version (1), type (1), from (4), incarnation (8),
+/// Header (28 bytes): magic "TK" (2), version (1), type (1), from (4), incarnation (8),
 /// epoch (8: term << 32 | master id), to (4, 0 = everyone). Integers are big-endian.
 /// Lists are a u32 count then the items; a count larger than the remaining bytes could
 /// hold is rejected before anything is allocated.
@@ -24,7 +24,7 @@ public enum ClusterCodec {
     enum Tag: UInt8 {
         case keepalive = 1, election, answer, coordinator, coordinatorAck, prepare, vote, commit, abort
         case hello, idAssigned, idRefused, catchUpRequest, catchUp, snapshot, snapshotAck
-        case mergeRequest, mergeOffer, mergeDone, leaving
+        case mergeRequest, mergeOffer, mergeDone, leaving, submit
     }
 
     public static func encode(_ envelope: ClusterEnvelope) -> ByteBuffer {
@@ -74,11 +74,14 @@ public enum ClusterCodec {
             for run in s.history.runs { b.writeInteger(run.epoch.packed); b.writeInteger(run.firstTxid) }
             b.writeInteger(s.digest)
             writeList(s.content, &b, write)
+            writeList(s.torrents, &b, write)
         case .mergeOffer(let o):
             b.writeInteger(o.offerID); b.writeInteger(o.part); b.writeInteger(o.parts)
             writeList(o.swarms, &b, write)
         case .mergeDone(let id):
             b.writeInteger(id)
+        case .submit(let change):
+            write(.catalogue(change), &b)
         }
     }
 
@@ -104,6 +107,7 @@ public enum ClusterCodec {
         case .mergeOffer: return .mergeOffer
         case .mergeDone: return .mergeDone
         case .leaving: return .leaving
+        case .submit: return .submit
         }
     }
 
@@ -160,7 +164,18 @@ public enum ClusterCodec {
             b.writeInteger(2 as UInt8); b.writeInteger(before.milliseconds)
         case .merge(let m):
             b.writeInteger(3 as UInt8); write(m, &b)
+        case .catalogue(.register(let t)):
+            b.writeInteger(4 as UInt8); write(t, &b)
+        case .catalogue(.unregister(let hash)):
+            b.writeInteger(5 as UInt8); hash.write(to: &b)
         }
+    }
+
+    /// Only the file and the instant: the receiver derives the rest by parsing the file.
+    static func write(_ t: RegisteredTorrent, _ b: inout ByteBuffer) {
+        b.writeInteger(t.registeredAt.milliseconds)
+        b.writeInteger(UInt32(t.file.count))
+        b.writeBytes(t.file)
     }
 
     // MARK: reading
@@ -241,6 +256,16 @@ public enum ClusterCodec {
                               left: try int(), lastAnnounce: Instant(milliseconds: try int()))
         }
 
+        mutating func torrent() throws -> RegisteredTorrent {
+            let at = Instant(milliseconds: try int())
+            let n = Int(try int(UInt32.self))
+            guard n <= TorrentMetadata.maxFileBytes else { throw ClusterDecodingError("torrent file of \(n) bytes is over the limit") }
+            guard let file = buffer.readBytes(length: n) else { throw ClusterDecodingError("truncated torrent file") }
+            do { return try RegisteredTorrent(file: file, registeredAt: at) } catch {
+                throw ClusterDecodingError("registered torrent: \(error)")
+            }
+        }
+
         mutating func key() throws -> PeerKey { PeerKey(peerID: try bytes20(), ip: try ip()) }
 
         mutating func merge() throws -> SwarmMerge {
@@ -258,6 +283,8 @@ public enum ClusterCodec {
                                           downloaded: r.downloaded, left: r.left, event: event, at: r.lastAnnounce))
             case 2: return .expire(before: Instant(milliseconds: try int()))
             case 3: return .merge(try merge())
+            case 4: return .catalogue(.register(try torrent()))
+            case 5: return .catalogue(.unregister(try bytes20()))
             case let t: throw ClusterDecodingError("bad update kind \(t)")
             }
         }
@@ -309,7 +336,9 @@ public enum ClusterCodec {
                 let runs = try list(minItemSize: 16) { EpochHistory.Run(epoch: try $0.epoch(), firstTxid: try $0.int()) }
                 let digest: UInt64 = try int()
                 let content = try list(minItemSize: 28) { try $0.merge() }
-                let snapshot = Snapshot(lastCommitted: last, history: EpochHistory(runs: runs), content: content, digest: digest)
+                let torrents = try list(minItemSize: 12) { try $0.torrent() }
+                let snapshot = Snapshot(lastCommitted: last, history: EpochHistory(runs: runs), content: content, torrents: torrents,
+                                        digest: digest)
                 guard snapshot.isWellFormed else { throw ClusterDecodingError("snapshot with an impossible epoch history") }
                 message = .snapshot(snapshot)
             case .snapshotAck: message = .snapshotAck(try ref())
@@ -321,6 +350,10 @@ public enum ClusterCodec {
                                                  swarms: try list(minItemSize: 28) { try $0.merge() }))
             case .mergeDone: message = .mergeDone(offerID: try int())
             case .leaving: message = .leaving
+            case .submit:
+                // Only catalogue changes may be forwarded: never announces, expiries or merges.
+                guard case .catalogue(let change) = try update() else { throw ClusterDecodingError("submit of something other than a catalogue change") }
+                message = .submit(change)
             }
             guard buffer.readableBytes == 0 else { throw ClusterDecodingError("\(buffer.readableBytes) trailing bytes") }
             return ClusterEnvelope(from: from, incarnation: incarnation, epoch: epoch, to: toRaw == 0 ? nil : NodeID(toRaw), message: message)

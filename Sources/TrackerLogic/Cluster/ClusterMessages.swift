@@ -52,6 +52,9 @@ public enum ClusterMessage: Hashable, Sendable {
     case mergeDone(offerID: UInt64)
     /// Clean shutdown: forget me now rather than after two missed keepalives.
     case leaving
+    /// An operator changed the catalogue on a slave's dashboard: the slave forwards the
+    /// change to the master, which commits it like any other update.
+    case submit(CatalogueChange)
 }
 
 /// A participant's answer to PREPARE.
@@ -122,6 +125,7 @@ extension ClusterMessage {
         case .mergeOffer: return "MERGE-OFFER"
         case .mergeDone: return "MERGE-DONE"
         case .leaving: return "LEAVING"
+        case .submit: return "SUBMIT"
         }
     }
 

@@ -39,7 +39,27 @@ public struct Digest: Sendable {
             add(m.infoHash)
             for p in m.peers { add(p) }
             for k in m.completed { add(k.peerID); add(k.ip) }
+        case .catalogue(.register(let t)):
+            add(4, UInt64(t.file.count), UInt64(bitPattern: t.registeredAt.milliseconds))
+            add(t.infoHash)
+            add(Self.fileDigest(t.file))
+        case .catalogue(.unregister(let hash)):
+            add(5)
+            add(hash)
         }
+    }
+
+    /// The file's bytes, folded eight at a time.
+    static func fileDigest(_ file: [UInt8]) -> UInt64 {
+        var d = Digest()
+        var i = 0
+        while i < file.count {
+            var word: UInt64 = 0
+            for j in i..<min(i + 8, file.count) { word = word << 8 | UInt64(file[j]) }
+            d.add(word, UInt64(i))
+            i += 8
+        }
+        return d.value
     }
 
     /// Order-independent fingerprint of a whole repository: replicas that hold the same
@@ -64,6 +84,14 @@ public struct Digest: Sendable {
                 total &+= d.value
                 count &+= 1
             }
+        }
+        for t in store.catalogue.torrents.values {
+            var d = Digest()
+            d.add(0x70, UInt64(t.file.count), UInt64(bitPattern: t.registeredAt.milliseconds))
+            d.add(t.infoHash)
+            d.add(fileDigest(t.file))
+            total &+= d.value
+            count &+= 1
         }
         var d = Digest()
         d.add(total, count)

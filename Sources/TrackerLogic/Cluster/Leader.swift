@@ -5,6 +5,9 @@ enum UpdateOrigin: Sendable, Equatable {
     case merge(OfferKey)
     /// Recovered from a failed master's prepared transactions or our own diverged state.
     case recovered
+    /// A catalogue change from an operator (on this node's dashboard or a slave's). The
+    /// operator learns the outcome by watching the replica; an abort retries it.
+    case `operator`
 }
 
 struct OfferKey: Hashable, Sendable, Comparable {
@@ -173,6 +176,15 @@ extension TrackerNode {
         tryPrepare(now)
     }
 
+    /// A catalogue change, from our dashboard or forwarded by a slave. A registration
+    /// the catalogue cannot take (already there, full) is dropped here, so replicas
+    /// never apply a change the master would not have accepted.
+    mutating func catalogueChangeReceived(_ change: CatalogueChange, _ now: Instant) {
+        guard let l = leader, l.isServing else { return }
+        guard change.refusal(in: replica.store.catalogue) == nil else { return }
+        enqueue(.catalogue(change), origin: .operator, now)
+    }
+
     mutating func enqueue(_ update: SwarmUpdate, origin: UpdateOrigin, _ now: Instant) {
         guard leader != nil else { return }
         leader?.queue.append(QueuedUpdate(update: update, origin: origin))
@@ -275,7 +287,7 @@ extension TrackerNode {
             case .merge(let key):
                 leader?.offers[key]?.pending -= 1
                 finishOfferIfDone(key)
-            case .expiry, .recovered:
+            case .expiry, .recovered, .operator:
                 break
             }
         }

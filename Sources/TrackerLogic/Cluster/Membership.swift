@@ -8,6 +8,8 @@ public struct Member: Hashable, Sendable {
     public var inSync: Bool
     /// As the node advertises itself in keepalives.
     public var address: String = ""
+    /// The epoch its last message carried (the trackers tab shows it).
+    public var epoch: Epoch = .zero
     public var lastHeard: Instant
     /// The last transaction the master knows this node holds (master's bookkeeping).
     public var confirmed: TxRef
@@ -36,6 +38,7 @@ public struct Membership: Sendable {
         }
         m.lastHeard = now
         m.suspect = false
+        m.epoch = env.epoch
         if case .keepalive(let k) = env.message {
             m.role = k.role
             m.master = k.master

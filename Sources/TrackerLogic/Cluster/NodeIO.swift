@@ -15,6 +15,8 @@ public enum NodeEvent: Sendable {
     case epochStored(Epoch)
     /// Operator asked for a clean shutdown.
     case shutdown
+    /// Operator registered or removed a torrent (the dashboard).
+    case submit(CatalogueChange)
 }
 
 /// What a node asks its environment to do. The runtime and the simulator perform them.

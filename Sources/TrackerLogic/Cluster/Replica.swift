@@ -93,12 +93,13 @@ public struct Replica: Sendable, Equatable {
     }
 
     public func snapshot() -> Snapshot {
-        Snapshot(lastCommitted: lastCommitted, history: history, content: store.content(), digest: digest)
+        Snapshot(lastCommitted: lastCommitted, history: history, content: store.content(), torrents: store.catalogue.sorted,
+                 digest: digest)
     }
 
     /// Replaces everything with a snapshot whose checksum was verified by the caller.
     public mutating func install(_ snapshot: Snapshot) {
-        store = SwarmStore(content: snapshot.content)
+        store = SwarmStore(content: snapshot.content, torrents: snapshot.torrents)
         lastCommitted = snapshot.lastCommitted
         history = snapshot.history
         log = []
@@ -120,14 +121,18 @@ public struct Snapshot: Hashable, Sendable {
     public var lastCommitted: TxRef
     public var history: EpochHistory
     public var content: [SwarmMerge]
+    /// The catalogue of registered torrents, by info hash.
+    public var torrents: [RegisteredTorrent]
     public var digest: UInt64
 
-    public init(lastCommitted: TxRef, history: EpochHistory, content: [SwarmMerge], digest: UInt64) {
-        self.lastCommitted = lastCommitted; self.history = history; self.content = content; self.digest = digest
+    public init(lastCommitted: TxRef, history: EpochHistory, content: [SwarmMerge], torrents: [RegisteredTorrent] = [],
+                digest: UInt64) {
+        self.lastCommitted = lastCommitted; self.history = history; self.content = content; self.torrents = torrents
+        self.digest = digest
     }
 
     /// Recomputes the checksum from the content.
-    public var isIntact: Bool { Digest.of(SwarmStore(content: content)) == digest }
+    public var isIntact: Bool { Digest.of(SwarmStore(content: content, torrents: torrents)) == digest }
 
     /// A snapshot a node may install: a possible last transaction, and an epoch history
     /// whose runs are well formed, in order, and reach no further than that transaction.

@@ -85,6 +85,7 @@ public struct TrackerNode: Sendable {
         case .storeResult(let ok, _): storeResult(ok: ok, now)
         case .epochStored(let e): epochStored(e, now)
         case .shutdown: leave(now)
+        case .submit(let change): submit(change, now)
         }
         defer { out.removeAll(keepingCapacity: true) }
         return out
@@ -330,6 +331,18 @@ public struct TrackerNode: Sendable {
         case .mergeOffer(let offer): mergeOfferReceived(offer, from: env.from, now)
         case .mergeDone(let offerID): mergeDoneReceived(offerID, now)
         case .leaving: leavingReceived(from: env.from, now)
+        case .submit(let change): catalogueChangeReceived(change, now)
+        }
+    }
+
+    /// An operator's catalogue change on this node: the master commits it, a slave
+    /// forwards it to its master, anyone else (electing, starting) drops it and the
+    /// operator sees it did not land.
+    mutating func submit(_ change: CatalogueChange, _ now: Instant) {
+        switch state {
+        case .master: catalogueChangeReceived(change, now)
+        case .slave(let f): if let master = f.master { send(.submit(change), to: master) }
+        case .starting, .candidate, .stopped, .modifying: break
         }
     }
 

@@ -1,6 +1,8 @@
 /// The repository: info hash → swarm. Changes only through `apply(_:)`.
 public struct SwarmStore: Sendable, Equatable {
     public private(set) var swarms: [InfoHash: Swarm] = [:]
+    /// Registered .torrent files: names for the swarms tab, and the access list.
+    public private(set) var catalogue = Catalogue()
 
     public init() {}
 
@@ -19,6 +21,8 @@ public struct SwarmStore: Sendable, Equatable {
             var swarm = swarms.removeValue(forKey: m.infoHash) ?? Swarm()
             swarm.merge(m)
             if !swarm.isEmpty { swarms[m.infoHash] = swarm }
+        case .catalogue(let change):
+            catalogue.apply(change)
         case .expire(let before):
             // Swarms are independent, so the visiting order cannot change the result.
             for hash in Array(swarms.keys) {
@@ -52,9 +56,10 @@ public struct SwarmStore: Sendable, Equatable {
         swarms[infoHash]?.content(infoHash)
     }
 
-    /// Rebuilds a repository from `content()`.
-    public init(content: [SwarmMerge]) {
+    /// Rebuilds a repository from `content()` and `catalogue.sorted`.
+    public init(content: [SwarmMerge], torrents: [RegisteredTorrent] = []) {
         for m in content { apply(.merge(m)) }
+        for t in torrents { catalogue.apply(.register(t)) }
     }
 
     /// Info hashes in a stable order, for anything that must be deterministic.

@@ -48,6 +48,8 @@ public enum SwarmUpdate: Hashable, Sendable {
     /// ours only when it is at least as recent, completions are a union. Used to keep
     /// what a partitioned minority acknowledged, and to install snapshots.
     case merge(SwarmMerge)
+    /// The operator registered or removed a .torrent file (the dashboard's torrents tab).
+    case catalogue(CatalogueChange)
 }
 
 /// One swarm's content, as carried by snapshots and merges.

@@ -1,0 +1,243 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import NIOCore
+import NIOPosix
+import TrackerLogic
+
+/// One process hosting one cluster node: the tracker service (a `ClusterServer`, made
+/// anew at each Start, so every start is a fresh incarnation that joins as a restarted
+/// node does) and the dashboard, which stays up while the service is stopped. All of its
+/// state lives on the node's loop.
+public final class ClusterHost: DashboardBackend, @unchecked Sendable {
+    let settings: ClusterNodeSettings
+    let loop: EventLoop
+    let logger: Logger
+    var server: ClusterServer?
+    var history = ServiceHistory()
+    var sampler: RepeatedTask?
+    /// Resolves with the process exit code: after SIGTERM, or when the service ended by
+    /// itself with an error (a refused id), which an operator must see as an exit.
+    let exited: EventLoopPromise<Int32>
+    var shuttingDown = false
+    let startedAt = WallClock.now()
+    public let metrics = NodeMetrics()
+
+    init(settings: ClusterNodeSettings, loop: EventLoop, logger: Logger) {
+        self.settings = settings
+        self.loop = loop
+        self.logger = logger
+        exited = loop.makePromise()
+    }
+
+    /// Runs the node until SIGINT/SIGTERM (leaves cleanly, code 0) or until the service
+    /// stops itself with an error (its code). With `dashboard`, Stop and Start from the
+    /// page do not end the process.
+    public static func run(_ settings: ClusterNodeSettings, dashboard: DashboardSettings?, logger: Logger) async throws -> Int32 {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let host = ClusterHost(settings: settings, loop: group.next(), logger: logger)
+        var web: DashboardServer?
+        do {
+            try await host.startService()
+            if let dashboard {
+                web = try await DashboardServer.start(dashboard, backend: host, group: group, logger: logger)
+                logger.notice("dashboard", metadata: ["url": "http://\(dashboard.endpoint)/"])
+            }
+        } catch {
+            await host.shutdown()
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        host.loop.execute { host.startSampling() }
+        let signals = SignalWaiter(signals: [SIGINT, SIGTERM])
+        let watcher = Task {
+            let signal = await signals.wait()
+            logger.info("stopping on signal \(signal)")
+            await host.shutdown()
+        }
+        let code = try await host.exited.futureResult.get()
+        watcher.cancel()
+        await web?.stop()
+        try? await group.shutdownGracefully()
+        return code
+    }
+
+    // MARK: the service
+
+    /// Opens the repository, binds the peer channel and joins the cluster.
+    func startService() async throws {
+        let server = try ClusterServer(settings: settings, loop: loop, logger: logger)
+        server.metrics = metrics
+        try await loop.submit { [self] in
+            self.server = server
+            server.onRoleChange = { [weak self] change in self?.history.record(change) }
+            history.resetCounters()
+            history.note(WallClock.now(), kind: "service", text: "service started")
+        }.get()
+        do {
+            try await server.start()
+        } catch {
+            server.shutdownWriter()
+            try? await loop.submit { [self] in self.server = nil }.get()
+            throw error
+        }
+        server.finished.futureResult.whenSuccess { [self] code in serviceEnded(server, code: code) }
+    }
+
+    /// Leaves the cluster as on SIGTERM (LEAVING, repository emptied); waits until done.
+    func stopService() async {
+        guard let server = try? await loop.submit({ [self] in self.server }).get() else { return }
+        server.requestShutdown()
+        _ = try? await server.wait()
+    }
+
+    /// On the loop: the service's `ClusterServer` finished.
+    func serviceEnded(_ ended: ClusterServer, code: Int32) {
+        ended.shutdownWriter()
+        guard server === ended else { return }
+        server = nil
+        history.note(WallClock.now(), kind: "service", text: code == 0 ? "service stopped" : "service ended (code \(code))")
+        if shuttingDown {
+            exited.succeed(0)
+        } else if code != 0 {
+            logger.error("tracker service ended by itself; exiting", metadata: ["code": "\(code)"])
+            exited.succeed(code)
+        }
+    }
+
+    /// Stops the service, then resolves `exited`.
+    func shutdown() async {
+        let running = try? await loop.submit { [self] in
+            shuttingDown = true
+            sampler?.cancel()
+            return server != nil
+        }.get()
+        if running == true {
+            await stopService()
+        } else {
+            loop.execute { [self] in exited.succeed(0) }
+        }
+    }
+
+    func startSampling() {
+        sampler = loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { [weak self] _ in
+            guard let self else { return }
+            var latency = LatencyWindow()
+            let status = server.map { s in
+                latency = s.takeCommitLatency()
+                return s.status()
+            } ?? NodeStatus()
+            history.sample(at: WallClock.now(), status: status, latency: latency)
+        }
+    }
+
+    // MARK: DashboardBackend
+
+    func onLoop<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T? {
+        try? await loop.submit(body).get()
+    }
+
+    public func status() async -> NodeStatus {
+        await onLoop { [self] in
+            var s = server?.status() ?? stoppedStatus()
+            s.uptimeMs = (WallClock.now() - startedAt).value
+            return s
+        } ?? stoppedStatus()
+    }
+
+    func stoppedStatus() -> NodeStatus {
+        var s = NodeStatus()
+        s.service = "stopped"
+        s.id = settings.id.rawValue
+        s.cluster = settings.clusterName
+        s.peerService = settings.peers.description
+        s.database = settings.database
+        s.keepaliveMs = settings.cluster.keepaliveInterval.value
+        s.broker.authenticated = !settings.keys.isEmpty
+        return s
+    }
+
+    public func settings() async -> [SettingRow] { settings.settingRows }
+
+    public func swarmRows() async -> [SwarmRow] {
+        await onLoop { [self] in server.map { SwarmListing.rows($0.node.replica.store) } ?? [] } ?? []
+    }
+
+    public func swarm(_ infoHash: InfoHash, page: Int, pageSize: Int) async -> (SwarmRow, ListPage<PeerRow>)? {
+        await onLoop { [self] () -> (SwarmRow, ListPage<PeerRow>)? in
+            server.flatMap { SwarmListing.detail($0.node.replica.store, infoHash, now: WallClock.now(), page: page, pageSize: pageSize) }
+        } ?? nil
+    }
+
+    public func history() async -> ServiceHistory.Snapshot {
+        await onLoop { [self] in history.snapshot } ?? ServiceHistory().snapshot
+    }
+
+    public func control(_ request: ServiceControl) async throws(ControlRefusal) -> String {
+        let state = await onLoop { [self] in (running: server != nil, silenced: server?.silenced ?? false, shuttingDown: shuttingDown) }
+        guard let state, !state.shuttingDown else { throw ControlRefusal("the node is shutting down") }
+        switch request {
+        case .start:
+            guard !state.running else { throw ControlRefusal("the tracker service is already running") }
+            do { try await startService() } catch { throw ControlRefusal("cannot start: \(error)") }
+            logger.notice("tracker service started from the dashboard")
+            return "service started; joining the cluster"
+        case .stop:
+            guard state.running else { throw ControlRefusal("the tracker service is already stopped") }
+            logger.notice("tracker service stopped from the dashboard")
+            await stopService()
+            return "service stopped; the node left the cluster"
+        case .provoke, .recover:
+            guard state.running else { throw ControlRefusal("the tracker service is stopped") }
+            let silence = request == .provoke
+            guard state.silenced != silence else {
+                throw ControlRefusal(silence ? "a failure is already provoked" : "no failure to recover from")
+            }
+            _ = await onLoop { [self] in
+                server?.silenced = silence
+                history.note(WallClock.now(), kind: "service", text: silence ? "failure provoked" : "recovered")
+            }
+            logger.notice(silence ? "failure provoked from the dashboard: the node is silent" : "recovered from the provoked failure")
+            return silence ? "the node is silent: no keepalives, no cluster traffic, no replies to peers"
+                           : "the node speaks again and rejoins the cluster"
+        }
+    }
+
+    public func torrents() async -> [TorrentRow] {
+        await onLoop { [self] in server.map { TorrentRow.rows($0.node.replica.store.catalogue) } ?? [] } ?? []
+    }
+
+    public func torrent(_ infoHash: InfoHash) async -> RegisteredTorrent? {
+        await onLoop { [self] in server?.node.replica.store.catalogue.torrents[infoHash] } ?? nil
+    }
+
+    /// The master commits the change; a slave forwards it to the master. Either way this
+    /// node's own replica shows it once committed, which is what the caller waits for.
+    public func change(_ change: CatalogueChange) async throws(ControlRefusal) -> String {
+        let submitted: String?? = await onLoop { [self] () -> String? in
+            guard let server else { return "the tracker service is stopped" }
+            guard !server.silenced else { return "the node is cut off from the cluster (provoked failure)" }
+            if let refusal = change.refusal(in: server.node.replica.store.catalogue) { return refusal }
+            guard server.node.isServing || (server.node.role == .slave && server.node.master != nil) else {
+                return "no master to commit it (the cluster is electing); try again"
+            }
+            server.step(.submit(change))
+            return nil
+        }
+        switch submitted {
+        case .none: throw ControlRefusal("the node is shutting down")
+        case .some(.some(let refusal)): throw ControlRefusal(refusal)
+        case .some(.none): break
+        }
+        for _ in 0..<50 {
+            try? await Task.sleep(for: .milliseconds(100))
+            let done = await onLoop { [self] in server.map { change.isDone(in: $0.node.replica.store.catalogue) } ?? false } ?? false
+            if done {
+                _ = await onLoop { [self] in history.note(WallClock.now(), kind: "catalogue", text: change.doneMessage) }
+                return change.doneMessage
+            }
+        }
+        throw ControlRefusal("not committed within 5 s (no quorum, or the master changed); check the torrents tab and retry")
+    }
+}

@@ -1,0 +1,270 @@
+// The tracker dashboard: one page, no libraries. Live state arrives once a second as
+// server-sent events (/api/events); tables that can be large (swarms, peers) are fetched
+// a page at a time. Every value from the node is written with textContent, never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { tab: "config", node: null, lastEvent: 0, swarm: { page: 1, sort: "-peers", query: "" }, detail: null, peerPage: 1 };
+
+// ---------- small helpers
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+function row(cells, cls) {
+  const tr = el("tr", null, cls);
+  for (const c of cells) {
+    const td = c instanceof Node ? (() => { const t = el("td"); t.appendChild(c); return t; })() : el("td", c);
+    if (typeof c === "number") td.className = "num";
+    tr.appendChild(td);
+  }
+  return tr;
+}
+function fill(tbody, rows) { tbody.replaceChildren(...rows); }
+function bytes(n) {
+  if (n === null || n === undefined) return "—";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = 0, v = Number(n);
+  while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return (i ? v.toFixed(1) : v) + " " + units[i];
+}
+function ago(ms) {
+  if (ms === null || ms === undefined) return "—";
+  if (ms < 1000) return ms + " ms ago";
+  if (ms < 120000) return (ms / 1000).toFixed(1) + " s ago";
+  return Math.round(ms / 60000) + " min ago";
+}
+function clock(ms) { return new Date(ms).toLocaleTimeString(); }
+async function getJSON(path) {
+  const r = await fetch(path, { cache: "no-store" });
+  const body = await r.json().catch(() => ({ error: "unreadable answer" }));
+  if (!r.ok) throw new Error(body.error || r.statusText);
+  return body;
+}
+
+// ---------- tabs
+
+function showTab(name) {
+  if (!document.getElementById("tab-" + name)) name = "config";
+  state.tab = name;
+  for (const b of document.querySelectorAll("#tabs button")) b.classList.toggle("active", b.dataset.tab === name);
+  for (const s of document.querySelectorAll("section.tab")) s.hidden = s.id !== "tab-" + name;
+  if (location.hash !== "#" + name) history.replaceState(null, "", "#" + name);
+  refreshTab();
+}
+function refreshTab() {
+  if (state.tab === "swarms") { loadSwarms(); if (state.detail) loadPeers(); }
+  if (state.tab === "activity") loadHistory();
+}
+
+// ---------- live status (server-sent events)
+
+function connect() {
+  const source = new EventSource("/api/events");
+  source.addEventListener("status", (e) => {
+    state.lastEvent = Date.now();
+    const frame = JSON.parse(e.data);
+    const first = !state.node;
+    state.node = frame.node;
+    renderNode(frame.node);
+    renderTrackers(frame.trackers, frame.node);
+    setReachable(true);
+    if (first) loadSettings();
+  });
+  source.onerror = () => { if (Date.now() - state.lastEvent > 2500) setReachable(false); };
+}
+function setReachable(up) {
+  $("unreachable").hidden = up;
+  const link = $("link");
+  link.textContent = up ? "live" : "node unreachable — retrying";
+  link.className = "link " + (up ? "up" : "down");
+}
+// EventSource reconnects by itself; this only notices that nothing arrives.
+setInterval(() => { if (state.lastEvent && Date.now() - state.lastEvent > 3000) setReachable(false); }, 1000);
+
+function roleOf(n) { return n.service === "running" ? n.role : n.service; }
+
+function renderNode(n) {
+  $("node-name").textContent = n.mode === "standalone" ? "(standalone)" : (n.id ? "n" + n.id : "(id pending)");
+  const role = roleOf(n);
+  $("role").textContent = role;
+  $("role").className = "badge " + role;
+  $("epoch").textContent = n.mode === "cluster" ? "epoch " + n.epoch : "";
+  $("service").textContent = n.service === "failed" ? "failure provoked" : n.service;
+  $("btn-start").disabled = n.service !== "stopped";
+  $("btn-stop").disabled = n.service === "stopped";
+  $("btn-provoke").disabled = n.service !== "running";
+  $("btn-recover").disabled = n.service !== "failed";
+  const facts = [
+    ["role", role], ["serving peers", n.serving ? "yes" : "no"], ["epoch", n.epoch], ["master", n.master ? "n" + n.master : "—"],
+    ["last committed", n.lastCommitted + " (" + n.lastCommittedEpoch + ")"], ["in sync", n.inSync ? "yes" : "no"],
+    ["swarms / peers", n.swarms + " / " + n.peers], ["requests / replies / errors", n.datagrams + " / " + n.replies + " / " + n.errorReplies],
+    ["store", (n.storeHealthy ? "healthy" : "FAILING") + (n.storeBacklog ? ", backlog " + n.storeBacklog : "")],
+    ["broker", n.mode === "cluster" ? (n.brokerConnected ? "connected" : "disconnected") + (n.broker.authenticated ? ", authenticated" : ", NOT authenticated") : "—"],
+    ["uptime", Math.round(n.uptimeMs / 1000) + " s"],
+  ];
+  fill($("node-facts"), facts.map(([k, v]) => row([k, v])));
+  $("broker-link").textContent = n.mode === "cluster"
+    ? (n.brokerConnected ? "connected" : "disconnected") + ", " + n.broker.sent + " sent, " + n.broker.received + " received, "
+      + n.broker.badClusterMessages + " rejected, " + n.broker.connectionsLost + " reconnects"
+    : "standalone (no cluster)";
+}
+
+function renderTrackers(rows, n) {
+  fill($("trackers").tBodies[0], rows.map((t) => {
+    const tr = row([t.id, t.role, t.epoch, t.address, t.isSelf ? "this node" : ago(t.lastKeepaliveMsAgo), t.lastCommitted, t.inSync ? "yes" : "no"],
+      (t.silent ? "silent " : "") + (t.isSelf ? "self" : ""));
+    tr.dataset.id = t.id;
+    tr.dataset.role = t.role;
+    return tr;
+  }));
+}
+
+async function loadSettings() {
+  try {
+    const rows = await getJSON("/api/config");
+    fill($("settings"), rows.map((s) => row([s.key, s.value])));
+  } catch (e) { /* the next status event retries */ state.node = null; }
+}
+
+// ---------- controls
+
+function token() { return localStorage.getItem("tracker-admin-token"); }
+function askToken() {
+  return new Promise((resolve) => {
+    const dialog = $("token-dialog");
+    $("token-input").value = "";
+    dialog.onclose = () => {
+      const t = $("token-input").value.trim();
+      if (dialog.returnValue === "ok" && t) { localStorage.setItem("tracker-admin-token", t); resolve(t); } else resolve(null);
+    };
+    dialog.showModal();
+  });
+}
+async function control(path) {
+  let t = token() || await askToken();
+  if (!t) return;
+  const out = $("control-result");
+  out.textContent = "…";
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const r = await fetch("/api/" + path, { method: "POST", headers: { Authorization: "Bearer " + t } }).catch(() => null);
+    if (!r) { out.textContent = "node unreachable"; return; }
+    const body = await r.json().catch(() => ({}));
+    if (r.status === 401 && attempt === 0) {
+      localStorage.removeItem("tracker-admin-token");
+      t = await askToken();
+      if (!t) { out.textContent = "no token given"; return; }
+      continue;
+    }
+    out.textContent = r.ok ? body.result : "refused: " + (body.error || r.statusText);
+    return;
+  }
+}
+
+// ---------- swarms
+
+let swarmTimer = null;
+async function loadSwarms() {
+  const s = state.swarm;
+  const q = new URLSearchParams({ query: s.query, sort: s.sort, page: s.page, size: 50 });
+  try {
+    const page = await getJSON("/api/swarms?" + q);
+    if (page.pages && s.page > page.pages) { s.page = page.pages; return loadSwarms(); }
+    $("swarm-count").textContent = page.total + " swarm" + (page.total === 1 ? "" : "s");
+    $("swarm-page").textContent = page.page + " / " + Math.max(1, page.pages);
+    $("swarm-prev").disabled = page.page <= 1;
+    $("swarm-next").disabled = page.page >= page.pages;
+    fill($("swarms").tBodies[0], page.rows.map((r) => {
+      const name = r.name ? el("span", r.name) : el("span", r.infoHash, "mono");
+      const tr = row([name, bytes(r.size), r.seeders, r.leechers, r.completed, r.peers], "clickable");
+      tr.dataset.hash = r.infoHash;
+      tr.onclick = () => { state.detail = { hash: r.infoHash, name: r.name || r.infoHash }; state.peerPage = 1; loadPeers(); };
+      return tr;
+    }));
+  } catch (e) { $("swarm-count").textContent = "cannot list swarms: " + e.message; }
+}
+async function loadPeers() {
+  const d = state.detail;
+  if (!d) return;
+  $("swarm-detail").hidden = false;
+  $("detail-name").textContent = d.name;
+  try {
+    const page = await getJSON("/api/swarms/" + d.hash + "/peers?page=" + state.peerPage + "&size=50");
+    $("peer-count").textContent = page.total + " peer" + (page.total === 1 ? "" : "s");
+    $("peer-page").textContent = page.page + " / " + Math.max(1, page.pages);
+    $("peer-prev").disabled = page.page <= 1;
+    $("peer-next").disabled = page.page >= page.pages;
+    fill($("peers").tBodies[0], page.rows.map((p) =>
+      row([el("span", p.peerID, "mono"), p.client || "—", p.address, bytes(p.downloaded), bytes(p.left), bytes(p.uploaded), ago(p.lastAnnounceMsAgo)])));
+  } catch (e) { $("peer-count").textContent = e.message; fill($("peers").tBodies[0], []); }
+}
+
+// ---------- activity: charts and timeline, drawn as SVG
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+function chart(node, samples, series, w = 600, h = 140) {
+  const from = Date.now() - 300000, to = Date.now();
+  let max = 1;
+  for (const s of samples) for (const f of series) if (s[f.key] != null) max = Math.max(max, s[f.key]);
+  const x = (t) => ((t - from) / (to - from)) * w;
+  const y = (v) => h - 12 - (v / max) * (h - 24);
+  const parts = [svg("line", { x1: 0, y1: y(0), x2: w, y2: y(0), class: "grid" }), svg("line", { x1: 0, y1: y(max), x2: w, y2: y(max), class: "grid" }),
+    svg("text", { x: 2, y: y(max) - 2, class: "axis" }, String(Math.round(max * 10) / 10)), svg("text", { x: 2, y: h - 2, class: "axis" }, "5 min ago"),
+    svg("text", { x: w - 24, y: h - 2, class: "axis" }, "now")];
+  for (const f of series) {
+    const pts = samples.filter((s) => s[f.key] != null && s.at >= from).map((s) => x(s.at).toFixed(1) + "," + y(s[f.key]).toFixed(1));
+    if (pts.length) parts.push(svg("polyline", { points: pts.join(" "), class: "line " + (f.cls || "") }));
+  }
+  node.replaceChildren(...parts);
+}
+async function loadHistory() {
+  try {
+    const h = await getJSON("/api/history");
+    chart($("chart-announces"), h.samples, [{ key: "announces" }]);
+    chart($("chart-latency"), h.samples, [{ key: "commitMeanMs" }, { key: "commitMaxMs", cls: "max" }]);
+    const from = Date.now() - 300000;
+    $("timeline").replaceChildren(svg("line", { x1: 0, y1: 20, x2: 600, y2: 20, class: "grid" }),
+      ...h.events.filter((e) => e.at >= from).map((e) => svg("circle", { cx: ((e.at - from) / 300000) * 600, cy: 20, r: 5, class: "ev-" + e.kind }, undefined)));
+    fill($("events").tBodies[0], h.events.slice().reverse().slice(0, 50).map((e) => row([clock(e.at), e.text, e.epoch])));
+  } catch (e) { /* unreachable: the banner says so */ }
+}
+
+// ---------- wiring
+
+document.addEventListener("DOMContentLoaded", () => {
+  for (const b of document.querySelectorAll("#tabs button")) b.onclick = () => showTab(b.dataset.tab);
+  for (const b of document.querySelectorAll("button[data-control]")) b.onclick = () => control(b.dataset.control);
+  for (const th of document.querySelectorAll("#swarms th[data-sort]")) {
+    th.onclick = () => {
+      const field = th.dataset.sort, s = state.swarm;
+      s.sort = s.sort === "-" + field ? field : "-" + field;
+      for (const o of document.querySelectorAll("#swarms th")) o.className = "";
+      th.className = "sorted " + (s.sort.startsWith("-") ? "desc" : "asc");
+      s.page = 1;
+      loadSwarms();
+    };
+  }
+  let debounce = null;
+  $("swarm-search").oninput = (e) => {
+    clearTimeout(debounce);
+    debounce = setTimeout(() => { state.swarm.query = e.target.value; state.swarm.page = 1; loadSwarms(); }, 250);
+  };
+  $("swarm-prev").onclick = () => { state.swarm.page = Math.max(1, state.swarm.page - 1); loadSwarms(); };
+  $("swarm-next").onclick = () => { state.swarm.page += 1; loadSwarms(); };
+  $("peer-prev").onclick = () => { state.peerPage = Math.max(1, state.peerPage - 1); loadPeers(); };
+  $("peer-next").onclick = () => { state.peerPage += 1; loadPeers(); };
+  $("detail-close").onclick = () => { state.detail = null; $("swarm-detail").hidden = true; };
+  showTab(location.hash.slice(1) || "config");
+  connect();
+  // Tables that are not in the status stream follow it at the same pace.
+  swarmTimer = setInterval(refreshTab, 1000);
+});

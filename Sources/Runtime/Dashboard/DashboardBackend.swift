@@ -1,0 +1,52 @@
+import TrackerLogic
+
+/// The dashboard's buttons.
+public enum ServiceControl: String, Sendable, CaseIterable {
+    /// Start the tracker service (a stopped cluster node joins again).
+    case start
+    /// Stop it as SIGTERM would, but keep the process and its dashboard.
+    case stop
+    /// Cut the node off from peers and the cluster, as a failed link would.
+    case provoke
+    /// Undo `provoke`.
+    case recover
+}
+
+/// Why a control request changed nothing (409 to the caller).
+public struct ControlRefusal: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// What the dashboard reads and steers. Implementations read node state on the node's
+/// own loop and hand back values, so HTTP handlers never touch it directly.
+public protocol DashboardBackend: AnyObject, Sendable {
+    func status() async -> NodeStatus
+    func settings() async -> [SettingRow]
+    /// Every swarm as a row (filtering, sorting and paging happen off the node's loop).
+    func swarmRows() async -> [SwarmRow]
+    /// One swarm and a page of its peers; nil if the repository does not hold it.
+    func swarm(_ infoHash: InfoHash, page: Int, pageSize: Int) async -> (SwarmRow, ListPage<PeerRow>)?
+    func history() async -> ServiceHistory.Snapshot
+    /// Returns what happened, in words for the page.
+    func control(_ request: ServiceControl) async throws(ControlRefusal) -> String
+    /// The catalogue of registered torrents, newest first.
+    func torrents() async -> [TorrentRow]
+    /// A registered torrent, to download its file back.
+    func torrent(_ infoHash: InfoHash) async -> RegisteredTorrent?
+    /// Registers or removes a torrent and returns once this node's replica holds the
+    /// change (committed), or refuses.
+    func change(_ change: CatalogueChange) async throws(ControlRefusal) -> String
+    /// What `/metrics` exports besides the status.
+    var metrics: NodeMetrics { get }
+}
+
+extension CatalogueChange {
+    var doneMessage: String {
+        switch self {
+        case .register(let t): "registered \(t.metadata.name) (\(t.infoHash.hex))"
+        case .unregister(let hash): "unregistered \(hash.hex)"
+        }
+    }
+}

@@ -1,0 +1,266 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import TrackerLogic
+
+/// Where and how a node serves its dashboard.
+public struct DashboardSettings: Sendable {
+    public var endpoint: PeerEndpoint
+    public var token: AdminToken
+
+    public init(endpoint: PeerEndpoint, token: AdminToken) { self.endpoint = endpoint; self.token = token }
+}
+
+/// Per request: Hummingbird's defaults with an upload limit just above the largest
+/// .torrent file the catalogue takes (the only request with a body that matters).
+struct DashboardContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    init(source: ApplicationRequestContextSource) { coreContext = .init(source: source) }
+    var maxUploadSize: Int { TorrentMetadata.maxFileBytes + 64 * 1024 }
+}
+
+/// Every refusal the API gives: a status and a sentence, as `{"error": "…"}`.
+struct APIError: HTTPResponseError {
+    var status: HTTPResponse.Status
+    var message: String
+
+    init(_ status: HTTPResponse.Status, _ message: String) { self.status = status; self.message = message }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        DashboardRoutes.json(["error": message], status: status)
+    }
+}
+
+/// Turns every error into a JSON body with the right status, so no request, however
+/// malformed, gets an HTML page, an empty 500 or a dropped connection.
+struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as APIError {
+            return DashboardRoutes.json(["error": error.message], status: error.status)
+        } catch let error as HTTPError {
+            let message = error.status == .notFound ? "no such resource: \(request.uri.path)" : (error.body ?? error.status.reasonPhrase)
+            return DashboardRoutes.json(["error": message], status: error.status)
+        } catch is NIOTooManyBytesError {
+            return DashboardRoutes.json(["error": "request body too large"], status: .contentTooLarge)
+        } catch {
+            return DashboardRoutes.json(["error": "internal error"], status: .internalServerError)
+        }
+    }
+}
+
+/// Control requests (anything that is not GET or HEAD) carry the admin token.
+struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
+    let token: AdminToken
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if request.method != .get && request.method != .head && !token.accepts(authorization: request.headers[.authorization]) {
+            throw APIError(.unauthorized, "control requests need the admin token (Authorization: Bearer TOKEN)")
+        }
+        return try await next(request, context)
+    }
+}
+
+enum DashboardRoutes {
+    static func router(backend: DashboardBackend, token: AdminToken) -> Router<DashboardContext> {
+        let router = Router(context: DashboardContext.self)
+        router.add(middleware: JSONErrorMiddleware())
+        router.add(middleware: AdminTokenMiddleware(token: token))
+
+        router.get("/") { _, _ in asset(PackageResources.index_html, type: "text/html; charset=utf-8") }
+        router.get("/app.js") { _, _ in asset(PackageResources.app_js, type: "text/javascript; charset=utf-8") }
+        router.get("/app.css") { _, _ in asset(PackageResources.app_css, type: "text/css; charset=utf-8") }
+
+        router.get("/api/node") { _, _ in json(await backend.status()) }
+        router.get("/api/config") { _, _ in json(await backend.settings()) }
+        router.get("/api/trackers") { _, _ in json(TrackerRow.rows(await backend.status())) }
+        router.get("/api/history") { _, _ in json(await backend.history()) }
+        router.get("/api/swarms") { request, _ in
+            let query: SwarmQuery
+            do { query = try SwarmQuery(parameters: parameters(request)) } catch { throw APIError(.badRequest, "\(error)") }
+            let rows = await backend.swarmRows()
+            return json(SwarmListing.page(rows, query))
+        }
+        router.get("/api/swarms/:infohash") { request, context in
+            let (swarm, peers) = try await swarm(request, context, backend: backend)
+            return json(SwarmDetail(swarm: swarm, peers: peers))
+        }
+        router.get("/api/swarms/:infohash/peers") { request, context in
+            json(try await swarm(request, context, backend: backend).1)
+        }
+        router.get("/api/events") { _, _ in events(backend) }
+
+        router.get("/metrics") { _, _ in
+            let status = await backend.status()
+            let text = backend.metrics.render(status, torrents: await backend.torrents().count)
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
+        }
+        router.get("/api/torrents") { _, _ in json(await backend.torrents()) }
+        router.get("/api/torrents/:infohash/file") { _, context in
+            let hash = try infoHash(context)
+            guard let t = await backend.torrent(hash) else { throw APIError(.notFound, "\(hash.hex) is not registered") }
+            var headers = HTTPFields()
+            headers[.contentType] = "application/x-bittorrent"
+            headers[.contentDisposition] = "attachment; filename=\"\(hash.hex).torrent\""
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: t.file)))
+        }
+        // The body is the .torrent file itself.
+        router.post("/api/torrents") { request, context in
+            let body = try await request.body.collect(upTo: TorrentMetadata.maxFileBytes + 1)
+            guard body.readableBytes <= TorrentMetadata.maxFileBytes else {
+                throw APIError(.contentTooLarge, "a .torrent file may be at most \(TorrentMetadata.maxFileBytes) bytes")
+            }
+            let torrent: RegisteredTorrent
+            do { torrent = try RegisteredTorrent(file: Array(buffer: body), registeredAt: WallClock.now()) } catch {
+                throw APIError(.badRequest, "not a valid .torrent file: \(error)")
+            }
+            do {
+                let message = try await backend.change(.register(torrent))
+                return json(RegisterResult(result: message, torrent: TorrentRow(torrent)), status: .created)
+            } catch { throw APIError(.conflict, "\(error)") }
+        }
+        router.delete("/api/torrents/:infohash") { _, context in
+            let hash = try infoHash(context)
+            do { return json(["result": try await backend.change(.unregister(hash))]) } catch { throw APIError(.conflict, "\(error)") }
+        }
+
+        for control in ServiceControl.allCases {
+            let path = control == .start || control == .stop ? "/api/service/\(control.rawValue)" : "/api/failure/\(control.rawValue)"
+            router.post(RouterPath(path)) { _, _ in
+                do {
+                    return json(["result": try await backend.control(control)])
+                } catch {
+                    throw APIError(.conflict, "\(error)")
+                }
+            }
+        }
+        return router
+    }
+
+    struct RegisterResult: Codable {
+        var result: String
+        var torrent: TorrentRow
+    }
+
+    static func infoHash(_ context: DashboardContext) throws -> InfoHash {
+        guard let hash = InfoHash(hex: context.parameters.get("infohash") ?? "") else { throw APIError(.badRequest, "info hash: 40 hex digits") }
+        return hash
+    }
+
+    struct SwarmDetail: Codable {
+        var swarm: SwarmRow
+        var peers: ListPage<PeerRow>
+    }
+
+    static func swarm(_ request: Request, _ context: DashboardContext, backend: DashboardBackend) async throws -> (SwarmRow, ListPage<PeerRow>) {
+        let hash = try infoHash(context)
+        let p = parameters(request)
+        let page: Int, size: Int
+        do {
+            page = try SwarmQuery.number(p["page"], name: "page", default: 1, range: 1...1_000_000_000)
+            size = try SwarmQuery.number(p["size"], name: "size", default: 50, range: 1...SwarmQuery.maxPageSize)
+        } catch { throw APIError(.badRequest, "\(error)") }
+        guard let found = await backend.swarm(hash, page: page, pageSize: size) else {
+            throw APIError(.notFound, "no swarm \(hash.hex) in this node's repository")
+        }
+        return found
+    }
+
+    /// Query parameters, the first of each name winning.
+    static func parameters(_ request: Request) -> [String: String] {
+        var out: [String: String] = [:]
+        for (k, v) in request.uri.queryParameters where out[String(k)] == nil { out[String(k)] = String(v) }
+        return out
+    }
+
+    /// Server-sent events: the node and its trackers table at once, then every second,
+    /// until the browser goes away. The page reconnects by itself (EventSource does).
+    static func events(_ backend: DashboardBackend) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "text/event-stream"
+        headers[.cacheControl] = "no-store"
+        let body = ResponseBody { writer in
+            try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
+            while !Task.isCancelled {
+                let status = await backend.status()
+                let frame = StatusFrame(node: status, trackers: TrackerRow.rows(status))
+                let data = (try? encoder.encode(frame)) ?? Data()
+                try await writer.write(ByteBuffer(string: "event: status\ndata: " + String(decoding: data, as: UTF8.self) + "\n\n"))
+                try await Task.sleep(for: .seconds(1))
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: headers, body: body)
+    }
+
+    struct StatusFrame: Codable {
+        var node: NodeStatus
+        var trackers: [TrackerRow]
+    }
+
+    static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys]
+        return e
+    }()
+
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        headers[.cacheControl] = "no-store"
+        let data = (try? encoder.encode(value)) ?? Data(#"{"error":"encoding"}"#.utf8)
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func asset(_ bytes: [UInt8], type: String) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = type
+        headers[.cacheControl] = "no-cache"
+        // The page loads only its own script and style and talks only to its own node.
+        headers[.contentSecurityPolicy] = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"
+        if let nosniff = HTTPField.Name("X-Content-Type-Options") { headers[nosniff] = "nosniff" }
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+}
+
+/// The dashboard's HTTP server: Hummingbird on the node's event loop group, run as a
+/// task that `stop()` cancels.
+public final class DashboardServer: Sendable {
+    let task: Task<Void, Error>
+    public let boundAddress: String
+
+    private init(task: Task<Void, Error>, boundAddress: String) { self.task = task; self.boundAddress = boundAddress }
+
+    /// Binds and serves; throws a clear error when the address cannot be bound.
+    public static func start(_ settings: DashboardSettings, backend: DashboardBackend, group: EventLoopGroup,
+                             logger: Logger) async throws -> DashboardServer {
+        let bound = group.next().makePromise(of: String.self)
+        var hbLogger = logger
+        hbLogger.logLevel = max(logger.logLevel, .warning)
+        let app = Application(
+            router: DashboardRoutes.router(backend: backend, token: settings.token),
+            configuration: ApplicationConfiguration(address: .hostname(settings.endpoint.ip.description, port: Int(settings.endpoint.port)),
+                                                    serverName: "tracker"),
+            onServerRunning: { channel in bound.succeed(channel.localAddress.map { "\($0)" } ?? "\(settings.endpoint)") },
+            eventLoopGroupProvider: .shared(group),
+            logger: hbLogger)
+        let task = Task {
+            do { try await app.run() } catch {
+                bound.fail(ConfigurationError("cannot serve HTTP on \(settings.endpoint): \(error)"))
+                throw error
+            }
+        }
+        let address = try await bound.futureResult.get()
+        return DashboardServer(task: task, boundAddress: address)
+    }
+
+    public func stop() async {
+        task.cancel()
+        _ = await task.result
+    }
+}

@@ -1,0 +1,74 @@
+import NIOConcurrencyHelpers
+import Prometheus
+import TrackerLogic
+
+/// `GET /metrics`: the node's counters and gauges in the Prometheus text format.
+/// Counters and gauges are read from the node's status at scrape time (so nothing on the
+/// hot path touches a lock); only commit latencies are observed one by one, into a
+/// histogram. A service restarted from the dashboard starts its own counts at zero: the
+/// exported counters keep rising across it, as Prometheus expects of one process.
+public final class NodeMetrics: Sendable {
+    let registry = PrometheusCollectorRegistry()
+    let commitLatency: DurationHistogram
+    let lastCounts = NIOLockedValueBox<[String: Int]>([:])
+
+    public init() {
+        commitLatency = registry.makeDurationHistogram(
+            name: "tracker_commit_latency_seconds",
+            buckets: [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+                      .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2)],
+            help: "PREPARE sent to COMMIT decided, on the master")
+    }
+
+    func observeCommit(_ latency: Milliseconds) {
+        commitLatency.record(.milliseconds(max(0, latency.value)))
+    }
+
+    /// Renders the exposition text for `status`.
+    func render(_ status: NodeStatus, torrents: Int) -> [UInt8] {
+        let counters: [(String, [(String, String)], Int, String)] = [
+            ("tracker_datagrams_total", [], status.datagrams, "Peer datagrams received"),
+            ("tracker_replies_total", [], status.replies, "Replies sent to peers"),
+            ("tracker_error_replies_total", [], status.errorReplies, "BEP 15 error replies sent to peers"),
+            ("tracker_announces_total", [], status.announces, "Announces answered as master"),
+            ("tracker_commits_total", [], status.commits, "Transactions committed as master"),
+            ("tracker_aborts_total", [], status.aborts, "Transactions aborted as master"),
+            ("tracker_broker_frames_sent_total", [], status.broker.sent, "Frames sent to the broker"),
+            ("tracker_broker_frames_received_total", [], status.broker.received, "Frames received from the broker"),
+            ("tracker_broker_connections_lost_total", [], status.broker.connectionsLost, "Broker connections lost"),
+        ] + status.broker.rejectedClusterMessages.sorted { $0.key < $1.key }.map {
+            ("tracker_cluster_rejected_messages_total", [("reason", $0.key)], $0.value, "Cluster messages dropped by the channel")
+        }
+        lastCounts.withLockedValue { last in
+            for (name, labels, value, help) in counters {
+                let key = name + labels.map { "|\($0.0)=\($0.1)" }.joined()
+                let delta = value - (last[key] ?? 0)
+                last[key] = value
+                let counter = registry.makeCounter(name: name, labels: labels, help: help)
+                // A count below the last one means the service restarted and counts from zero.
+                counter.increment(by: Int64(delta >= 0 ? delta : value))
+            }
+        }
+        let roles = ["starting", "slave", "candidate", "master", "stopped"]
+        for role in roles {
+            registry.makeGauge(name: "tracker_role", labels: [("role", role)], help: "1 for the node's current role")
+                .set(to: status.role == role ? 1.0 : 0.0)
+        }
+        let gauges: [(String, Double, String)] = [
+            ("tracker_swarms", Double(status.swarms), "Swarms in this node's repository"),
+            ("tracker_peers", Double(status.peers), "Peers in this node's repository"),
+            ("tracker_registered_torrents", Double(torrents), "Torrents in the catalogue"),
+            ("tracker_epoch_term", Double(status.term), "Term of the epoch this node knows"),
+            ("tracker_last_committed_txid", Double(status.lastCommitted), "Last committed transaction"),
+            ("tracker_serving", status.serving ? 1 : 0, "1 while this node answers peers"),
+            ("tracker_in_sync", status.inSync ? 1 : 0, "1 while this replica holds the master's last commit"),
+            ("tracker_service_running", status.service == "running" ? 1 : 0, "0 when stopped or failed from the dashboard"),
+            ("tracker_broker_connected", status.broker.connected ? 1 : 0, "1 while the broker link is up"),
+            ("tracker_store_backlog", Double(status.storeBacklog), "Commits not yet on disk"),
+            ("tracker_store_healthy", status.storeHealthy ? 1 : 0, "0 while the disk refuses writes"),
+            ("tracker_cluster_members", Double(status.members.count), "Nodes this node has heard"),
+        ]
+        for (name, value, help) in gauges { registry.makeGauge(name: name, help: help).set(to: value) }
+        return registry.emitToBuffer()
+    }
+}

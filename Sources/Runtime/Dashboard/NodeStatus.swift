@@ -1,0 +1,119 @@
+import TrackerLogic
+
+/// The node as JSON (`GET /api/node`): what operators, scripts and the dashboard read.
+/// Every field has a value when the tracker service is stopped too, so a reader never
+/// has to tell "stopped" from "missing".
+public struct NodeStatus: Codable, Sendable {
+    public struct MemberStatus: Codable, Sendable {
+        var id: UInt32
+        var role: String
+        var master: UInt32
+        var epoch: String
+        var lastCommitted: UInt64
+        var inSync: Bool
+        var address: String
+        var lastKeepaliveMsAgo: Int64
+    }
+
+    /// The cluster channel, as the STOMP client counted it.
+    public struct BrokerStatus: Codable, Sendable {
+        var connected = false
+        var sent = 0
+        var received = 0
+        var droppedWhileDown = 0
+        var connectionsLost = 0
+        var errorFrames = 0
+        var badFrames = 0
+        /// Every cluster frame the channel dropped, whatever the reason.
+        var badClusterMessages = 0
+        /// The same, per reason (every reason listed, zeros included).
+        var rejectedClusterMessages: [String: Int] = [:]
+        /// False with `--insecure-cluster`: anyone on the broker can forge messages.
+        var authenticated = false
+    }
+
+    /// `running`, `stopped` (the Stop button: the process and its dashboard stay up) or
+    /// `failed` (a provoked failure: the node is cut off from peers and the cluster).
+    var service = "running"
+    /// `cluster` or `standalone`.
+    var mode = "cluster"
+    var id: UInt32 = 0
+    var role = "stopped"
+    var epoch = Epoch.zero.description
+    var term: UInt32 = 0
+    var master: UInt32 = 0
+    var serving = false
+    var inSync = false
+    var lastCommitted: UInt64 = 0
+    var lastCommittedEpoch = Epoch.zero.description
+    var digest = "0"
+    var swarms = 0
+    var peers = 0
+    var storeHealthy = true
+    var storeBacklog = 0
+    var brokerConnected = false
+    var cluster = ""
+    var peerService = ""
+    var replyFrom = ""
+    var database = ""
+    var keepaliveMs: Int64 = 1000
+    /// Since the process started (the service may have started later).
+    var uptimeMs: Int64 = 0
+    var datagrams = 0
+    var replies = 0
+    var errorReplies = 0
+    var announces = 0
+    var commits = 0
+    var aborts = 0
+    var broker = BrokerStatus()
+    var members: [MemberStatus] = []
+}
+
+/// One row of the trackers tab: this node and every node it has heard.
+public struct TrackerRow: Codable, Sendable {
+    var id: UInt32
+    var role: String
+    var epoch: String
+    var address: String
+    /// Nil for this node itself.
+    var lastKeepaliveMsAgo: Int64?
+    var lastCommitted: UInt64
+    var inSync: Bool
+    var isSelf: Bool
+    /// Missed two keepalives: shown grey until forgotten.
+    var silent: Bool
+
+    /// This node first, then the others by id.
+    static func rows(_ s: NodeStatus) -> [TrackerRow] {
+        var rows: [TrackerRow] = []
+        if s.id != 0 {
+            rows.append(TrackerRow(id: s.id, role: s.service == "running" ? s.role : s.service, epoch: s.epoch,
+                                   address: s.replyFrom, lastKeepaliveMsAgo: nil, lastCommitted: s.lastCommitted,
+                                   inSync: s.inSync, isSelf: true, silent: s.service != "running"))
+        }
+        for m in s.members where m.id != s.id {
+            rows.append(TrackerRow(id: m.id, role: m.role, epoch: m.epoch, address: m.address,
+                                   lastKeepaliveMsAgo: m.lastKeepaliveMsAgo, lastCommitted: m.lastCommitted,
+                                   inSync: m.inSync, isSelf: false, silent: m.lastKeepaliveMsAgo > 2 * s.keepaliveMs))
+        }
+        return rows
+    }
+}
+
+/// One setting as the configuration tab shows it.
+public struct SettingRow: Codable, Sendable, Equatable {
+    var key: String
+    var value: String
+}
+
+extension Role {
+    var jsonName: String {
+        switch self {
+        case .starting: "starting"
+        case .slave: "slave"
+        case .candidate: "candidate"
+        case .master: "master"
+        case .stopped: "stopped"
+        }
+    }
+}

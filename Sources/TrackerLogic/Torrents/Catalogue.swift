@@ -1,0 +1,93 @@
+/// A .torrent file the operator registered: replicated through the two-phase commit like
+/// any announce, so every node names the swarm, serves the file back and enforces the
+/// access list. Only the file travels and is stored; everything else is derived from it
+/// again wherever it arrives, so a replica can never hold metadata that disagrees with
+/// its file.
+public struct RegisteredTorrent: Hashable, Sendable {
+    public let file: [UInt8]
+    public let metadata: TorrentMetadata
+    /// When the master accepted it.
+    public let registeredAt: Instant
+
+    public init(file: [UInt8], registeredAt: Instant) throws(TorrentError) {
+        self.file = file
+        self.metadata = try TorrentMetadata.parse(file)
+        self.registeredAt = registeredAt
+    }
+
+    public var infoHash: InfoHash { metadata.infoHash }
+}
+
+/// The operator's changes to the catalogue of registered torrents.
+public enum CatalogueChange: Hashable, Sendable {
+    case register(RegisteredTorrent)
+    /// By the torrent's info hash (its v1 hash, else its truncated v2 hash).
+    case unregister(InfoHash)
+}
+
+extension CatalogueChange {
+    /// Why `catalogue` cannot take this change, if it cannot.
+    public func refusal(in catalogue: Catalogue) -> String? {
+        switch self {
+        case .register(let t): catalogue.refusal(t)
+        case .unregister(let hash): catalogue.torrents[hash] == nil ? "\(hash.hex) is not registered" : nil
+        }
+    }
+
+    /// Whether `catalogue` shows the change done.
+    public func isDone(in catalogue: Catalogue) -> Bool {
+        switch self {
+        case .register(let t): catalogue.torrents[t.infoHash] != nil
+        case .unregister(let hash): catalogue.torrents[hash] == nil
+        }
+    }
+}
+
+/// Registered torrents, by info hash, and the access list they make.
+public struct Catalogue: Hashable, Sendable {
+    public private(set) var torrents: [InfoHash: RegisteredTorrent] = [:]
+    /// Every swarm hash of every registered torrent (a hybrid adds two).
+    public private(set) var swarmHashes: [InfoHash: InfoHash] = [:]
+    public private(set) var totalBytes = 0
+
+    /// Bounds what a snapshot carries (the whole catalogue travels in one cluster message).
+    public static let maxTotalBytes = 32 << 20
+    public static let maxTorrents = 10_000
+
+    public init() {}
+
+    public mutating func apply(_ change: CatalogueChange) {
+        switch change {
+        case .register(let t):
+            remove(t.infoHash)
+            torrents[t.infoHash] = t
+            for h in t.metadata.swarmHashes { swarmHashes[h] = t.infoHash }
+            totalBytes += t.file.count
+        case .unregister(let hash):
+            remove(hash)
+        }
+    }
+
+    mutating func remove(_ hash: InfoHash) {
+        guard let old = torrents.removeValue(forKey: hash) else { return }
+        for h in old.metadata.swarmHashes where swarmHashes[h] == hash { swarmHashes[h] = nil }
+        totalBytes -= old.file.count
+    }
+
+    /// Whether an announce for `hash` passes the access list.
+    public func isRegistered(_ hash: InfoHash) -> Bool { swarmHashes[hash] != nil }
+
+    /// The torrent a swarm belongs to.
+    public func torrent(forSwarm hash: InfoHash) -> RegisteredTorrent? { swarmHashes[hash].flatMap { torrents[$0] } }
+
+    /// Why the master refuses to register `t` now, if it does.
+    public func refusal(_ t: RegisteredTorrent) -> String? {
+        if torrents[t.infoHash] != nil { return "\(t.infoHash.hex) is already registered" }
+        if torrents.count >= Self.maxTorrents { return "the catalogue holds its maximum of \(Self.maxTorrents) torrents" }
+        if totalBytes + t.file.count > Self.maxTotalBytes { return "the catalogue holds its maximum of \(Self.maxTotalBytes >> 20) MiB of files" }
+        return nil
+    }
+
+    /// In a canonical order: what snapshots carry.
+    public var sorted: [RegisteredTorrent] { torrents.values.sorted { $0.infoHash < $1.infoHash } }
+}
