@@ -58,6 +58,7 @@ function showTab(name) {
 function refreshTab() {
   if (state.tab === "swarms") { loadSwarms(); if (state.detail) loadPeers(); }
   if (state.tab === "activity") loadHistory();
+  if (state.tab === "torrents") loadTorrents();
 }
 
 // ---------- live status (server-sent events)
@@ -126,6 +127,7 @@ function renderTrackers(rows, n) {
 async function loadSettings() {
   try {
     const rows = await getJSON("/api/config");
+    state.settings = rows;
     fill($("settings"), rows.map((s) => row([s.key, s.value])));
   } catch (e) { /* the next status event retries */ state.node = null; }
 }
@@ -144,25 +146,28 @@ function askToken() {
     dialog.showModal();
   });
 }
-async function control(path) {
+// A control request with the admin token, asked for once and again after a 401.
+// Writes the outcome into `out`; returns whether the node accepted.
+async function authorized(method, path, body, out) {
   let t = token() || await askToken();
-  if (!t) return;
-  const out = $("control-result");
+  if (!t) { out.textContent = "no token given"; return false; }
   out.textContent = "…";
   for (let attempt = 0; attempt < 2; attempt++) {
-    const r = await fetch("/api/" + path, { method: "POST", headers: { Authorization: "Bearer " + t } }).catch(() => null);
-    if (!r) { out.textContent = "node unreachable"; return; }
-    const body = await r.json().catch(() => ({}));
+    const r = await fetch(path, { method, body, headers: { Authorization: "Bearer " + t } }).catch(() => null);
+    if (!r) { out.textContent = "node unreachable"; return false; }
+    const answer = await r.json().catch(() => ({}));
     if (r.status === 401 && attempt === 0) {
       localStorage.removeItem("tracker-admin-token");
       t = await askToken();
-      if (!t) { out.textContent = "no token given"; return; }
+      if (!t) { out.textContent = "no token given"; return false; }
       continue;
     }
-    out.textContent = r.ok ? body.result : "refused: " + (body.error || r.statusText);
-    return;
+    out.textContent = r.ok ? answer.result : "refused: " + (answer.error || r.statusText);
+    return r.ok;
   }
+  return false;
 }
+function control(path) { return authorized("POST", "/api/" + path, undefined, $("control-result")); }
 
 // ---------- swarms
 
@@ -200,6 +205,34 @@ async function loadPeers() {
     fill($("peers").tBodies[0], page.rows.map((p) =>
       row([el("span", p.peerID, "mono"), p.client || "—", p.address, bytes(p.downloaded), bytes(p.left), bytes(p.uploaded), ago(p.lastAnnounceMsAgo)])));
   } catch (e) { $("peer-count").textContent = e.message; fill($("peers").tBodies[0], []); }
+}
+
+// ---------- torrents
+
+async function loadTorrents() {
+  try {
+    const rows = await getJSON("/api/torrents");
+    const only = state.settings && state.settings.find((s) => s.key === "only registered torrents");
+    $("access-list").textContent = only && only.value === "yes"
+      ? "Access list on: peers may announce only these torrents."
+      : "Access list off: every info hash is tracked; registering names a swarm.";
+    fill($("torrents").tBodies[0], rows.map((t) => {
+      const link = el("a", "download");
+      link.href = "/api/torrents/" + t.infoHash + "/file";
+      const remove = el("button", "remove");
+      remove.onclick = async () => { if (await authorized("DELETE", "/api/torrents/" + t.infoHash, undefined, $("torrent-result"))) loadTorrents(); };
+      const actions = el("span");
+      actions.append(link, " ", remove);
+      const tr = row([t.name, bytes(t.size), t.files, el("span", t.infoHash, "mono"), clock(t.registeredAt), actions]);
+      tr.dataset.hash = t.infoHash;
+      return tr;
+    }));
+  } catch (e) { $("torrent-result").textContent = "cannot list torrents: " + e.message; }
+}
+async function uploadTorrent() {
+  const file = $("torrent-file").files[0];
+  if (!file) { $("torrent-result").textContent = "choose a .torrent file first"; return; }
+  if (await authorized("POST", "/api/torrents", file, $("torrent-result"))) { $("torrent-file").value = ""; loadTorrents(); }
 }
 
 // ---------- activity: charts and timeline, drawn as SVG
@@ -262,6 +295,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("swarm-next").onclick = () => { state.swarm.page += 1; loadSwarms(); };
   $("peer-prev").onclick = () => { state.peerPage = Math.max(1, state.peerPage - 1); loadPeers(); };
   $("peer-next").onclick = () => { state.peerPage += 1; loadPeers(); };
+  $("torrent-upload").onclick = uploadTorrent;
   $("detail-close").onclick = () => { state.detail = null; $("swarm-detail").hidden = true; };
   showTab(location.hash.slice(1) || "config");
   connect();
