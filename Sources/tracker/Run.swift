@@ -142,6 +142,9 @@ struct Run: AsyncParsableCommand {
 
     @OptionGroup var service: PeerServiceOptions
 
+    @Option(help: "TOML file with any of these options (keys are the long names without dashes; see `tracker config example`). Options given here override it.")
+    var config: String?
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 

@@ -1,0 +1,160 @@
+import ArgumentParser
+import Foundation
+import TOMLKit
+
+/// `tracker run --config FILE`: a TOML file whose keys are `run`'s long option names
+/// without the dashes (`broker = "stomp://…"`, `keepalive = "1s"`, `only-registered =
+/// true`, `cluster-key-file = ["new.key", "old.key"]`). The file becomes arguments placed
+/// before the command line's, so a flag given on the command line overrides the file.
+/// Arguments are then parsed by `run` itself: one set of rules, one set of messages,
+/// rewritten to name the key and the file.
+enum ConfigFile {
+    struct Problem: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The file's settings as `run` arguments.
+    static func arguments(path: String) throws -> [String] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw Problem(description: "config \(path): cannot read it") }
+        let table: TOMLTable
+        do { table = try TOMLTable(string: text) } catch let e as TOMLParseError {
+            throw Problem(description: "config \(path): line \(e.source.begin.line): \(e.description)")
+        } catch { throw Problem(description: "config \(path): \(error)") }
+        var out: [String] = []
+        for key in table.keys.sorted() {
+            guard let value = table[key] else { continue }
+            guard key != "config" else { throw Problem(description: "config \(path): key 'config' cannot name another file") }
+            switch value.type {
+            case .bool:
+                if value.bool == true { out.append("--\(key)") }
+            case .int, .double, .string:
+                out += ["--\(key)", value.int.map(String.init) ?? value.double.map { "\($0)" } ?? value.string ?? ""]
+            case .array:
+                guard let items = value.array, items.allSatisfy({ $0.type == .string || $0.type == .int }) else {
+                    throw Problem(description: "config \(path): key '\(key)': a list may hold only strings or numbers")
+                }
+                for item in items { out += ["--\(key)", item.string ?? item.int.map(String.init) ?? ""] }
+            default:
+                throw Problem(description: "config \(path): key '\(key)': a \(value.type) is not a setting (use a string, number, true/false or a list)")
+            }
+        }
+        // Parsed on their own first, so a bad key or value is reported against the file.
+        let run: Run
+        do { run = try Run.parse(out) } catch {
+            throw Problem(description: "config \(path): " + rewrite(Run.message(for: error)))
+        }
+        // The values `run` checks only when it starts.
+        do {
+            _ = try run.service.config()
+            _ = try run.httpEndpoint()
+        } catch {
+            throw Problem(description: "config \(path): " + rewrite(Run.message(for: error)))
+        }
+        return out
+    }
+
+    /// ArgumentParser speaks of `--key`; the file has `key`.
+    static func rewrite(_ message: String) -> String {
+        var m = message
+        if let r = m.range(of: #"Unknown option '--([a-z0-9-]+)'"#, options: .regularExpression) {
+            let key = m[r].dropFirst("Unknown option '--".count).dropLast()
+            m.replaceSubrange(r, with: "unknown key '\(key)'")
+        }
+        m = m.replacingOccurrences(of: #"^--([a-z0-9-]+):"#, with: "key '$1':", options: .regularExpression)
+        return m.replacingOccurrences(of: #"'--([a-z0-9-]+)(?: <[a-z0-9-]+>)?'"#, with: "key '$1'", options: .regularExpression)
+    }
+
+    /// `tracker run ARGS`: when ARGS give `--config FILE`, the file's arguments go first.
+    static func expand(_ arguments: [String]) throws -> [String] {
+        guard arguments.first == "run" else { return arguments }
+        var path: String?
+        for (i, a) in arguments.enumerated() {
+            if a == "--config", i + 1 < arguments.count { path = arguments[i + 1] }
+            if a.hasPrefix("--config=") { path = String(a.dropFirst("--config=".count)) }
+        }
+        guard let path else { return arguments }
+        let fromFile = try self.arguments(path: path)
+        // A list given on the command line replaces the file's list rather than adding to it.
+        let given = Set(arguments.filter { $0.hasPrefix("--") })
+        var kept: [String] = []
+        var i = 0
+        while i < fromFile.count {
+            let flag = fromFile[i]
+            let hasValue = i + 1 < fromFile.count && !fromFile[i + 1].hasPrefix("--")
+            if !given.contains(flag) { kept.append(flag); if hasValue { kept.append(fromFile[i + 1]) } }
+            i += hasValue ? 2 : 1
+        }
+        return ["run"] + kept + arguments.dropFirst()
+    }
+
+    static let example = """
+        # tracker run --config FILE: every key is a `tracker run` option without its dashes.
+        # Options given on the command line override the file. Unknown keys are an error.
+
+        # --- peers
+        # udp = "127.0.0.1:6969"          # standalone node: where peers send requests
+        group = "239.255.42.99:6969"      # cluster: the multicast group peers send to
+        # vip = "10.0.0.100:6969"         # shared service address (libtorrent, aria2 need it)
+        interface = "lo"                  # interface to join the group on
+
+        # --- cluster
+        id = "1"                          # unique node id, or "auto"
+        broker = "stomp://127.0.0.1:61613"
+        cluster = "tracker"               # broker topic /topic/NAME
+        cluster-key-file = ["/etc/tracker/cluster.key"]   # two during a rotation: the first signs
+        # insecure-cluster = false        # never on a broker others can publish to
+        # connection-id-key-file = "/etc/tracker/connid.key"
+        # broker-user = "tracker"
+        # broker-password-file = "/etc/tracker/broker.password"
+        keepalive = "1s"
+        quorum = "live"                   # live | strict
+        cluster-size = 3                  # for strict quorum
+        db = "/var/lib/tracker/node1.sqlite"
+
+        # --- dashboard
+        http = "127.0.0.1:8081"
+        # admin-token-file = "/etc/tracker/admin.token"
+
+        # --- tracker service
+        interval = 1800                   # seconds between announces
+        # peer-timeout = 3600             # default: 2 × interval
+        numwant-default = 50
+        numwant-max = 200
+        connection-id-lifetime = 300
+        trust-announced-ip = false
+        connect-limit = "100/200"         # per source: RATE/BURST, or "off"
+        announce-limit = "100/200"
+        max-swarms = 1000000
+        max-peers-per-swarm = 100000
+        max-scrape = 74
+        only-registered = false           # access list: only torrents registered on the dashboard
+
+        # --- logging
+        log-level = "info"
+        """
+}
+
+/// `tracker config example | check FILE`.
+struct Config: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Config files for `tracker run --config FILE`.",
+        subcommands: [Example.self, Check.self])
+
+    struct Example: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print a commented example config file.")
+        func run() { print(ConfigFile.example) }
+    }
+
+    struct Check: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Check a config file: every key known, every value valid.")
+        @Argument(help: "The TOML file.") var file: String
+        func run() throws {
+            do {
+                let args = try ConfigFile.arguments(path: file)
+                print("\(file): \(args.filter { $0.hasPrefix("--") }.count) settings, all valid")
+            } catch let p as ConfigFile.Problem {
+                throw ValidationError(p.description)
+            }
+        }
+    }
+}
