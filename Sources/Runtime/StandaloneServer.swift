@@ -35,7 +35,9 @@ final class StandaloneHandler: ChannelInboundHandler {
 /// a provoked failure drops every request. All state lives on the host's loop.
 public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     let bind: PeerEndpoint
-    let config: TrackerConfig
+    /// Read again from the config file at each Start (on the loop).
+    var config: TrackerConfig
+    var reload: (@Sendable () throws -> TrackerConfig)?
     let connectionIDKeys: [SipHash24]
     let loop: EventLoop
     let logger: Logger
@@ -56,12 +58,14 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     /// `connectionIDKeys`: from `--connection-id-key-file`; nil draws a random key, so ids
     /// are secret and last as long as the process.
     public static func run(bind: PeerEndpoint, config: TrackerConfig, connectionIDKeys: [SipHash24]? = nil,
-                           dashboard: DashboardSettings? = nil, logger: Logger) async throws {
+                           dashboard: DashboardSettings? = nil, logger: Logger,
+                           reload: (@Sendable () throws -> TrackerConfig)? = nil) async throws {
         let problems = config.problems
         guard problems.isEmpty else { throw ConfigurationError(problems.joined(separator: "; ")) }
         let keys = connectionIDKeys ?? [SipHash24(k0: WallClock.randomSeed(), k1: WallClock.randomSeed())]
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let host = StandaloneHost(bind: bind, config: config, connectionIDKeys: keys, loop: group.next(), logger: logger)
+        host.reload = reload
         var web: DashboardServer?
         do {
             try await host.startService()
@@ -84,7 +88,14 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         logger.info("stopped")
     }
 
-    func startService() async throws {
+    /// `reloading`: read the config file again first (Start on the dashboard).
+    func startService(reloading: Bool = false) async throws {
+        if reloading, let reload {
+            let fresh = try reload()
+            guard fresh.problems.isEmpty else { throw ConfigurationError(fresh.problems.joined(separator: "; ")) }
+            try await loop.submit { [self] in self.config = fresh }.get()
+        }
+        let config = try await loop.submit { [self] in self.config }.get()
         let channel: Channel
         do {
             channel = try await DatagramBootstrap(group: loop)
@@ -175,7 +186,8 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     }
 
     public func settings() async -> [SettingRow] {
-        [SettingRow(key: "mode", value: "standalone"), SettingRow(key: "udp", value: "\(bind)")] + config.settingRows
+        let config = (try? await loop.submit { [self] in self.config }.get()) ?? config
+        return [SettingRow(key: "mode", value: "standalone"), SettingRow(key: "udp", value: "\(bind)")] + config.settingRows
     }
 
     public func swarmRows() async -> [SwarmRow] {
@@ -220,7 +232,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         switch request {
         case .start:
             guard !state.running else { throw ControlRefusal("the tracker service is already running") }
-            do { try await startService() } catch { throw ControlRefusal("cannot start: \(error)") }
+            do { try await startService(reloading: true) } catch { throw ControlRefusal("cannot start: \(error)") }
             return "service started"
         case .stop:
             guard state.running else { throw ControlRefusal("the tracker service is already stopped") }

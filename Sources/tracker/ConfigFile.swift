@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TOMLKit
+import TrackerRuntime
 
 /// `tracker run --config FILE`: a TOML file whose keys are `run`'s long option names
 /// without the dashes (`broker = "stomp://…"`, `keepalive = "1s"`, `only-registered =
@@ -85,6 +86,49 @@ enum ConfigFile {
             i += hasValue ? 2 : 1
         }
         return ["run"] + kept + arguments.dropFirst()
+    }
+
+    /// What the configuration tab may change: the tracker service's tuning, not the
+    /// node's identity, addresses or keys — and nothing the command line already sets.
+    static let editableKeys = ["interval", "peer-timeout", "numwant-default", "numwant-max", "connection-id-lifetime",
+                               "connect-limit", "announce-limit", "max-swarms", "max-peers-per-swarm", "max-scrape",
+                               "only-registered", "trust-announced-ip", "keepalive", "quorum", "cluster-size"]
+
+    static func editor(file: String) -> SettingsEditor {
+        let onCommandLine = Set(CommandLine.arguments.filter { $0.hasPrefix("--") }.map { String($0.dropFirst(2)) })
+        return SettingsEditor(file: file, editable: editableKeys.filter { !onCommandLine.contains($0) }) { changes in
+            try save(changes, to: file)
+        }
+    }
+
+    /// Writes `changes` into the file — only if the file, changed, is still valid.
+    static func save(_ changes: [String: String], to path: String) throws {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw Problem(description: "config \(path): cannot read it") }
+        let table: TOMLTable
+        do { table = try TOMLTable(string: text) } catch { throw Problem(description: "config \(path): \(error)") }
+        for (key, value) in changes.sorted(by: { $0.key < $1.key }) {
+            let v = value.trimmingCharacters(in: .whitespaces)
+            if v == "true" || v == "false" {
+                table[key] = v == "true"
+            } else if let n = Int(v) {
+                table[key] = n
+            } else {
+                table[key] = v
+            }
+        }
+        let candidate = path + ".new"
+        do {
+            try table.convert(to: .toml).write(toFile: candidate, atomically: false, encoding: .utf8)
+            _ = try arguments(path: candidate)
+        } catch {
+            try? FileManager.default.removeItem(atPath: candidate)
+            throw Problem(description: "\(error)".replacingOccurrences(of: candidate, with: path))
+        }
+        // rename(2): the file is the old one or the new one, never half of either.
+        guard rename(candidate, path) == 0 else {
+            try? FileManager.default.removeItem(atPath: candidate)
+            throw Problem(description: "config \(path): cannot write it (errno \(errno))")
+        }
     }
 
     static let example = """

@@ -158,16 +158,21 @@ struct Run: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "tracker")
+        // With --config, Start on the dashboard reads the file again.
+        let reloadService: (@Sendable () throws -> TrackerConfig)? = config == nil ? nil : { @Sendable in try Run.reparsed().service.config() }
         guard isCluster else {
             let bind: EndpointArgument
             do { bind = try EndpointArgument(parsing: udp ?? "127.0.0.1:6969") } catch { throw ValidationError("--udp: \(error)") }
             let idKeys = try connectionIDKeyFile.map { [try Self.readKey($0, flag: "connection-id-key-file", logger: logger).connectionIDKey] }
             try await StandaloneHost.run(bind: bind.endpoint, config: try service.config(), connectionIDKeys: idKeys,
-                                         dashboard: try dashboard(), logger: logger)
+                                         dashboard: try dashboard(), logger: logger, reload: reloadService)
             return
         }
         let settings = try clusterSettings(logger: logger)
-        let code = try await ClusterHost.run(settings, dashboard: try dashboard(), logger: logger)
+        let reloadCluster: (@Sendable () throws -> ClusterNodeSettings)? = config == nil ? nil : { @Sendable in
+            try Run.reparsed().clusterSettings(logger: logger)
+        }
+        let code = try await ClusterHost.run(settings, dashboard: try dashboard(), logger: logger, reload: reloadCluster)
         if code != 0 { throw ExitCode(code) }
     }
 
@@ -186,7 +191,13 @@ struct Run: AsyncParsableCommand {
             // Written straight to the descriptor: a supervisor reading a pipe sees it now, not at exit.
             FileHandle.standardOutput.write(Data("dashboard admin token (give --admin-token-file to choose one): \(token.secret)\n".utf8))
         }
-        return DashboardSettings(endpoint: endpoint, token: token)
+        return DashboardSettings(endpoint: endpoint, token: token, editor: config.map { ConfigFile.editor(file: $0) })
+    }
+
+    /// The command line and the config file as they are now: what the next Start uses.
+    static func reparsed() throws -> Run {
+        let arguments = try ConfigFile.expand(Array(CommandLine.arguments.dropFirst()))
+        do { return try Run.parse(Array(arguments.dropFirst())) } catch { throw ValidationError(Run.message(for: error)) }
     }
 
     func httpEndpoint() throws -> PeerEndpoint? {

@@ -11,7 +11,9 @@ import TrackerLogic
 /// node does) and the dashboard, which stays up while the service is stopped. All of its
 /// state lives on the node's loop.
 public final class ClusterHost: DashboardBackend, @unchecked Sendable {
-    let settings: ClusterNodeSettings
+    /// Read again from the config file at each Start (on the loop).
+    var settings: ClusterNodeSettings
+    let reload: (@Sendable () throws -> ClusterNodeSettings)?
     let loop: EventLoop
     let logger: Logger
     var server: ClusterServer?
@@ -24,8 +26,9 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
     let startedAt = WallClock.now()
     public let metrics = NodeMetrics()
 
-    init(settings: ClusterNodeSettings, loop: EventLoop, logger: Logger) {
+    init(settings: ClusterNodeSettings, loop: EventLoop, logger: Logger, reload: (@Sendable () throws -> ClusterNodeSettings)?) {
         self.settings = settings
+        self.reload = reload
         self.loop = loop
         self.logger = logger
         exited = loop.makePromise()
@@ -34,9 +37,10 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
     /// Runs the node until SIGINT/SIGTERM (leaves cleanly, code 0) or until the service
     /// stops itself with an error (its code). With `dashboard`, Stop and Start from the
     /// page do not end the process.
-    public static func run(_ settings: ClusterNodeSettings, dashboard: DashboardSettings?, logger: Logger) async throws -> Int32 {
+    public static func run(_ settings: ClusterNodeSettings, dashboard: DashboardSettings?, logger: Logger,
+                           reload: (@Sendable () throws -> ClusterNodeSettings)? = nil) async throws -> Int32 {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let host = ClusterHost(settings: settings, loop: group.next(), logger: logger)
+        let host = ClusterHost(settings: settings, loop: group.next(), logger: logger, reload: reload)
         var web: DashboardServer?
         do {
             try await host.startService()
@@ -66,7 +70,13 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
     // MARK: the service
 
     /// Opens the repository, binds the peer channel and joins the cluster.
-    func startService() async throws {
+    /// `reloading`: read the config file again first (Start on the dashboard).
+    func startService(reloading: Bool = false) async throws {
+        if reloading, let reload {
+            let fresh = try reload()
+            try await loop.submit { [self] in self.settings = fresh }.get()
+        }
+        let settings = try await loop.submit { [self] in self.settings }.get()
         let server = try ClusterServer(settings: settings, loop: loop, logger: logger)
         server.metrics = metrics
         try await loop.submit { [self] in
@@ -158,7 +168,7 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
         return s
     }
 
-    public func settings() async -> [SettingRow] { settings.settingRows }
+    public func settings() async -> [SettingRow] { await onLoop { [self] in settings.settingRows } ?? [] }
 
     public func swarmRows() async -> [SwarmRow] {
         await onLoop { [self] in server.map { SwarmListing.rows($0.node.replica.store) } ?? [] } ?? []
@@ -180,7 +190,7 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
         switch request {
         case .start:
             guard !state.running else { throw ControlRefusal("the tracker service is already running") }
-            do { try await startService() } catch { throw ControlRefusal("cannot start: \(error)") }
+            do { try await startService(reloading: true) } catch { throw ControlRefusal("cannot start: \(error)") }
             logger.notice("tracker service started from the dashboard")
             return "service started; joining the cluster"
         case .stop:

@@ -9,8 +9,27 @@ import TrackerLogic
 public struct DashboardSettings: Sendable {
     public var endpoint: PeerEndpoint
     public var token: AdminToken
+    /// With `--config FILE`: the settings the configuration tab may change in that file.
+    public var editor: SettingsEditor?
 
-    public init(endpoint: PeerEndpoint, token: AdminToken) { self.endpoint = endpoint; self.token = token }
+    public init(endpoint: PeerEndpoint, token: AdminToken, editor: SettingsEditor? = nil) {
+        self.endpoint = endpoint; self.token = token; self.editor = editor
+    }
+}
+
+/// Saves edits from the configuration tab into the node's config file. The running
+/// service keeps its settings; the next Start reads the file again.
+public struct SettingsEditor: Sendable {
+    public var file: String
+    /// Keys the page may edit (keys given on the command line are not among them: the
+    /// command line would override the file anyway).
+    public var editable: [String]
+    /// Validates the whole file with the changes and writes it, or throws why not.
+    public var save: @Sendable ([String: String]) throws -> Void
+
+    public init(file: String, editable: [String], save: @escaping @Sendable ([String: String]) throws -> Void) {
+        self.file = file; self.editable = editable; self.save = save
+    }
 }
 
 /// Per request: Hummingbird's defaults with an upload limit just above the largest
@@ -65,7 +84,7 @@ struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
 }
 
 enum DashboardRoutes {
-    static func router(backend: DashboardBackend, token: AdminToken) -> Router<DashboardContext> {
+    static func router(backend: DashboardBackend, token: AdminToken, editor: SettingsEditor?) -> Router<DashboardContext> {
         let router = Router(context: DashboardContext.self)
         router.add(middleware: JSONErrorMiddleware())
         router.add(middleware: AdminTokenMiddleware(token: token))
@@ -99,6 +118,22 @@ enum DashboardRoutes {
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
+        }
+        router.get("/api/config/editable") { _, _ in
+            json(EditableSettings(file: editor?.file, keys: editor?.editable ?? []))
+        }
+        // A JSON object of key → value (strings); saved to the config file for the next Start.
+        router.put("/api/config") { request, context in
+            guard let editor else { throw APIError(.conflict, "this node runs without --config FILE: there is no file to save settings to") }
+            let body = try await request.body.collect(upTo: 64 * 1024)
+            guard let changes = try? JSONDecoder().decode([String: String].self, from: Data(buffer: body)), !changes.isEmpty else {
+                throw APIError(.badRequest, "the body must be a JSON object of setting names to string values")
+            }
+            if let key = changes.keys.sorted().first(where: { !editor.editable.contains($0) }) {
+                throw APIError(.badRequest, "key '\(key)' cannot be edited here (editable: \(editor.editable.joined(separator: ", ")))")
+            }
+            do { try editor.save(changes) } catch { throw APIError(.badRequest, "\(error)") }
+            return json(["result": "saved to \(editor.file); takes effect on the next Start"])
         }
         router.get("/api/torrents") { _, _ in json(await backend.torrents()) }
         router.get("/api/torrents/:infohash/file") { _, context in
@@ -140,6 +175,11 @@ enum DashboardRoutes {
             }
         }
         return router
+    }
+
+    struct EditableSettings: Codable {
+        var file: String?
+        var keys: [String]
     }
 
     struct RegisterResult: Codable {
@@ -243,7 +283,7 @@ public final class DashboardServer: Sendable {
         var hbLogger = logger
         hbLogger.logLevel = max(logger.logLevel, .warning)
         let app = Application(
-            router: DashboardRoutes.router(backend: backend, token: settings.token),
+            router: DashboardRoutes.router(backend: backend, token: settings.token, editor: settings.editor),
             configuration: ApplicationConfiguration(address: .hostname(settings.endpoint.ip.description, port: Int(settings.endpoint.port)),
                                                     serverName: "tracker"),
             onServerRunning: { channel in bound.succeed(channel.localAddress.map { "\($0)" } ?? "\(settings.endpoint)") },

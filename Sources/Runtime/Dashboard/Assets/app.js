@@ -129,6 +129,10 @@ async function loadSettings() {
     const rows = await getJSON("/api/config");
     state.settings = rows;
     fill($("settings"), rows.map((s) => row([s.key, s.value])));
+    const editable = await getJSON("/api/config/editable");
+    $("edit-settings").hidden = !editable.file || !editable.keys.length;
+    $("edit-key").replaceChildren(...editable.keys.map((k) => { const o = el("option", k); o.value = k; return o; }));
+    $("edit-result").textContent = editable.file ? "saved to " + editable.file + "; takes effect on the next Start" : "";
   } catch (e) { /* the next status event retries */ state.node = null; }
 }
 
@@ -296,6 +300,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("peer-prev").onclick = () => { state.peerPage = Math.max(1, state.peerPage - 1); loadPeers(); };
   $("peer-next").onclick = () => { state.peerPage += 1; loadPeers(); };
   $("torrent-upload").onclick = uploadTorrent;
+  $("edit-save").onclick = () => authorized("PUT", "/api/config", JSON.stringify({ [$("edit-key").value]: $("edit-value").value }), $("edit-result"));
   $("detail-close").onclick = () => { state.detail = null; $("swarm-detail").hidden = true; };
   showTab(location.hash.slice(1) || "config");
   connect();
