@@ -20,6 +20,8 @@ public struct Scenario: Sendable, CustomStringConvertible {
     public var peerTimeout: Milliseconds
     /// A hostile participant on the broker during the fault window, if any.
     public var adversary: Adversary.Plan?
+    /// Catalogue changes made on some node's dashboard during the fault window.
+    public var operatorActions: [OperatorAction] = []
 
     public static let start = Instant(milliseconds: 1_700_000_000_000)
 
@@ -146,6 +148,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
             adversary = Adversary.Plan(kind: hostile.chance(0.5) ? .outsider : .insider,
                                        every: Milliseconds(Int64(100 + hostile.below(500))))
         }
+        operatorActions = OperatorAction.draw(seed: seed, nodes: nodes, faultEnd: faultEnd)
     }
 
     /// A fault-free network with chosen nodes and faults: for named scenario tests.
@@ -174,5 +177,6 @@ public struct Scenario: Sendable, CustomStringConvertible {
             + "delay=\(minDelay)-\(maxDelay)ms peers=\(peers) torrents=\(torrents) "
             + "faults-until=\(faultEnd.milliseconds - Scenario.start.milliseconds)ms drift=\(clockDrift) "
             + "interval=\(announceInterval)s faults=[\(f)]" + (adversary.map { " adversary=\($0)" } ?? "")
+            + (operatorActions.isEmpty ? "" : " operator=[\(operatorActions.map(\.description).joined(separator: "; "))]")
     }
 }

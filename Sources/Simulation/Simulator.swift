@@ -71,6 +71,7 @@ enum SimEvent {
     case fault(Scenario.Fault)
     case endFaults
     case adversaryWake
+    case operatorAction(Int)
 }
 
 struct AckedAnnounce {
@@ -112,6 +113,8 @@ public struct Simulator {
     var acked: [PeerKey: AckedAnnounce] = [:]
     var ackedInfoHash: [PeerKey: InfoHash] = [:]
     var maxExpireCutoff = Instant(milliseconds: Int64.min)
+    /// Registrations some replica committed: info hash → slot → generation then.
+    var committedTorrents: [InfoHash: [Int: Int]] = [:]
     var violation: String?
     var traceDigest = Digest()
     var tracing: Bool
@@ -169,6 +172,7 @@ public struct Simulator {
         for s in 0..<scenario.initialNodes { startNode(s) }
         for f in scenario.faults { queue.push(f.at, .fault(f.fault)) }
         queue.push(scenario.faultEnd, .endFaults)
+        for (i, action) in scenario.operatorActions.enumerated() { queue.push(action.at, .operatorAction(i)) }
         if var a = adversary {
             queue.push(now + Milliseconds(1000) + a.nextDelay(), .adversaryWake)
             adversary = a
@@ -197,6 +201,7 @@ public struct Simulator {
         }
         if violation == nil && !converged { fail(convergenceProblem() ?? "did not converge") }
         if violation == nil { checkAcknowledged() }
+        if violation == nil { checkRegistrations() }
         return SimulationReport(seed: scenario.seed, scenario: scenario, violation: violation, traceHash: traceDigest.value,
                                 events: events, commits: commits, acknowledgedAnnounces: acknowledged, trace: trace,
                                 hostileFrames: adversary?.injected ?? 0, rejectedFrames: rejections,
@@ -325,6 +330,17 @@ public struct Simulator {
             }
             queue.push(now + a.nextDelay(), .adversaryWake)
             adversary = a
+        case .operatorAction(let i):
+            let action = scenario.operatorActions[i]
+            guard action.slot < slots.count, slots[action.slot].node != nil else { return }
+            switch action.change {
+            case .register(let k):
+                guard let t = OperatorAction.torrent(k) else { return fail("simulated torrent \(k) does not parse") }
+                step(action.slot, .submit(.register(t)), label: "OPERATOR \(action)")
+            case .unregister(let k):
+                guard let t = OperatorAction.torrent(k) else { return }
+                step(action.slot, .submit(.unregister(t.infoHash)), label: "OPERATOR \(action)")
+            }
         case .peerDatagram(let s, let bytes, let from):
             step(s, .peer(bytes, from: from), label: "datagram from \(from)")
         case .reply(let p, let bytes):
@@ -534,6 +550,7 @@ public struct Simulator {
             appliedDigests[tx.ref] = digest
             appliedBy[tx.ref, default: [:]][slot] = slots[slot].generation
             for case .expire(let before) in tx.updates where before > maxExpireCutoff { maxExpireCutoff = before }
+            for case .catalogue(.register(let t)) in tx.updates { committedTorrents[t.infoHash, default: [:]][slot] = slots[slot].generation }
         }
     }
 
@@ -605,6 +622,24 @@ public struct Simulator {
             let record = m.replica.store[ackedInfoHash[key]!]?.peer(key)
             guard let r = record, r.lastAnnounce >= a.at else {
                 return fail("acknowledged announce of \(key.ip) at \(a.at.milliseconds - Scenario.start.milliseconds)ms was lost (holders \(survivors.keys.sorted()))")
+            }
+        }
+    }
+
+    /// A registration a surviving replica committed is in the final master's catalogue,
+    /// unless the operator removed that torrent at some point (a union merge may then
+    /// legitimately keep or drop it).
+    mutating func checkRegistrations() {
+        guard let ms = slots.indices.first(where: { slots[$0].node?.isServing == true }), let m = slots[ms].node else { return }
+        let removed = Set(scenario.operatorActions.compactMap { a -> InfoHash? in
+            if case .unregister(let k) = a.change { return OperatorAction.torrent(k)?.infoHash }
+            return nil
+        })
+        for (hash, holders) in committedTorrents.sorted(by: { $0.key < $1.key }) where !removed.contains(hash) {
+            let survivors = holders.filter { slots[$0.key].generation == $0.value }
+            guard !survivors.isEmpty else { continue }
+            if m.replica.store.catalogue.torrents[hash] == nil {
+                return fail("registered torrent \(hash.hex) committed on \(survivors.keys.sorted().map { "s\($0)" }) was lost")
             }
         }
     }

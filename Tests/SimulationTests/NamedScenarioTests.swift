@@ -178,4 +178,25 @@ struct NamedScenarioTests {
         #expect(sim.node(0)!.inSync)
         #expect(sim.finish().passed)
     }
+
+    /// Live mode, the minority side {3, 4} elects its own master and an operator registers
+    /// a torrent on it; the majority registers another. After healing both are on every
+    /// replica: the minority's catalogue is merged like its announces.
+    @Test func registrationsOnBothSidesOfAPartitionSurviveHealing() throws {
+        var scenario = Scenario.calm(nodes: 5, quorum: .live, peers: 3, faults: [(6_000, .partition([3, 4])), (16_000, .heal)])
+        scenario.operatorActions = [OperatorAction(at: Scenario.start + Milliseconds(11_000), slot: 3, change: .register(1)),
+                                    OperatorAction(at: Scenario.start + Milliseconds(11_500), slot: 0, change: .register(2))]
+        var sim = Simulator(scenario: scenario)
+        sim.start()
+        sim.advance(to: at(14_000))
+        let one = try #require(OperatorAction.torrent(1)).infoHash, two = try #require(OperatorAction.torrent(2)).infoHash
+        #expect(sim.node(4)?.replica.store.catalogue.isRegistered(one) == true, "the minority committed its registration")
+        #expect(sim.node(4)?.replica.store.catalogue.isRegistered(two) == false)
+        let report = sim.finish()
+        #expect(report.passed, "\(report)")
+        for slot in 0..<5 {
+            let catalogue = try #require(sim.node(slot)).replica.store.catalogue
+            #expect(catalogue.isRegistered(one) && catalogue.isRegistered(two), "s\(slot)")
+        }
+    }
 }

@@ -78,6 +78,7 @@ public enum ClusterCodec {
         case .mergeOffer(let o):
             b.writeInteger(o.offerID); b.writeInteger(o.part); b.writeInteger(o.parts)
             writeList(o.swarms, &b, write)
+            writeList(o.torrents, &b, write)
         case .mergeDone(let id):
             b.writeInteger(id)
         case .submit(let change):
@@ -347,7 +348,8 @@ public enum ClusterCodec {
                 let offerID: UInt64 = try int(), part: UInt32 = try int(), parts: UInt32 = try int()
                 guard part < parts, parts <= ClusterCodec.maxOfferParts else { throw ClusterDecodingError("merge offer part \(part) of \(parts)") }
                 message = .mergeOffer(MergeOffer(offerID: offerID, part: part, parts: parts,
-                                                 swarms: try list(minItemSize: 28) { try $0.merge() }))
+                                                 swarms: try list(minItemSize: 28) { try $0.merge() },
+                                                 torrents: try list(minItemSize: 12) { try $0.torrent() }))
             case .mergeDone: message = .mergeDone(offerID: try int())
             case .leaving: message = .leaving
             case .submit:

@@ -95,9 +95,12 @@ public struct MergeOffer: Hashable, Sendable {
     public var part: UInt32
     public var parts: UInt32
     public var swarms: [SwarmMerge]
+    /// The diverged node's registered torrents (in part 0): registrations a partitioned
+    /// minority acknowledged are kept like its announces.
+    public var torrents: [RegisteredTorrent]
 
-    public init(offerID: UInt64, part: UInt32, parts: UInt32, swarms: [SwarmMerge]) {
-        self.offerID = offerID; self.part = part; self.parts = parts; self.swarms = swarms
+    public init(offerID: UInt64, part: UInt32, parts: UInt32, swarms: [SwarmMerge], torrents: [RegisteredTorrent] = []) {
+        self.offerID = offerID; self.part = part; self.parts = parts; self.swarms = swarms; self.torrents = torrents
     }
 }
 

@@ -191,6 +191,8 @@ extension TrackerNode {
             if !isPrefix && mine.txid > 0 { 
                 let ownDivergedContent = replica.store.content()
                 leader?.recovery?.ownDivergedContent += ownDivergedContent
+                let ownDivergedTorrents = replica.store.catalogue.sorted
+                leader?.recovery?.ownDivergedTorrents += ownDivergedTorrents
             }
             installLocally(snapshot)
             leader?.recovery?.fetching = nil
@@ -212,17 +214,19 @@ extension TrackerNode {
         follower?.helloAnswered = true
         guard f.offer == nil else { return }
         let content = replica.store.content()
-        if content.isEmpty {
+        let torrents = replica.store.catalogue.sorted
+        if content.isEmpty && torrents.isEmpty {
             dropDivergedState(now)
             return
         }
         let offerID = rng.next()
-        let chunks = stride(from: 0, to: content.count, by: Self.offerPartSwarms).map {
+        var chunks = stride(from: 0, to: content.count, by: Self.offerPartSwarms).map {
             Array(content[$0..<min($0 + Self.offerPartSwarms, content.count)])
         }
+        if chunks.isEmpty { chunks = [[]] }
         let parts = chunks.enumerated().map {
             MergeOffer(offerID: offerID, part: UInt32(truncatingIfNeeded: $0.offset), parts: UInt32(truncatingIfNeeded: chunks.count),
-                       swarms: $0.element)
+                       swarms: $0.element, torrents: $0.offset == 0 ? torrents : [])
         }
         let offer = PendingOffer(offerID: offerID, parts: parts, resendAt: now + config.keepaliveInterval)
         follower?.offer = offer

@@ -40,6 +40,7 @@ struct Recovery: Sendable {
     var fetching: (node: NodeID, deadline: Instant)?
     /// Our own repository when it diverged from the one we fetched: merged back once we serve.
     var ownDivergedContent: [SwarmMerge] = []
+    var ownDivergedTorrents: [RegisteredTorrent] = []
 }
 
 struct OfferProgress: Sendable {
@@ -146,6 +147,7 @@ extension TrackerNode {
             recovered += tx.updates
         }
         recovered += r.ownDivergedContent.map { .merge($0) }
+        recovered += r.ownDivergedTorrents.filter { replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
         prepared = nil
         leader?.recovery = nil
         for answer in answers {
@@ -381,9 +383,12 @@ extension TrackerNode {
         var progress = l.offers[key] ?? OfferProgress(parts: offer.parts)
         // A part that does not belong to this offer's shape is not counted.
         guard progress.parts == offer.parts, offer.part < offer.parts, progress.received.insert(offer.part).inserted else { return }
-        progress.pending += offer.swarms.count
+        // Torrents the master lacks are registered again; the rest it holds already.
+        let missing = offer.torrents.filter { replica.store.catalogue.torrents[$0.infoHash] == nil }
+        progress.pending += offer.swarms.count + missing.count
         leader?.offers[key] = progress
         for m in offer.swarms { enqueue(.merge(m), origin: .merge(key), now) }
+        for t in missing { enqueue(.catalogue(.register(t)), origin: .merge(key), now) }
         finishOfferIfDone(key)
     }
 

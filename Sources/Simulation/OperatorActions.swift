@@ -1,0 +1,55 @@
+import TrackerLogic
+
+/// An operator on some node's dashboard registering or removing .torrent files while
+/// the faults happen: catalogue changes travel through the same two-phase commit as
+/// announces (a slave forwards them to its master), so the same checks apply — replicas
+/// end equal, and a registration a node held committed is not lost while it survives.
+public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
+    public enum Change: Sendable, Hashable {
+        case register(Int)
+        case unregister(Int)
+    }
+
+    public var at: Instant
+    /// The slot whose dashboard is used (nothing happens if it is down then).
+    public var slot: Int
+    public var change: Change
+
+    public init(at: Instant, slot: Int, change: Change) { self.at = at; self.slot = slot; self.change = change }
+
+    public var description: String {
+        switch change {
+        case .register(let k): "s\(slot) registers torrent \(k)"
+        case .unregister(let k): "s\(slot) unregisters torrent \(k)"
+        }
+    }
+
+    /// A small valid v1 torrent, distinct per `k`.
+    public static func torrent(_ k: Int) -> RegisteredTorrent? {
+        let name = Array("sim-\(k).bin".utf8)
+        var file = Array("d4:infod6:lengthi\(1000 + k)e4:name\(name.count):".utf8) + name
+        file += Array("12:piece lengthi16384e6:pieces20:".utf8) + (0..<20).map { UInt8(truncatingIfNeeded: k &* 31 &+ $0) }
+        file += Array("ee".utf8)
+        return try? RegisteredTorrent(file: file, registeredAt: Scenario.start)
+    }
+
+    /// Drawn from a stream of their own, so scenarios without them are unchanged.
+    static func draw(seed: UInt64, nodes: Int, faultEnd: Instant) -> [OperatorAction] {
+        var rng = SeededGenerator(seed: seed ^ 0x4F50_4552_4154_4F52)
+        guard rng.chance(0.4) else { return [] }
+        var out: [OperatorAction] = []
+        var registered: [Int] = []
+        var t = Scenario.start + Milliseconds(Int64(3000 + rng.below(3000)))
+        for k in 0..<(1 + rng.below(4)) where t < faultEnd {
+            let slot = rng.below(nodes)
+            if !registered.isEmpty && rng.chance(0.2) {
+                out.append(OperatorAction(at: t, slot: slot, change: .unregister(registered[rng.below(registered.count)])))
+            } else {
+                out.append(OperatorAction(at: t, slot: slot, change: .register(k)))
+                registered.append(k)
+            }
+            t = t + Milliseconds(Int64(300 + rng.below(4000)))
+        }
+        return out
+    }
+}
