@@ -66,18 +66,8 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let host = StandaloneHost(bind: bind, config: config, connectionIDKeys: keys, loop: group.next(), logger: logger)
         host.reload = reload
-        var web: DashboardServer?
-        do {
-            try await host.startService()
-            if let dashboard {
-                web = try await DashboardServer.start(dashboard, backend: host, group: group, logger: logger)
-                logger.notice("dashboard", metadata: ["url": "http://\(dashboard.endpoint)/"])
-            }
-        } catch {
-            await host.stopService()
-            try? await group.shutdownGracefully()
-            throw error
-        }
+        let web = try await DashboardServer.start(dashboard, after: { try await host.startService() }, undo: { await host.stopService() },
+                                                  backend: host, group: group, logger: logger)
         host.loop.execute { host.startTimers() }
         let signal = await SignalWaiter(signals: [SIGINT, SIGTERM]).wait()
         logger.info("stopping on signal \(signal)")

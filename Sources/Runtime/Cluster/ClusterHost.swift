@@ -41,18 +41,8 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
                            reload: (@Sendable () throws -> ClusterNodeSettings)? = nil) async throws -> Int32 {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let host = ClusterHost(settings: settings, loop: group.next(), logger: logger, reload: reload)
-        var web: DashboardServer?
-        do {
-            try await host.startService()
-            if let dashboard {
-                web = try await DashboardServer.start(dashboard, backend: host, group: group, logger: logger)
-                logger.notice("dashboard", metadata: ["url": "http://\(dashboard.endpoint)/"])
-            }
-        } catch {
-            await host.shutdown()
-            try? await group.shutdownGracefully()
-            throw error
-        }
+        let web = try await DashboardServer.start(dashboard, after: { try await host.startService() }, undo: { await host.shutdown() },
+                                                  backend: host, group: group, logger: logger)
         host.loop.execute { host.startSampling() }
         let signals = SignalWaiter(signals: [SIGINT, SIGTERM])
         let watcher = Task {

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import NIOPosix
 import TrackerLogic
 
 /// Where and how a node serves its dashboard.
@@ -302,5 +303,25 @@ public final class DashboardServer: Sendable {
     public func stop() async {
         task.cancel()
         _ = await task.result
+    }
+}
+
+extension DashboardServer {
+    /// A host's start: the tracker service first, then the dashboard (if any). When
+    /// either fails, `undo` stops the service and the group goes, so the caller gets
+    /// the error and nothing left running.
+    static func start(_ dashboard: DashboardSettings?, after startService: () async throws -> Void, undo: () async -> Void,
+                      backend: DashboardBackend, group: MultiThreadedEventLoopGroup, logger: Logger) async throws -> DashboardServer? {
+        do {
+            try await startService()
+            guard let dashboard else { return nil }
+            let web = try await start(dashboard, backend: backend, group: group, logger: logger)
+            logger.notice("dashboard", metadata: ["url": "http://\(dashboard.endpoint)/"])
+            return web
+        } catch {
+            await undo()
+            try? await group.shutdownGracefully()
+            throw error
+        }
     }
 }
