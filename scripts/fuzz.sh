@@ -21,7 +21,15 @@ objects=() modulemaps=()
 while IFS= read -r -d '' o; do objects+=("$o"); done < <(find "$bin" -name '*.o' -path '*.build/*' \
     ! -path '*/tracker.build/*' ! -path '*-tool.build/*' ! -path '*Tests.build/*' ! -path '*PackageTests*' \
     ! -path '*PackageDiscovered*' -print0)
-while IFS= read -r -d '' m; do modulemaps+=(-Xcc "-fmodule-map-file=$m"); done < <( \
+# Each C module once: SwiftPM writes its own module map for some packages that also ship
+# one (TOMLKit's CTOML), and clang refuses a module defined twice.
+declare -A seen_modules=()
+while IFS= read -r -d '' m; do
+    name=$(sed -n 's/^[[:space:]]*\(explicit[[:space:]]\+\)\?module[[:space:]]\+\([A-Za-z0-9_]\+\).*/\2/p' "$m" | head -n 1)
+    [ -n "$name" ] && [ -n "${seen_modules[$name]:-}" ] && continue
+    [ -n "$name" ] && seen_modules[$name]=1
+    modulemaps+=(-Xcc "-fmodule-map-file=$m")
+done < <( \
     find "$bin" -name module.modulemap ! -path '*-tool.build/*' -print0
     find "$scratch/checkouts" -path '*/Sources/*' -name module.modulemap ! -path '*SQLCipher*' -print0)
 

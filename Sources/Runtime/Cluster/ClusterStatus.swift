@@ -25,6 +25,7 @@ extension ClusterServer {
         s.cluster = settings.clusterName
         s.peerService = settings.peers.description
         s.replyFrom = sockets.map { "\($0.unicast)" } ?? ""
+        s.address = node.address
         s.database = settings.database
         s.keepaliveMs = settings.cluster.keepaliveInterval.value
         s.datagrams = stats.datagrams

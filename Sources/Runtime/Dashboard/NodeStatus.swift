@@ -55,6 +55,8 @@ public struct NodeStatus: Codable, Sendable {
     var cluster = ""
     var peerService = ""
     var replyFrom = ""
+    /// What this node's keepalives advertise: its dashboard's URL, else its service address.
+    var address = ""
     var database = ""
     var keepaliveMs: Int64 = 1000
     /// Since the process started (the service may have started later).
@@ -88,7 +90,7 @@ public struct TrackerRow: Codable, Sendable {
         var rows: [TrackerRow] = []
         if s.id != 0 {
             rows.append(TrackerRow(id: s.id, role: s.service == "running" ? s.role : s.service, epoch: s.epoch,
-                                   address: s.replyFrom, lastKeepaliveMsAgo: nil, lastCommitted: s.lastCommitted,
+                                   address: s.address.isEmpty ? s.replyFrom : s.address, lastKeepaliveMsAgo: nil, lastCommitted: s.lastCommitted,
                                    inSync: s.inSync, isSelf: true, silent: s.service != "running"))
         }
         for m in s.members where m.id != s.id {

@@ -116,7 +116,10 @@ function renderNode(n) {
 
 function renderTrackers(rows, n) {
   fill($("trackers").tBodies[0], rows.map((t) => {
-    const tr = row([t.id, t.role, t.epoch, t.address, t.isSelf ? "this node" : ago(t.lastKeepaliveMsAgo), t.lastCommitted, t.inSync ? "yes" : "no"],
+    // Nodes advertise their dashboard's URL: a link to it.
+    let address = t.address;
+    if (/^http:\/\/[\w.:\[\]-]+$/.test(t.address)) { address = el("a", t.address); address.href = t.address + "/#trackers"; }
+    const tr = row([t.id, t.role, t.epoch, address, t.isSelf ? "this node" : ago(t.lastKeepaliveMsAgo), t.lastCommitted, t.inSync ? "yes" : "no"],
       (t.silent ? "silent " : "") + (t.isSelf ? "self" : ""));
     tr.dataset.id = t.id;
     tr.dataset.role = t.role;
@@ -283,7 +286,9 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const th of document.querySelectorAll("#swarms th[data-sort]")) {
     th.onclick = () => {
       const field = th.dataset.sort, s = state.swarm;
-      s.sort = s.sort === "-" + field ? field : "-" + field;
+      // A new column starts A→Z for names, largest first for numbers; a second click flips it.
+      const first = field === "name" ? field : "-" + field;
+      s.sort = s.sort === first ? (first.startsWith("-") ? field : "-" + field) : first;
       for (const o of document.querySelectorAll("#swarms th")) o.className = "";
       th.className = "sorted " + (s.sort.startsWith("-") ? "desc" : "asc");
       s.page = 1;
@@ -303,6 +308,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("edit-save").onclick = () => authorized("PUT", "/api/config", JSON.stringify({ [$("edit-key").value]: $("edit-value").value }), $("edit-result"));
   $("detail-close").onclick = () => { state.detail = null; $("swarm-detail").hidden = true; };
   showTab(location.hash.slice(1) || "config");
+  window.addEventListener("hashchange", () => showTab(location.hash.slice(1)));
   connect();
   // Tables that are not in the status stream follow it at the same pace.
   swarmTimer = setInterval(refreshTab, 1000);
