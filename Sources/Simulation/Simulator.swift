@@ -676,7 +676,7 @@ public struct Simulator {
         case .commit(let ref, _): return "COMMIT(\(ref))"
         case .abort(let ref, _): return "ABORT(\(ref))"
         case .coordinatorAck(let last, let p): return "COORDINATOR-ACK(last \(last)\(p.map { ", prepared \($0.ref)" } ?? ""))"
-        case .catchUp(let txs): return "CATCHUP(\(txs.count) txs)"
+        case .catchUp(let after, let txs): return "CATCHUP(\(txs.count) txs after \(after))"
         case .snapshot(let s): return "SNAPSHOT(\(s.lastCommitted), \(s.content.count) swarms)"
         case .hello(let h): return "HELLO(last \(h.lastCommitted))"
         default: return m.name

@@ -87,7 +87,7 @@ struct ClusterCodecTests {
         case 10: return .idAssigned(incarnation: rng.next(), id: NodeID(1 + UInt32(truncatingIfNeeded: rng.next()) % UInt32.max))
         case 11: return .idRefused(incarnation: rng.next(), id: NodeID(1 + UInt32(truncatingIfNeeded: rng.next()) % UInt32.max))
         case 12: return .catchUpRequest(after: randomRef(&rng))
-        case 13: return .catchUp((0..<rng.below(3)).map { _ in randomTx(&rng) })
+        case 13: return .catchUp(after: randomRef(&rng), (0..<rng.below(3)).map { _ in randomTx(&rng) })
         case 14:
             let last = randomRef(&rng)
             var runs: [EpochHistory.Run] = []
@@ -174,7 +174,7 @@ struct ClusterCodecTests {
     }
 
     @Test func rejectsOtherVersionsAndHugeCounts() {
-        let env = ClusterEnvelope(from: NodeID(1), incarnation: 1, epoch: .zero, to: nil, message: .catchUp([]))
+        let env = ClusterEnvelope(from: NodeID(1), incarnation: 1, epoch: .zero, to: nil, message: .catchUp(after: .zero, []))
         var raw = ClusterCodec.encode(env).allBytes
         raw[2] = 2
         #expect(ClusterCodec.decode(ByteBuffer(bytes: raw)) == .failure(ClusterDecodingError("unsupported cluster protocol version 2")))

@@ -61,4 +61,37 @@ import TrackerLogic
         _ = n1.step(.epochStored(second), now: t)
         #expect(n1.role == .master && n1.epoch == second)
     }
+
+    /// n2 follows n3; n3 falls silent. Once n3 has missed its keepalives no higher id is
+    /// alive, so n2 claims the next epoch in the same step that starts its election,
+    /// instead of waiting an answer timeout for answers nobody can send.
+    @Test func aCandidateWithNoLiveHigherIDClaimsAtOnce() throws {
+        let e3 = Epoch(term: 1, master: NodeID(3))
+        var n2 = node(2, epoch: e3)
+        let keepalive = { (at: Instant) in
+            ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
+                            message: .keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: true, address: "")))
+        }
+        var t = t0
+        while t < t0 + ClusterConfig().startupListen + Milliseconds(1000) {
+            _ = n2.step(.cluster(keepalive(t)), now: t)
+            _ = n2.step(.tick, now: t)
+            t = t + Milliseconds(500)
+        }
+        #expect(n2.role == .slave && n2.master == NodeID(3))
+        let lastHeard = t - Milliseconds(500)
+        var claimedAt: Instant?
+        while claimedAt == nil && t < lastHeard + Milliseconds(5000) {
+            t = t + Milliseconds(50)
+            let actions = n2.step(.tick, now: t)
+            if actions.contains(where: { if case .persistEpoch(let e) = $0 { return e.master == NodeID(2) } else { return false } }) {
+                claimedAt = t
+                #expect(actions.contains { if case .broadcast(let env) = $0, case .election = env.message { return true } else { return false } },
+                        "the ELECTION still goes out, for the lower ids")
+            }
+        }
+        let claimed = try #require(claimedAt)
+        #expect(claimed - lastHeard <= ClusterConfig().downAfter + Milliseconds(100),
+                "claimed \((claimed - lastHeard).value) ms after the last keepalive: no answer timeout on top of detection")
+    }
 }

@@ -53,7 +53,8 @@ def ok(node, path):
     return body
 
 
-def wait_until(what, predicate, timeout):
+def wait_until(what, predicate, timeout, on_failure=None):
+    """The predicate's first truthy value within `timeout` s; else `on_failure()`, then fail."""
     deadline = time.time() + timeout
     last = None
     while time.time() < deadline:
@@ -61,6 +62,8 @@ def wait_until(what, predicate, timeout):
         if last:
             return last
         time.sleep(0.1)
+    if on_failure:
+        on_failure()
     fail(f"{what} not within {timeout}s (last: {last})")
 
 

@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import Cluster, GroupClient, activemq, fail, free_udp_port, log  # noqa: E402
-from dashboard_api import make_torrent  # noqa: E402
+from dashboard_api import make_torrent, wait_until  # noqa: E402
 
 from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
@@ -65,15 +65,7 @@ class Page:
             return []
 
     def wait(self, what, predicate, timeout):
-        deadline = time.time() + timeout
-        last = None
-        while time.time() < deadline:
-            last = predicate()
-            if last:
-                return last
-            time.sleep(0.1)
-        self.shot(f"failed-{what.replace(' ', '-')[:40]}")
-        fail(f"{what}: not within {timeout}s (last: {last})")
+        return wait_until(what, predicate, timeout, on_failure=lambda: self.shot(f"failed-{what.replace(' ', '-')[:40]}"))
 
     def shot(self, name):
         os.makedirs(SCREENS, exist_ok=True)

@@ -65,7 +65,8 @@ public enum ClusterCodec {
             write(h.lastCommitted, &b); b.writeInteger(h.hasState ? 1 as UInt8 : 0)
         case .idAssigned(let inc, let id), .idRefused(let inc, let id):
             b.writeInteger(inc); b.writeInteger(id.rawValue)
-        case .catchUp(let txs):
+        case .catchUp(let after, let txs):
+            write(after, &b)
             b.writeInteger(UInt32(txs.count))
             for tx in txs { write(tx, &b) }
         case .snapshot(let s):
@@ -331,7 +332,7 @@ public enum ClusterCodec {
             case .idAssigned: message = .idAssigned(incarnation: try int(), id: try node())
             case .idRefused: message = .idRefused(incarnation: try int(), id: try node())
             case .catchUpRequest: message = .catchUpRequest(after: try ref())
-            case .catchUp: message = .catchUp(try list(minItemSize: 20) { try $0.transaction() })
+            case .catchUp: message = .catchUp(after: try ref(), try list(minItemSize: 20) { try $0.transaction() })
             case .snapshot:
                 let last = try ref()
                 let runs = try list(minItemSize: 16) { EpochHistory.Run(epoch: try $0.epoch(), firstTxid: try $0.int()) }

@@ -41,7 +41,10 @@ public enum ClusterMessage: Hashable, Sendable {
     case idRefused(incarnation: UInt64, id: NodeID)
     /// "Send me committed transactions after this one."
     case catchUpRequest(after: TxRef)
-    case catchUp([Transaction])
+    /// The transactions after `after` — the requester's last commit when it asked. A
+    /// replica applies them only if that is still its last commit: a reply that arrives
+    /// after the replica led an epoch of its own must not land on that other history.
+    case catchUp(after: TxRef, [Transaction])
     case snapshot(Snapshot)
     case snapshotAck(TxRef)
     /// The master asks a diverged node to offer its repository for merging.

@@ -28,6 +28,11 @@ extension TrackerNode {
         }
         state = .candidate(.awaitingAnswers(deadline: now + config.answerTimeout))
         broadcast(.election(lastCommitted: replica.lastCommitted))
+        // Bully waits for answers only from higher ids; when every higher id this node
+        // knows of has missed its keepalives, nobody can answer and waiting a whole
+        // answer timeout only lengthens the failover. (A higher node that is in fact
+        // alive still takes over: it answers this ELECTION or bullies the COORDINATOR.)
+        if !liveMembers(now).contains(where: { $0.id > id }) { claim(now) }
     }
 
     mutating func electionTick(_ now: Instant) {

@@ -154,7 +154,15 @@ extension TrackerNode {
         if let p = prepared, p.txid <= replica.lastCommitted.txid { prepared = nil }
     }
 
-    mutating func catchUpReceived(_ txs: [Transaction], from node: NodeID, _ now: Instant) {
+    mutating func catchUpReceived(_ txs: [Transaction], after: TxRef, from node: NodeID, _ now: Instant) {
+        // Found by the simulator (seed 201891 of a 200000.. sweep): a catch-up asked for
+        // in epoch e1.2, delayed, landed after this node had led e2.1 on its own — and
+        // e1.2's #18… were applied on top of e2.1's #17. Only a reply to our current
+        // state is applied; anything else is stale, and asking again sorts it out.
+        guard after == replica.lastCommitted else {
+            if follower != nil, node == master { follower?.retryAt = now }
+            return
+        }
         if let f = leader?.recovery?.fetching, f.node == node {
             applyContiguous(txs)
             leader?.recovery?.fetching = nil

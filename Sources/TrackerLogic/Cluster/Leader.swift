@@ -349,10 +349,10 @@ extension TrackerNode {
     /// diverged repository first, or a full snapshot.
     mutating func syncReply(to node: NodeID, last: TxRef, hasState: Bool) {
         if last == replica.lastCommitted {
-            send(.catchUp([]), to: node)
+            send(.catchUp(after: last, []), to: node)
             membership.update(node) { $0.confirmed = last }
         } else if replica.isPrefix(last), let txs = replica.transactions(after: last.txid) {
-            send(.catchUp(txs), to: node)
+            send(.catchUp(after: last, txs), to: node)
         } else if hasState && !replica.isPrefix(last) {
             send(.mergeRequest, to: node)
         } else {
@@ -366,7 +366,7 @@ extension TrackerNode {
         } else if follower != nil, node == master {
             // A recovering master fetches from us.
             if replica.isPrefix(after), let txs = replica.transactions(after: after.txid) {
-                send(.catchUp(txs), to: node)
+                send(.catchUp(after: after, txs), to: node)
             } else {
                 send(.snapshot(replica.snapshot()), to: node)
             }

@@ -324,7 +324,7 @@ public struct TrackerNode: Sendable {
         case .idRefused(let inc, let refused):
             if inc == incarnation, refused == id { stop(reason: "node id \(refused) is already used by a live node; choose another id or --id auto") }
         case .catchUpRequest(let after): catchUpRequested(by: env.from, after: after, now)
-        case .catchUp(let txs): catchUpReceived(txs, from: env.from, now)
+        case .catchUp(let after, let txs): catchUpReceived(txs, after: after, from: env.from, now)
         case .snapshot(let s): snapshotReceived(s, from: env.from, now)
         case .snapshotAck(let ref): membership.update(env.from) { $0.confirmed = ref; $0.lastCommitted = ref }
         case .mergeRequest: mergeRequested(now)
