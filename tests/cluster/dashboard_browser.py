@@ -6,7 +6,8 @@ by python3-selenium) against 3 real nodes, ActiveMQ and a multicast group on lo.
    torrents, activity charts); a screenshot of each is saved and its path printed.
 2. A .torrent uploaded on one node's page shows its name in another node's swarms tab.
 3. Provoke failure on the master's page: another node's trackers tab shows a new master
-   within 5 s; Recover brings the node back as a slave.
+   within 5 s; Recover brings the node back and, the bully algorithm being what it is,
+   the highest id (the recovered node) leads again once it has caught up.
 4. Stop / Start on a slave's page do what they say (the others' trackers tab agrees).
 5. The page survives a node restart: it says the node is unreachable, then goes live again.
 6. With 10,000 swarms (10,000 announces), a node's swarms tab still loads and
@@ -155,9 +156,11 @@ def failover(master_page, other_page):
         f"after {time.time() - clicked:.1f}s")
     master_page.wait("the provoked node's page says so", lambda: master_page.text("#service") == "failure provoked", 3)
     master_page.driver.find_element(By.ID, "btn-recover").click()
-    other_page.wait(f"node {old} is back as a slave", lambda: any(r["data"]["id"] == old and r["data"]["role"] == "slave"
-                                                                  and "silent" not in r["cls"] for r in other_page.rows("#trackers")), 8)
-    log(f"recover: node {old} is back in node {other_page.node.node_id}'s trackers tab as a slave")
+    other_page.wait(f"node {old} is back in node {other_page.node.node_id}'s trackers tab",
+                    lambda: any(r["data"]["id"] == old and "silent" not in r["cls"] for r in other_page.rows("#trackers")), 8)
+    # Bully: the recovered node is the highest id; once in sync it takes over again.
+    other_page.wait(f"node {old}, the highest id, leads again", lambda: other_page.masters() == [old], 10)
+    log(f"recover: node {old} is back in node {other_page.node.node_id}'s trackers tab and, highest id, leads again (bully)")
 
 
 def stop_start(page, other):
