@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on Debian (idempotent): SQLite headers,
 # python3-libtorrent for the real-client tests, ActiveMQ (the cluster broker), iproute2
-# and curl for the network-namespace tests, chromium + chromium-driver + python3-selenium
+# and curl for the network-namespace tests, transmission-cli and aria2 (real clients at a
+# failover), chromium + chromium-driver + python3-selenium
 # for the dashboard's browser test. Swift itself comes with the machine.
 set -euo pipefail
 needed=()
-for pkg in libsqlite3-dev python3-libtorrent activemq iproute2 curl chromium chromium-driver python3-selenium; do
+for pkg in libsqlite3-dev python3-libtorrent activemq iproute2 curl chromium chromium-driver python3-selenium transmission-cli aria2; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || needed+=("$pkg")
 done
 if [ ${#needed[@]} -gt 0 ]; then

@@ -14,7 +14,8 @@ struct SimPeer {
     var connectedAt = Instant.zero
     var outstanding: Outstanding?
     var nextTID: UInt32
-    /// Transaction ids answered recently: late duplicates of their replies are fine.
+    /// Transaction ids answered or given up on recently: a late reply to them is fine (a
+    /// new master answers what it held from the election).
     var answered: [UInt32] = []
     var lastAnnounceReply: Instant?
     var announceReplies = 0
@@ -47,6 +48,7 @@ struct SimPeer {
             o.attempt += 1
             if o.attempt >= Self.maxAttempts {
                 // Give up on this request and start over with a fresh connection.
+                remember(o.request.transactionID)
                 outstanding = nil
                 connectionID = nil
             } else {
@@ -84,6 +86,11 @@ struct SimPeer {
         return BEP15Codec.encode(request)
     }
 
+    mutating func remember(_ tid: UInt32) {
+        answered.append(tid)
+        if answered.count > 16 { answered.removeFirst() }
+    }
+
     var nextDeadline: Instant? { outstanding.map { $0.sentAt + Self.retransmitAfter($0.attempt) } }
 
     /// Checks a reply against what was asked. Returns a violation, or nil.
@@ -97,8 +104,7 @@ struct SimPeer {
             return "peer p\(index) got a reply to unknown transaction \(tid)"
         }
         outstanding = nil
-        answered.append(tid)
-        if answered.count > 16 { answered.removeFirst() }
+        remember(tid)
         switch (o.request, response) {
         case (.connect, .connect(let r)):
             connectionID = r.connectionID

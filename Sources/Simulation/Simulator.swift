@@ -62,7 +62,7 @@ struct SimSlot {
 
 enum SimEvent {
     case tick(Int)
-    case cluster(Int, ByteBuffer, fromAdversary: Bool)
+    case cluster(Int, ByteBuffer, fromAdversary: Bool, fromServing: Bool)
     case peerDatagram(Int, ByteBuffer, PeerEndpoint)
     case reply(Int, ByteBuffer)
     case storeResult(Int, UInt64, Bool)
@@ -72,6 +72,21 @@ enum SimEvent {
     case endFaults
     case adversaryWake
     case operatorAction(Int)
+    /// A node came to serve at this instant: check it answered what it held.
+    case checkHeld(Int, Instant)
+}
+
+/// A peer request, by peer and transaction id.
+struct RequestKey: Hashable, Comparable {
+    var peer: Int
+    var tid: UInt32
+    static func < (l: RequestKey, r: RequestKey) -> Bool { (l.peer, l.tid) < (r.peer, r.tid) }
+}
+
+/// A node received a request that no node could answer when it was sent.
+struct HeldReceipt {
+    var request: RequestKey
+    var at: Instant
 }
 
 struct AckedAnnounce {
@@ -115,6 +130,15 @@ public struct Simulator {
     var maxExpireCutoff = Instant(milliseconds: Int64.min)
     /// Registrations some replica committed: info hash → slot → generation then.
     var committedTorrents: [InfoHash: [Int: Int]] = [:]
+    /// Requests sent while no node served (first such send), and when each request was
+    /// last answered by anyone.
+    var unservedSends: [RequestKey: Instant] = [:]
+    var answeredAt: [RequestKey: Instant] = [:]
+    /// Per slot: such requests it received after it last heard a serving master, when it
+    /// last did, and since when it serves.
+    var heldReceipts: [[HeldReceipt]]
+    var lastHeardServing: [Instant]
+    var servingSince: [Instant?]
     var violation: String?
     var traceDigest = Digest()
     var tracing: Bool
@@ -128,6 +152,9 @@ public struct Simulator {
         self.rng = SeededGenerator(seed: scenario.seed ^ 0x5349_4D55_4C41_5445)
         self.tracing = trace
         self.slots = Array(repeating: SimSlot(), count: scenario.nodes)
+        self.heldReceipts = Array(repeating: [], count: scenario.nodes)
+        self.lastHeardServing = Array(repeating: Instant(milliseconds: .min), count: scenario.nodes)
+        self.servingSince = Array(repeating: nil, count: scenario.nodes)
         var c = ClusterConfig()
         c.quorum = scenario.quorum
         c.clusterSize = scenario.nodes
@@ -236,6 +263,9 @@ public struct Simulator {
     /// Starts one more node that claims `id` (to test duplicate ids); returns its slot.
     public mutating func startExtraNode(id: NodeID) -> Int {
         slots.append(SimSlot())
+        heldReceipts.append([])
+        lastHeardServing.append(Instant(milliseconds: .min))
+        servingSince.append(nil)
         extraIDs.append(id)
         let slot = slots.count - 1
         startNode(slot)
@@ -264,6 +294,9 @@ public struct Simulator {
                                seed: rng.next(), now: nodeNow(slot), restoring: durable,
                                address: "10.9.0.\(slot + 1):6969")
         slots[slot].node = node
+        heldReceipts[slot] = []
+        lastHeardServing[slot] = Instant(milliseconds: .min)
+        servingSince[slot] = nil
         slots[slot].channel = ClusterChannel(keys: [clusterKey], startedAt: nodeNow(slot))
         slots[slot].trackedLast = node.replica.lastCommitted
         slots[slot].scheduledTick = nil
@@ -300,7 +333,7 @@ public struct Simulator {
             guard slots[s].scheduledTick == now else { return }
             slots[s].scheduledTick = nil
             step(s, .tick, label: "tick")
-        case .cluster(let s, let frame, let fromAdversary):
+        case .cluster(let s, let frame, let fromAdversary, let fromServing):
             guard let node = slots[s].node, var channel = slots[s].channel else { return }
             let opened = channel.open(frame, ownID: node.id, now: nodeNow(s))
             slots[s].channel = channel
@@ -313,6 +346,7 @@ public struct Simulator {
                 if fromAdversary && adversary?.plan.kind == .outsider {
                     return fail("s\(s) accepted a frame forged without the key: \(env.message.name) from n\(env.from.rawValue)")
                 }
+                if fromServing { lastHeardServing[s] = now }
                 step(s, .cluster(env), label: "\(fromAdversary ? "HOSTILE " : "")\(env.message.name) from n\(env.from.rawValue) \(env.epoch)")
             case .failure(let reason):
                 rejections[reason, default: 0] += 1
@@ -326,7 +360,8 @@ public struct Simulator {
             // Published on the topic: every live node gets it, after a delay of the
             // adversary's own drawing (the nodes' randomness is not touched).
             for s in slots.indices where slots[s].node != nil {
-                queue.push(now + Milliseconds(1) + Milliseconds(Int64(a.rng.below(Int(scenario.maxDelay) + 1))), .cluster(s, frame, fromAdversary: true))
+                queue.push(now + Milliseconds(1) + Milliseconds(Int64(a.rng.below(Int(scenario.maxDelay) + 1))),
+                           .cluster(s, frame, fromAdversary: true, fromServing: false))
             }
             queue.push(now + a.nextDelay(), .adversaryWake)
             adversary = a
@@ -342,7 +377,14 @@ public struct Simulator {
                 step(action.slot, .submit(.unregister(t.infoHash)), label: "OPERATOR \(action)")
             }
         case .peerDatagram(let s, let bytes, let from):
+            if let node = slots[s].node, !node.isServing, let p = peerByEndpoint[from],
+               let tid = bytes.getInteger(at: bytes.readerIndex + 12, as: UInt32.self),
+               unservedSends[RequestKey(peer: p, tid: tid)] != nil {
+                heldReceipts[s].append(HeldReceipt(request: RequestKey(peer: p, tid: tid), at: now))
+            }
             step(s, .peer(bytes, from: from), label: "datagram from \(from)")
+        case .checkHeld(let s, let start):
+            checkHeld(s, servingSince: start)
         case .reply(let p, let bytes):
             let v = peers[p].receive(bytes, now: now)
             traceDigest.add(UInt64(p), UInt64(bytes.readableBytes))
@@ -390,11 +432,13 @@ public struct Simulator {
             guard let node = slots[s].node else { return }
             if slots[s].disk.lastTxid < node.replica.lastCommitted.txid { slots[s].generation += 1 }
             slots[s].node = nil
+            servingSince[s] = nil
         case .restart(let s), .join(let s):
             if slots[s].node == nil { startNode(s) }
         case .shutdown(let s):
             step(s, .shutdown, label: "shutdown")
             slots[s].node = nil
+            servingSince[s] = nil
         case .partition(let side): partitionSide = Set(side)
         case .oneWay(let a, let b): oneWay = (a, b)
         case .heal:
@@ -425,12 +469,20 @@ public struct Simulator {
     mutating func deliverCluster(_ frame: ByteBuffer, from: Int, to: Int) {
         guard slots[to].node != nil, !blocked(from, to) else { return }
         if lost() { return }
-        queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false))
+        let serving = slots[from].node?.isServing == true
+        queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, fromServing: serving))
         // A duplicate is dropped by the receiver's replay window.
-        if duplicated() { queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false)) }
+        if duplicated() { queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, fromServing: serving)) }
     }
 
     mutating func multicast(_ bytes: ByteBuffer, from peer: Int) {
+        // Connects and announces (scrapes are not held: they are cheap to resend).
+        if !slots.contains(where: { $0.node?.isServing == true }),
+           let action = bytes.getInteger(at: bytes.readerIndex + 8, as: UInt32.self), action <= 1,
+           let tid = bytes.getInteger(at: bytes.readerIndex + 12, as: UInt32.self) {
+            let key = RequestKey(peer: peer, tid: tid)
+            if unservedSends[key] == nil { unservedSends[key] = now }
+        }
         for s in slots.indices where slots[s].node != nil {
             if lost() { continue }
             queue.push(now + delay(s), .peerDatagram(s, bytes, peers[peer].endpoint))
@@ -461,6 +513,7 @@ public struct Simulator {
                 return fail("s\(slot) answered a peer while not a serving master")
             }
             guard let p = peerByEndpoint[to] else { return }
+            answeredAt[RequestKey(peer: p, tid: response.transactionID)] = now
             if case .error = response { replies.append((now, slot, true)) } else { replies.append((now, slot, false)) }
             if case .announce = response { recordAck(peer: p, by: slot) }
             let bytes = BEP15Codec.encode(response)
@@ -556,6 +609,10 @@ public struct Simulator {
 
     mutating func checkStep(_ slot: Int) {
         guard let node = slots[slot].node else { return }
+        if node.isServing != (servingSince[slot] != nil) {
+            servingSince[slot] = node.isServing ? now : nil
+            if node.isServing { queue.push(now + Self.heldAnswerTime, .checkHeld(slot, now)) }
+        }
         if node.role == .master {
             if let other = epochMasters[node.epoch], other != node.id {
                 return fail("two masters in epoch \(node.epoch): n\(other.rawValue) and n\(node.id.rawValue)")
@@ -640,6 +697,28 @@ public struct Simulator {
             guard !survivors.isEmpty else { continue }
             if m.replica.store.catalogue.torrents[hash] == nil {
                 return fail("registered torrent \(hash.hex) committed on \(survivors.keys.sorted().map { "s\($0)" }) was lost")
+            }
+        }
+    }
+
+    /// How long a new master may take to answer what it held (an announce commits first).
+    static let heldAnswerTime = Milliseconds(3000)
+
+    /// A request sent while no node served, received by a node after it last heard a
+    /// serving master and young enough when that node came to serve, is answered after
+    /// the node serves (by anyone: a retransmission answered counts too) — unless the node
+    /// stopped serving meanwhile. An insider with the key can fake a serving master; those
+    /// scenarios only check that nothing crashes or forks.
+    mutating func checkHeld(_ slot: Int, servingSince start: Instant) {
+        let receipts = heldReceipts[slot]
+        heldReceipts[slot] = []
+        guard servingSince[slot] == start, slots[slot].node?.isServing == true, adversary?.plan.kind != .insider else { return }
+        let cutoff = lastHeardServing[slot]
+        for r in receipts where r.at > cutoff && r.at <= start && start - r.at < config.heldRequestWindow {
+            guard let sent = unservedSends[r.request], (answeredAt[r.request] ?? .zero) >= sent else {
+                return fail("request of p\(r.request.peer) (transaction \(r.request.tid)) received by s\(slot) at "
+                    + "\(r.at.milliseconds - Scenario.start.milliseconds)ms while no master served was not answered within "
+                    + "\(Self.heldAnswerTime.value) ms of s\(slot) serving at \(start.milliseconds - Scenario.start.milliseconds)ms")
             }
         }
     }

@@ -92,7 +92,8 @@ enum ConfigFile {
     /// node's identity, addresses or keys — and nothing the command line already sets.
     static let editableKeys = ["interval", "peer-timeout", "numwant-default", "numwant-max", "connection-id-lifetime",
                                "connect-limit", "announce-limit", "max-swarms", "max-peers-per-swarm", "max-scrape",
-                               "only-registered", "trust-announced-ip", "keepalive", "quorum", "cluster-size"]
+                               "only-registered", "trust-announced-ip", "keepalive", "quorum", "cluster-size",
+                               "held-requests", "held-window"]
 
     static func editor(file: String) -> SettingsEditor {
         let onCommandLine = Set(CommandLine.arguments.filter { $0.hasPrefix("--") }.map { String($0.dropFirst(2)) })
@@ -153,6 +154,8 @@ enum ConfigFile {
         keepalive = "1s"
         quorum = "live"                   # live | strict
         cluster-size = 3                  # for strict quorum
+        held-requests = 4096              # requests kept while no master serves; the next one answers them
+        held-window = "15s"               # …if they are at most this old by then
         db = "/var/lib/tracker/node1.sqlite"
 
         # --- dashboard

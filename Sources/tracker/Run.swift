@@ -140,6 +140,13 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("cluster-size"), help: "Configured number of nodes (strict quorum).")
     var clusterSize: Int = 3
 
+    @Option(name: .customLong("held-requests"),
+            help: "Peer requests a node holds while no master serves, for the next master to answer (0: none).")
+    var heldRequests: Int = 4096
+
+    @Option(name: .customLong("held-window"), help: "How old a held request may be when the next master answers it.")
+    var heldWindow: String = "15s"
+
     @OptionGroup var service: PeerServiceOptions
 
     @Option(help: "TOML file with any of these options (keys are the long names without dashes; see `tracker config example`). Options given here override it.")
@@ -237,6 +244,8 @@ struct Run: AsyncParsableCommand {
         default: throw ValidationError("--quorum must be live or strict")
         }
         cluster.clusterSize = clusterSize
+        cluster.heldRequests = heldRequests
+        do { cluster.heldRequestWindow = try Self.duration(heldWindow) } catch { throw ValidationError("--held-window: \(error)") }
         var brokerSettings: StompSettings
         do { brokerSettings = try StompSettings(url: broker) } catch { throw ValidationError("--broker: \(error)") }
         if let brokerUser { brokerSettings.login = brokerUser }
@@ -294,7 +303,12 @@ struct Run: AsyncParsableCommand {
     static func duration(_ text: String) throws -> Milliseconds {
         let value: Int64?
         if text.hasSuffix("ms") { value = Int64(text.dropLast(2)) }
-        else if text.hasSuffix("s") { value = Int64(text.dropLast()).map { $0 * 1000 } }
+        else if text.hasSuffix("s") {
+            value = Int64(text.dropLast()).flatMap { s in
+                let (ms, overflow) = s.multipliedReportingOverflow(by: 1000)
+                return overflow ? nil : ms
+            }
+        }
         else { value = Int64(text) }
         guard let value, value >= 10 else { throw ValidationError("'\(text)' is not a duration of at least 10ms (e.g. 1s, 250ms)") }
         return Milliseconds(value)

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Runs inside the client network namespace of vip_netns.py: a python3-libtorrent
 seeder and leechers that know the tracker only as udp://VIP:PORT. Talks to the
-orchestrator over stdin/stdout: prints `READY`, then for each `leech` line it reads,
+orchestrator over stdin/stdout: prints `READY <info hash> <.torrent path> <sha1 of the
+payload>` (the file is for the other clients), then for each `leech` line it reads,
 starts a fresh leecher and prints `DONE <seconds>` or `FAILED <why>`."""
 import hashlib
 import os
@@ -24,10 +25,14 @@ def session(port):
 def main():
     work = tempfile.mkdtemp(prefix="lt-vip-")
     seed_dir = os.path.join(work, "seed")
-    info, payload = seeded_torrent(lt, seed_dir, f"udp://{TRACKER}/announce")
+    info, payload = seeded_torrent(lt, seed_dir, f"udp://{TRACKER}/announce", v1_only=True)
     seeder = session(41000)
     seeder.add_torrent({"ti": info, "save_path": seed_dir, "flags": lt.torrent_flags.seed_mode})
-    print("READY", str(info.info_hash()), flush=True)
+    torrent_path = os.path.join(work, "payload.torrent")
+    with open(torrent_path, "wb") as f:
+        f.write(lt.bencode(lt.create_torrent(info).generate()))
+    os.chmod(work, 0o755)
+    print("READY", str(info.info_hash()), torrent_path, hashlib.sha1(payload).hexdigest(), flush=True)
     n = 0
     for line in sys.stdin:
         if line.strip() != "leech":

@@ -6,6 +6,8 @@
 2. kill -9 of the master while announces flow: another node serves within
    2 x keepalive + the election bound; every announce answered before the kill is on the
    new master (scrape counts and SQLite rows). Prints the measured failover time.
+   A connect and an announce sent once, right after the kill, with no retransmission
+   (as libtorrent and Transmission do), each get exactly one reply from the new master.
 3. A 4th node (--id auto) joins and receives the full state (same rows as the master);
    the killed master restarts from its SQLite file and resynchronises.
 4. ActiveMQ restarts: the cluster serves again within 10 s; no node crashes.
@@ -94,9 +96,22 @@ class AnnounceFlow(threading.Thread):
                 self.unanswered += 1
 
 
+def one_shot_answers(client, tids, killed_at, window=8.0):
+    """Replies to requests sent once (never retransmitted): {tid: [seconds after the kill]}."""
+    got = {tid: [] for tid in tids}
+    deadline = time.time() + window
+    while (remaining := deadline - time.time()) > 0:
+        for data, _ in client.collect(min(remaining, 0.05)):
+            if len(data) >= 8 and struct.unpack(">I", data[4:8])[0] in got:
+                got[struct.unpack(">I", data[4:8])[0]].append(time.time() - killed_at)
+    return got
+
+
 def failover(cluster, master):
     flow = AnnounceFlow(cluster.group)
     flow.start()
+    oneshot = GroupClient(cluster.group)
+    oneshot.connect() or fail("no connect reply before the kill")
     time.sleep(3)
     before = len(flow.answered)
     if before < 10:
@@ -104,6 +119,12 @@ def failover(cluster, master):
     killed_at = time.time()
     master.kill9()
     log(f"kill -9 master {master.node_id} after {before} answered announces")
+    # Sent once each, while nobody serves: the next master holds them and answers them.
+    time.sleep(0.1)
+    connect_tid, announce_tid = oneshot.tid(), oneshot.tid()
+    oneshot_peer = os.urandom(20)
+    oneshot.sock.sendto(struct.pack(">QII", 0x41727101980, 0, connect_tid), oneshot.target)
+    oneshot.sock.sendto(oneshot.announce_packet(announce_tid, flow.torrents[0], oneshot_peer, 30999, event=2), oneshot.target)
     deadline = killed_at + 15
     first_after = None
     while time.time() < deadline:
@@ -116,6 +137,13 @@ def failover(cluster, master):
         cluster.dump()
         fail("no announce answered within 15 s of killing the master")
     failover_s = first_after - killed_at
+    held = one_shot_answers(oneshot, [connect_tid, announce_tid], killed_at)
+    for name, tid in (("connect", connect_tid), ("announce", announce_tid)):
+        if len(held[tid]) != 1:
+            cluster.dump()
+            fail(f"a {name} sent once 0.1 s after the kill got {len(held[tid])} replies (want exactly 1, from the new master)")
+    log(f"sent once 0.1 s after the kill, never retransmitted: connect answered after {held[connect_tid][0]:.2f} s, "
+        f"announce after {held[announce_tid][0]:.2f} s (each exactly once)")
     time.sleep(1)
     flow.stop_flag = True
     flow.join()

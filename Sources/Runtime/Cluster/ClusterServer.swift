@@ -287,9 +287,9 @@ public final class ClusterServer: @unchecked Sendable {
 
     func peerDatagram(_ data: ByteBuffer, from source: SocketAddress) {
         stats.datagrams += 1
-        // Every node receives every request; only the serving master acts on one. Checking
-        // here spares the followers a step (and a timer check) per datagram.
-        guard !stopping, !silenced, node.isServing, let endpoint = PeerEndpoint(source) else { return }
+        // Every node receives every request; only the serving master answers. The others
+        // hold it, so that whoever serves next answers what arrived while nobody did.
+        guard !stopping, !silenced, let endpoint = PeerEndpoint(source) else { return }
         inPeerRead = true
         step(.peer(data, from: endpoint))
         inPeerRead = false

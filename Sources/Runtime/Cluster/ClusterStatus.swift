@@ -34,6 +34,7 @@ extension ClusterServer {
         s.announces = stats.announces
         s.commits = stats.commits
         s.aborts = stats.aborts
+        s.heldAnswered = Int(clamping: node.answeredHeld)
         s.broker = NodeStatus.BrokerStatus(
             connected: stomp?.isReady ?? false, sent: stomp?.stats.sent ?? 0, received: stomp?.stats.received ?? 0,
             droppedWhileDown: stomp?.stats.droppedWhileDown ?? 0, connectionsLost: stomp?.stats.connectionsLost ?? 0,

@@ -33,6 +33,7 @@ public final class NodeMetrics: Sendable {
             ("tracker_announces_total", [], status.announces, "Announces answered as master"),
             ("tracker_commits_total", [], status.commits, "Transactions committed as master"),
             ("tracker_aborts_total", [], status.aborts, "Transactions aborted as master"),
+            ("tracker_held_requests_answered_total", [], status.heldAnswered, "Requests received while no master served, answered after the election"),
             ("tracker_broker_frames_sent_total", [], status.broker.sent, "Frames sent to the broker"),
             ("tracker_broker_frames_received_total", [], status.broker.received, "Frames received from the broker"),
             ("tracker_broker_connections_lost_total", [], status.broker.connectionsLost, "Broker connections lost"),

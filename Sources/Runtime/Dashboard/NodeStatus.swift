@@ -67,6 +67,8 @@ public struct NodeStatus: Codable, Sendable {
     var announces = 0
     var commits = 0
     var aborts = 0
+    /// Requests received while no master served that this node answered once it did.
+    var heldAnswered = 0
     var broker = BrokerStatus()
     var members: [MemberStatus] = []
 }

@@ -64,6 +64,12 @@ public struct ClusterConfig: Sendable, Hashable {
     public var voteTimeout = Milliseconds(250)
     /// Re-sends of a PREPARE before silent voters count as down.
     public var voteRetries = 2
+    /// Peer requests a non-serving node holds for a new master to answer (see
+    /// `HeldRequests`): at most this many…
+    public var heldRequests = 4096
+    /// …received at most this long ago when the master starts serving. BEP 15 clients
+    /// wait 15 s before they retransmit; an answer later than that is wasted.
+    public var heldRequestWindow = Milliseconds(15_000)
 
     public init() {}
 
@@ -88,6 +94,8 @@ public struct ClusterConfig: Sendable, Hashable {
         c.batchDelay = Milliseconds(min(max(batchDelay.value, 0), 60_000))
         c.voteTimeout = Milliseconds(min(max(voteTimeout.value, 1), 60_000))
         c.voteRetries = min(max(voteRetries, 0), 100)
+        c.heldRequests = min(max(heldRequests, 0), 1 << 20)
+        c.heldRequestWindow = Milliseconds(min(max(heldRequestWindow.value, 0), 600_000))
         return c
     }
 
@@ -98,6 +106,8 @@ public struct ClusterConfig: Sendable, Hashable {
         if clusterSize < 1 { out.append("cluster size must be at least 1") }
         if batchMaxUpdates < 1 { out.append("batch size must be at least 1") }
         if voteTimeout.value < 1 { out.append("vote timeout must be positive") }
+        if heldRequests < 0 || heldRequests > 1 << 20 { out.append("--held-requests must be between 0 and 1048576") }
+        if heldRequestWindow.value < 0 || heldRequestWindow.value > 600_000 { out.append("--held-window must be at most 600 s") }
         return out
     }
 }

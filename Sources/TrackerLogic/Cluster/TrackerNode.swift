@@ -36,6 +36,10 @@ public struct TrackerNode: Sendable {
     /// Per-source limits on what peers may ask of a serving master (table allocated on
     /// first use, so only a master pays for it).
     var limiter: SourceRateLimiter
+    /// Requests received while not serving, for this node to answer if it comes to serve.
+    var held: HeldRequests
+    /// Held requests this node handled after it came to serve (for the dashboard).
+    public private(set) var answeredHeld: UInt64 = 0
     var out: [NodeAction] = []
 
     /// - Parameters:
@@ -51,6 +55,7 @@ public struct TrackerNode: Sendable {
         var rng = SeededGenerator(seed: seed)
         self.limiter = handler.makeRateLimiter(key: SipHash24(k0: rng.next(), k1: rng.next()))
         self.rng = rng
+        self.held = HeldRequests(capacity: self.config.heldRequests, window: self.config.heldRequestWindow)
         self.replica = Replica()
         self.startedAt = now
         var epoch = restoring?.epoch ?? .zero
@@ -78,6 +83,7 @@ public struct TrackerNode: Sendable {
 
     public mutating func step(_ event: NodeEvent, now: Instant) -> [NodeAction] {
         if case .stopped = state { return [] }
+        let wasServing = isServing
         switch event {
         case .tick: tick(now)
         case .cluster(let env): receive(env, now)
@@ -86,6 +92,15 @@ public struct TrackerNode: Sendable {
         case .epochStored(let e): epochStored(e, now)
         case .shutdown: leave(now)
         case .submit(let change): submit(change, now)
+        }
+        if wasServing != isServing {
+            if isServing {
+                answerHeld(now)
+            } else {
+                // What reached us while we served, we answered (or it is in the next
+                // master's hands through its own held requests).
+                held.evidence = .init(alive: now, decided: now)
+            }
         }
         defer { out.removeAll(keepingCapacity: true) }
         return out
@@ -289,6 +304,7 @@ public struct TrackerNode: Sendable {
             return
         }
         membership.heard(env, now: now)
+        noteServingMaster(env, now)
         if !membership.restarted.isEmpty {
             // What a restarted node told us before (its state, its recovery answer) is void.
             for node in membership.restarted { leader?.recovery?.acks[node] = nil }
@@ -435,11 +451,37 @@ public struct TrackerNode: Sendable {
     // MARK: peers
 
     mutating func receivePeer(_ datagram: ByteBuffer, from source: PeerEndpoint, _ now: Instant) {
-        guard isServing else { return }  // slaves, candidates and recovering masters stay silent
+        guard isServing else {
+            // Slaves, candidates and recovering masters stay silent, but keep the request
+            // in case the master that should answer it is gone.
+            held.hold(datagram, from: source, now: now)
+            return
+        }
         switch handler.decide(datagram, from: source, now: now, store: replica.store, limiter: &limiter) {
         case .reply(let response): out.append(.reply(response, to: source))
         case .commit(let pending): enqueue(.announce(pending.update), origin: .peer(pending), now)
         case .drop: break
+        }
+    }
+}
+
+extension TrackerNode {
+    /// What a serving master says shows which held requests it was alive to answer.
+    mutating func noteServingMaster(_ env: ClusterEnvelope, _ now: Instant) {
+        guard env.from == env.epoch.master else { return }
+        switch env.message {
+        case .keepalive(let k) where k.role == .master && k.inSync: held.evidence.alive = now
+        case .prepare: held.evidence.alive = now
+        case .commit, .abort: held.evidence = .init(alive: now, decided: now)
+        default: break
+        }
+    }
+
+    /// Just came to serve: answer what arrived while nobody did, through the normal path.
+    mutating func answerHeld(_ now: Instant) {
+        for r in held.takeUnanswered(now: now) {
+            answeredHeld &+= 1
+            receivePeer(r.datagram, from: r.source, now)
         }
     }
 }

@@ -1,0 +1,118 @@
+import NIOCore
+
+/// Peer requests a node received while it was not serving, held so that a new master can
+/// answer the ones nobody answered once it serves.
+///
+/// Why: every node receives every request (group and shared-address modes), but only the
+/// master answers. Requests that arrive after the master died and before its successor
+/// serves were answered by no one, and real clients pay far more than the election for
+/// that: libtorrent retries a lost connect after ~40 s, Transmission 3.00 not for minutes.
+/// The spec's rule still holds — nothing is answered *during* the election; the new master
+/// answers afterwards, through the normal path (an announce through two-phase commit).
+///
+/// What was answered already is judged from what this node heard from a serving master:
+/// a connect is answered the moment the master receives it, so any message a serving master
+/// sent after the request arrived here shows it was alive to answer it; an announce is
+/// answered when its transaction commits, so only a COMMIT or ABORT heard after it does.
+/// A request that a master received but had not yet put in a transaction when it died is
+/// the one case this misses (a window of one batch delay); the client retransmits.
+///
+/// Bounded: only connects and announces (scrapes are cheap to resend and change nothing),
+/// at most `capacity` of them, none older than `window`; the oldest go first. A client
+/// retransmitting the same request (same source and transaction id) is answered once.
+struct HeldRequests: Sendable {
+    struct Request: Sendable, Equatable {
+        var datagram: ByteBuffer
+        var source: PeerEndpoint
+        var receivedAt: Instant
+        var isConnect: Bool
+        var transactionID: UInt32
+    }
+
+    /// What this node last heard from a serving master (or did itself while serving).
+    struct Evidence: Sendable, Equatable {
+        /// Any message of a serving master: connects received before it were answered.
+        var alive = Instant(milliseconds: .min)
+        /// Its last COMMIT or ABORT: announces received before it were answered.
+        var decided = Instant(milliseconds: .min)
+    }
+
+    let capacity: Int
+    let window: Milliseconds
+    /// A ring: `slots[head]` is the oldest of `count` entries.
+    private var slots: [Request?] = []
+    private var head = 0
+    private(set) var count = 0
+    var evidence = Evidence()
+
+    /// A held datagram is at most this long: an announce with BEP 41 options fits; a
+    /// larger one is not a request a client waits on.
+    static let maxDatagram = 1024
+
+    init(capacity: Int, window: Milliseconds) {
+        self.capacity = max(capacity, 0)
+        self.window = window
+    }
+
+    /// Keeps a connect or announce (anything else, or anything malformed, is ignored: the
+    /// handler would drop it anyway).
+    mutating func hold(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant) {
+        guard capacity > 0, datagram.readableBytes <= Self.maxDatagram,
+              let head8 = datagram.getInteger(at: datagram.readerIndex, as: UInt64.self),
+              let action = datagram.getInteger(at: datagram.readerIndex + 8, as: UInt32.self),
+              let tid = datagram.getInteger(at: datagram.readerIndex + 12, as: UInt32.self) else { return }
+        let isConnect: Bool
+        switch TrackerAction(rawValue: action) {
+        case .connect: guard head8 == bep15ProtocolID else { return }; isConnect = true
+        case .announce: guard datagram.readableBytes >= BEP15Codec.announceRequestSize else { return }; isConnect = false
+        case .scrape, .error, nil: return
+        }
+        if slots.isEmpty { slots = Array(repeating: nil, count: capacity) }  // allocated on first use
+        dropExpired(now)
+        if count == capacity { removeOldest() }
+        // Copied: the runtime's receive buffer is not ours to keep.
+        let request = Request(datagram: ByteBuffer(bytes: datagram.readableBytesView), source: source,
+                              receivedAt: now, isConnect: isConnect, transactionID: tid)
+        slots[(head + count) % slots.count] = request
+        count += 1
+    }
+
+    /// The requests no serving master can have answered and a client may still wait on,
+    /// oldest first, each (source, transaction id) once; the store is emptied.
+    mutating func takeUnanswered(now: Instant) -> [Request] {
+        var out: [Request] = []
+        var seen = Set<Key>()
+        for i in 0..<count {
+            guard let r = slots[(head + i) % slots.count] else { continue }
+            guard now - r.receivedAt <= window else { continue }
+            guard r.receivedAt > (r.isConnect ? evidence.alive : evidence.decided) else { continue }
+            if seen.insert(Key(source: r.source, transactionID: r.transactionID, isConnect: r.isConnect)).inserted { out.append(r) }
+        }
+        removeAll()
+        return out
+    }
+
+    mutating func removeAll() {
+        slots.removeAll()
+        head = 0
+        count = 0
+    }
+
+    private struct Key: Hashable {
+        var source: PeerEndpoint
+        var transactionID: UInt32
+        var isConnect: Bool
+    }
+
+    private mutating func dropExpired(_ now: Instant) {
+        while count > 0, let oldest = slots[head], now - oldest.receivedAt > window { removeOldest() }
+    }
+
+    private mutating func removeOldest() {
+        guard count > 0 else { return }
+        slots[head] = nil
+        head = (head + 1) % slots.count
+        count -= 1
+        if count == 0 { head = 0 }
+    }
+}

@@ -1,0 +1,128 @@
+import NIOCore
+import Testing
+import TrackerLogic
+
+/// Requests that arrive while no master serves are answered by the next master once it
+/// serves — never during the election, never twice, never when too old.
+@Suite("Held requests") struct HeldRequestTests {
+    let t0 = Instant(milliseconds: 5_000_000)
+    let e3 = Epoch(term: 1, master: NodeID(3))
+    let early = PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881)
+    let late = PeerEndpoint(ip: .v4(0x0A00_0002), port: 6882)
+    let announcer = PeerEndpoint(ip: .v4(0x0A00_0003), port: 6883)
+    let ids = ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))
+
+    func node(_ config: ClusterConfig = ClusterConfig()) -> TrackerNode {
+        TrackerNode(id: NodeID(2), incarnation: 2000, config: config,
+                    handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
+                    seed: 7, now: t0, restoring: DurableState(snapshot: nil, epoch: e3))
+    }
+
+    func masterKeepalive() -> NodeEvent {
+        .cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
+                                 message: .keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: true, address: ""))))
+    }
+
+    func connect(_ tid: UInt32) -> ByteBuffer { BEP15Codec.encode(.connect(ConnectRequest(transactionID: tid))) }
+
+    func announce(_ tid: UInt32, from source: PeerEndpoint, at now: Instant) -> ByteBuffer {
+        BEP15Codec.encode(.announce(AnnounceRequest(
+            connectionID: ids.issue(for: source.ip, now: now), transactionID: tid,
+            infoHash: InfoHash(a: 1, b: 2, c: 3), peerID: PeerID(a: 4, b: 5, c: 6), downloaded: 0, left: 100, uploaded: 0,
+            event: .started, key: 1, numWant: 10, port: source.port)))
+    }
+
+    /// n2 follows n3 until `t0 + 3 s`, when n3 falls silent. Returns n2 and n3's last keepalive.
+    func followerOfADeadMaster(_ config: ClusterConfig = ClusterConfig()) -> (TrackerNode, Instant) {
+        var n2 = node(config)
+        var t = t0
+        while t < t0 + Milliseconds(3000) {
+            _ = n2.step(masterKeepalive(), now: t)
+            _ = n2.step(.tick, now: t)
+            t = t + Milliseconds(500)
+        }
+        return (n2, t - Milliseconds(500))
+    }
+
+    /// Steps n2 until it serves; every action of the way, the epoch written at once.
+    func electUntilServing(_ n2: inout TrackerNode, from start: Instant) -> (actions: [NodeAction], at: Instant) {
+        var t = start
+        var all: [NodeAction] = []
+        while !n2.isServing && t < start + Milliseconds(10_000) {
+            t = t + Milliseconds(50)
+            let actions = n2.step(.tick, now: t)
+            all += actions
+            for case .persistEpoch(let e) in actions { all += n2.step(.epochStored(e), now: t) }
+        }
+        return (all, t)
+    }
+
+    func replies(_ actions: [NodeAction]) -> [(TrackerResponse, PeerEndpoint)] {
+        actions.compactMap { if case .reply(let r, let to) = $0 { return (r, to) } else { return nil } }
+    }
+
+    @Test func aNewMasterAnswersWhatNobodyAnsweredOnceItServes() throws {
+        var (n2, lastHeard) = followerOfADeadMaster()
+        // Before n3's last keepalive: n3 was alive to answer it.
+        #expect(n2.step(.peer(connect(11), from: early), now: lastHeard - Milliseconds(200)) == [])
+        // After it, n3 is gone: nobody answers, n2 holds it. A retransmission of the same
+        // connect (same transaction id) is held once.
+        let heldAt = lastHeard + Milliseconds(300)
+        #expect(n2.step(.peer(connect(22), from: late), now: heldAt) == [])
+        #expect(n2.step(.peer(connect(22), from: late), now: heldAt + Milliseconds(100)) == [])
+        #expect(n2.step(.peer(announce(33, from: announcer, at: heldAt), from: announcer), now: heldAt + Milliseconds(200)) == [])
+        var (actions, servingAt) = electUntilServing(&n2, from: heldAt + Milliseconds(200))
+        #expect(n2.isServing)
+        // During the election nothing was answered: the first reply is in the serving step.
+        let answered = replies(actions)
+        #expect(answered.count == 1)
+        let (reply, to) = try #require(answered.first)
+        #expect(to == late && reply.transactionID == 22)
+        guard case .connect = reply else { Issue.record("expected a connect reply, got \(reply)"); return }
+        // The announce goes through two-phase commit (a one-node cluster commits alone).
+        for _ in 0..<10 where !replies(actions).contains(where: { $0.0.transactionID == 33 }) {
+            servingAt = servingAt + Milliseconds(10)
+            actions += n2.step(.tick, now: servingAt)
+        }
+        let announced = try #require(replies(actions).first { $0.0.transactionID == 33 })
+        #expect(announced.1 == announcer)
+        guard case .announce(let a) = announced.0 else { Issue.record("expected an announce reply, got \(announced.0)"); return }
+        #expect(a.leechers == 1)
+        #expect(n2.answeredHeld == 2)
+    }
+
+    @Test func nothingIsAnsweredDuringTheElectionAndOldRequestsAreLeft() {
+        var config = ClusterConfig()
+        config.heldRequestWindow = Milliseconds(1500)
+        var (n2, lastHeard) = followerOfADeadMaster(config)
+        // Received after n3's death, but the election outlasts the window for this one.
+        #expect(n2.step(.peer(connect(44), from: late), now: lastHeard + Milliseconds(100)) == [])
+        var t = lastHeard + Milliseconds(100)
+        while n2.role != .candidate {
+            t = t + Milliseconds(50)
+            _ = n2.step(.tick, now: t)
+        }
+        // A candidate stays silent, whatever it receives (its epoch is not on disk yet).
+        t = t + Milliseconds(500)
+        #expect(n2.step(.peer(connect(55), from: early), now: t) == [])
+        #expect(n2.role == .candidate)
+        let (actions, _) = electUntilServing(&n2, from: t)
+        #expect(n2.isServing)
+        #expect(replies(actions).map(\.0.transactionID) == [55], "only the young request is answered")
+    }
+
+    @Test func theHoldIsBoundedOldestOut() {
+        var config = ClusterConfig()
+        config.heldRequests = 3
+        var (n2, lastHeard) = followerOfADeadMaster(config)
+        for tid in UInt32(1)...5 {
+            _ = n2.step(.peer(connect(tid), from: late), now: lastHeard + Milliseconds(Int64(tid) * 10))
+        }
+        // Scrapes and garbage are not held.
+        _ = n2.step(.peer(BEP15Codec.encode(.scrape(ScrapeRequest(connectionID: 1, transactionID: 9, infoHashes: [InfoHash(a: 1, b: 1, c: 1)]))),
+                          from: early), now: lastHeard + Milliseconds(60))
+        _ = n2.step(.peer(ByteBuffer(bytes: [1, 2, 3]), from: early), now: lastHeard + Milliseconds(60))
+        let (actions, _) = electUntilServing(&n2, from: lastHeard + Milliseconds(60))
+        #expect(replies(actions).map(\.0.transactionID) == [3, 4, 5])
+    }
+}
