@@ -19,7 +19,8 @@ enum ElectionPhase: Sendable, Equatable {
 }
 
 extension TrackerNode {
-    mutating func startElection(_ now: Instant) {
+    /// - Parameter masterLost: the master this node followed went silent or left.
+    mutating func startElection(_ now: Instant, masterLost: Bool = false) {
         guard id.isAssigned else { return }
         switch state {
         case .starting, .stopped, .modifying: return
@@ -28,11 +29,14 @@ extension TrackerNode {
         }
         state = .candidate(.awaitingAnswers(deadline: now + config.answerTimeout))
         broadcast(.election(lastCommitted: replica.lastCommitted))
-        // Bully waits for answers only from higher ids; when every higher id this node
-        // knows of has missed its keepalives, nobody can answer and waiting a whole
-        // answer timeout only lengthens the failover. (A higher node that is in fact
-        // alive still takes over: it answers this ELECTION or bullies the COORDINATOR.)
-        if !liveMembers(now).contains(where: { $0.id > id }) { claim(now) }
+        // Bully waits for answers only from higher ids; when the master is lost and every
+        // higher id this node knows of has missed its keepalives, nobody can answer and
+        // waiting a whole answer timeout only lengthens the failover. (A higher node that
+        // is in fact alive still takes over: it answers this ELECTION or bullies the
+        // COORDINATOR.) Other elections wait: just after start-up a node has heard no
+        // keepalives yet (starting nodes send none), and claiming at once there crowned a
+        // lower id for a moment whenever nodes started together.
+        if masterLost && !liveMembers(now).contains(where: { $0.id > id }) { claim(now) }
     }
 
     mutating func electionTick(_ now: Instant) {
