@@ -58,6 +58,17 @@ struct SimSlot {
     var extraDelay: Int64 = 0
     /// Seals the node's frames and verifies what reaches it, as in the runtime.
     var channel: ClusterChannel?
+    /// What the held-request check watches on this node's current process.
+    var held = HeldWatch()
+}
+
+/// Per node process: requests it received that no node could answer when they were sent
+/// (and only those received after it last heard a serving master count), when it last
+/// heard one, and since when it serves.
+struct HeldWatch {
+    var receipts: [HeldReceipt] = []
+    var lastHeardServing = Instant(milliseconds: .min)
+    var servingSince: Instant?
 }
 
 enum SimEvent {
@@ -134,11 +145,6 @@ public struct Simulator {
     /// last answered by anyone.
     var unservedSends: [RequestKey: Instant] = [:]
     var answeredAt: [RequestKey: Instant] = [:]
-    /// Per slot: such requests it received after it last heard a serving master, when it
-    /// last did, and since when it serves.
-    var heldReceipts: [[HeldReceipt]]
-    var lastHeardServing: [Instant]
-    var servingSince: [Instant?]
     var violation: String?
     var traceDigest = Digest()
     var tracing: Bool
@@ -152,9 +158,6 @@ public struct Simulator {
         self.rng = SeededGenerator(seed: scenario.seed ^ 0x5349_4D55_4C41_5445)
         self.tracing = trace
         self.slots = Array(repeating: SimSlot(), count: scenario.nodes)
-        self.heldReceipts = Array(repeating: [], count: scenario.nodes)
-        self.lastHeardServing = Array(repeating: Instant(milliseconds: .min), count: scenario.nodes)
-        self.servingSince = Array(repeating: nil, count: scenario.nodes)
         var c = ClusterConfig()
         c.quorum = scenario.quorum
         c.clusterSize = scenario.nodes
@@ -263,9 +266,6 @@ public struct Simulator {
     /// Starts one more node that claims `id` (to test duplicate ids); returns its slot.
     public mutating func startExtraNode(id: NodeID) -> Int {
         slots.append(SimSlot())
-        heldReceipts.append([])
-        lastHeardServing.append(Instant(milliseconds: .min))
-        servingSince.append(nil)
         extraIDs.append(id)
         let slot = slots.count - 1
         startNode(slot)
@@ -294,9 +294,7 @@ public struct Simulator {
                                seed: rng.next(), now: nodeNow(slot), restoring: durable,
                                address: "10.9.0.\(slot + 1):6969")
         slots[slot].node = node
-        heldReceipts[slot] = []
-        lastHeardServing[slot] = Instant(milliseconds: .min)
-        servingSince[slot] = nil
+        slots[slot].held = HeldWatch()  // a new process holds nothing
         slots[slot].channel = ClusterChannel(keys: [clusterKey], startedAt: nodeNow(slot))
         slots[slot].trackedLast = node.replica.lastCommitted
         slots[slot].scheduledTick = nil
@@ -346,7 +344,7 @@ public struct Simulator {
                 if fromAdversary && adversary?.plan.kind == .outsider {
                     return fail("s\(s) accepted a frame forged without the key: \(env.message.name) from n\(env.from.rawValue)")
                 }
-                if fromServing { lastHeardServing[s] = now }
+                if fromServing { slots[s].held.lastHeardServing = now }
                 step(s, .cluster(env), label: "\(fromAdversary ? "HOSTILE " : "")\(env.message.name) from n\(env.from.rawValue) \(env.epoch)")
             case .failure(let reason):
                 rejections[reason, default: 0] += 1
@@ -378,9 +376,8 @@ public struct Simulator {
             }
         case .peerDatagram(let s, let bytes, let from):
             if let node = slots[s].node, !node.isServing, let p = peerByEndpoint[from],
-               let tid = bytes.getInteger(at: bytes.readerIndex + 12, as: UInt32.self),
-               unservedSends[RequestKey(peer: p, tid: tid)] != nil {
-                heldReceipts[s].append(HeldReceipt(request: RequestKey(peer: p, tid: tid), at: now))
+               let header = BEP15Codec.peekHeader(bytes), unservedSends[RequestKey(peer: p, tid: header.transactionID)] != nil {
+                slots[s].held.receipts.append(HeldReceipt(request: RequestKey(peer: p, tid: header.transactionID), at: now))
             }
             step(s, .peer(bytes, from: from), label: "datagram from \(from)")
         case .checkHeld(let s, let start):
@@ -432,13 +429,11 @@ public struct Simulator {
             guard let node = slots[s].node else { return }
             if slots[s].disk.lastTxid < node.replica.lastCommitted.txid { slots[s].generation += 1 }
             slots[s].node = nil
-            servingSince[s] = nil
         case .restart(let s), .join(let s):
             if slots[s].node == nil { startNode(s) }
         case .shutdown(let s):
             step(s, .shutdown, label: "shutdown")
             slots[s].node = nil
-            servingSince[s] = nil
         case .partition(let side): partitionSide = Set(side)
         case .oneWay(let a, let b): oneWay = (a, b)
         case .heal:
@@ -477,10 +472,9 @@ public struct Simulator {
 
     mutating func multicast(_ bytes: ByteBuffer, from peer: Int) {
         // Connects and announces (scrapes are not held: they are cheap to resend).
-        if !slots.contains(where: { $0.node?.isServing == true }),
-           let action = bytes.getInteger(at: bytes.readerIndex + 8, as: UInt32.self), action <= 1,
-           let tid = bytes.getInteger(at: bytes.readerIndex + 12, as: UInt32.self) {
-            let key = RequestKey(peer: peer, tid: tid)
+        if !slots.contains(where: { $0.node?.isServing == true }), let header = BEP15Codec.peekHeader(bytes),
+           header.action == .connect || header.action == .announce {
+            let key = RequestKey(peer: peer, tid: header.transactionID)
             if unservedSends[key] == nil { unservedSends[key] = now }
         }
         for s in slots.indices where slots[s].node != nil {
@@ -609,8 +603,8 @@ public struct Simulator {
 
     mutating func checkStep(_ slot: Int) {
         guard let node = slots[slot].node else { return }
-        if node.isServing != (servingSince[slot] != nil) {
-            servingSince[slot] = node.isServing ? now : nil
+        if node.isServing != (slots[slot].held.servingSince != nil) {
+            slots[slot].held.servingSince = node.isServing ? now : nil
             if node.isServing { queue.push(now + Self.heldAnswerTime, .checkHeld(slot, now)) }
         }
         if node.role == .master {
@@ -710,10 +704,10 @@ public struct Simulator {
     /// stopped serving meanwhile. An insider with the key can fake a serving master; those
     /// scenarios only check that nothing crashes or forks.
     mutating func checkHeld(_ slot: Int, servingSince start: Instant) {
-        let receipts = heldReceipts[slot]
-        heldReceipts[slot] = []
-        guard servingSince[slot] == start, slots[slot].node?.isServing == true, adversary?.plan.kind != .insider else { return }
-        let cutoff = lastHeardServing[slot]
+        let receipts = slots[slot].held.receipts
+        slots[slot].held.receipts = []
+        guard slots[slot].held.servingSince == start, slots[slot].node?.isServing == true, adversary?.plan.kind != .insider else { return }
+        let cutoff = slots[slot].held.lastHeardServing
         for r in receipts where r.at > cutoff && r.at <= start && start - r.at < config.heldRequestWindow {
             guard let sent = unservedSends[r.request], (answeredAt[r.request] ?? .zero) >= sent else {
                 return fail("request of p\(r.request.peer) (transaction \(r.request.tid)) received by s\(slot) at "

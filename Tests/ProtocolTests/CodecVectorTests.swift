@@ -11,6 +11,16 @@ struct CodecVectorTests {
         #expect(try BEP15Codec.decodeRequest(buffer("0000041727101980 00000000 deadbeef")).get() == request)
     }
 
+    @Test func requestHeaderPeek() throws {
+        let connect = try #require(BEP15Codec.peekHeader(buffer("0000041727101980 00000000 deadbeef")))
+        #expect(connect.connectionID == bep15ProtocolID && connect.action == .connect && connect.transactionID == 0xDEAD_BEEF)
+        let announce = try #require(BEP15Codec.peekHeader(buffer(Self.announceHex)))
+        #expect(announce.connectionID == 0x1122_3344_5566_7788 && announce.action == .announce && announce.transactionID == 0x0A0B_0C0D)
+        let unknown = try #require(BEP15Codec.peekHeader(buffer("1122334455667788 00000009 00000001")))
+        #expect(unknown.action == nil && unknown.transactionID == 1)
+        #expect(BEP15Codec.peekHeader(buffer("0000041727101980 00000000 dead")) == nil, "15 bytes have no header")
+    }
+
     @Test func connectResponseBytes() throws {
         let response = TrackerResponse.connect(ConnectResponse(transactionID: 0x0102_0304, connectionID: 0x1122_3344_5566_7788))
         let expected = bytes("00000000 01020304 1122334455667788")

@@ -60,6 +60,18 @@ public enum BEP15Codec {
 
     // MARK: Requests
 
+    /// The fixed 16-byte header every request starts with, read without decoding the rest
+    /// (for code that only sorts requests, such as a node holding them during an
+    /// election). The first word is the protocol id of a connect, else a connection id;
+    /// `action` is nil for an unknown action.
+    public static func peekHeader(_ datagram: ByteBuffer) -> (connectionID: UInt64, action: TrackerAction?, transactionID: UInt32)? {
+        let at = datagram.readerIndex
+        guard let first = datagram.getInteger(at: at, as: UInt64.self),
+              let action = datagram.getInteger(at: at + 8, as: UInt32.self),
+              let tid = datagram.getInteger(at: at + 12, as: UInt32.self) else { return nil }
+        return (first, TrackerAction(rawValue: action), tid)
+    }
+
     /// Trailing bytes after an announce's 98 (BEP 41 URL-data options, which libtorrent
     /// sends) are accepted and ignored; so are bytes after a connect's 16, and a partial
     /// trailing hash in a scrape.

@@ -57,13 +57,10 @@ struct HeldRequests: Sendable {
     /// Keeps a connect or announce (anything else, or anything malformed, is ignored: the
     /// handler would drop it anyway).
     mutating func hold(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant) {
-        guard capacity > 0, datagram.readableBytes <= Self.maxDatagram,
-              let head8 = datagram.getInteger(at: datagram.readerIndex, as: UInt64.self),
-              let action = datagram.getInteger(at: datagram.readerIndex + 8, as: UInt32.self),
-              let tid = datagram.getInteger(at: datagram.readerIndex + 12, as: UInt32.self) else { return }
+        guard capacity > 0, datagram.readableBytes <= Self.maxDatagram, let header = BEP15Codec.peekHeader(datagram) else { return }
         let isConnect: Bool
-        switch TrackerAction(rawValue: action) {
-        case .connect: guard head8 == bep15ProtocolID else { return }; isConnect = true
+        switch header.action {
+        case .connect: guard header.connectionID == bep15ProtocolID else { return }; isConnect = true
         case .announce: guard datagram.readableBytes >= BEP15Codec.announceRequestSize else { return }; isConnect = false
         case .scrape, .error, nil: return
         }
@@ -72,7 +69,7 @@ struct HeldRequests: Sendable {
         if count == capacity { removeOldest() }
         // Copied: the runtime's receive buffer is not ours to keep.
         let request = Request(datagram: ByteBuffer(bytes: datagram.readableBytesView), source: source,
-                              receivedAt: now, isConnect: isConnect, transactionID: tid)
+                              receivedAt: now, isConnect: isConnect, transactionID: header.transactionID)
         slots[(head + count) % slots.count] = request
         count += 1
     }
