@@ -94,4 +94,64 @@ import TrackerLogic
         #expect(claimed - lastHeard <= ClusterConfig().downAfter + Milliseconds(100),
                 "claimed \((claimed - lastHeard).value) ms after the last keepalive: no answer timeout on top of detection")
     }
+
+    /// n1 noticed the silence of n3 a few milliseconds before n2 did: its ELECTION reaches
+    /// n2 while n3 still counts as live there. n2 answers and runs its own election, and
+    /// claims the moment n3 misses its keepalives at n2 (its next wake is that moment),
+    /// not an answer timeout later. (Found by a real kill -9: 3.0 s to the first reply.)
+    @Test func aLowerElectionJustBeforeTheMasterTimesOutDoesNotAddAnAnswerTimeout() throws {
+        let e3 = Epoch(term: 1, master: NodeID(3))
+        var n2 = node(2, epoch: e3)
+        var t = t0
+        while t < t0 + ClusterConfig().startupListen + Milliseconds(1000) {
+            _ = n2.step(.cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
+                                                 message: .keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: true, address: "")))), now: t)
+            _ = n2.step(.tick, now: t)
+            t = t + Milliseconds(500)
+        }
+        #expect(n2.role == .slave && n2.master == NodeID(3))
+        let lastHeard = t - Milliseconds(500)
+        let expiry = lastHeard + ClusterConfig().downAfter + Milliseconds(1)
+        t = expiry - Milliseconds(20)
+        let election = ClusterEnvelope(from: NodeID(1), incarnation: 1000, epoch: e3, to: nil, message: .election(lastCommitted: .zero))
+        let answered = n2.step(.cluster(election), now: t)
+        #expect(answered.contains { if case .send(let e) = $0, case .answer = e.message { return e.to == NodeID(1) } else { return false } })
+        #expect(n2.role == .candidate)
+        #expect(!answered.contains { if case .persistEpoch = $0 { return true } else { return false } }, "n3 is still live here")
+        var claimedAt: Instant?
+        for _ in 0..<100 where claimedAt == nil {
+            t = n2.nextWake(now: t)
+            if n2.step(.tick, now: t).contains(where: { if case .persistEpoch(let e) = $0 { return e.master == NodeID(2) } else { return false } }) {
+                claimedAt = t
+            }
+        }
+        let claimed = try #require(claimedAt)
+        #expect(claimed <= expiry + Milliseconds(1), "claimed \((claimed - expiry).value) ms after n3 timed out")
+    }
+
+    /// The same ELECTION while n3 is alive: n2 waits for n3's answer and does not claim.
+    @Test func aLowerElectionWhileTheMasterIsAliveClaimsNothing() {
+        let e3 = Epoch(term: 1, master: NodeID(3))
+        var n2 = node(2, epoch: e3)
+        var t = t0
+        func keepalive() -> ClusterEnvelope {
+            ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
+                            message: .keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: true, address: "")))
+        }
+        while t < t0 + ClusterConfig().startupListen + Milliseconds(1000) {
+            _ = n2.step(.cluster(keepalive()), now: t)
+            _ = n2.step(.tick, now: t)
+            t = t + Milliseconds(500)
+        }
+        let election = ClusterEnvelope(from: NodeID(1), incarnation: 1000, epoch: e3, to: nil, message: .election(lastCommitted: .zero))
+        _ = n2.step(.cluster(election), now: t)
+        #expect(n2.role == .candidate)
+        let answer = ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: NodeID(2), message: .answer)
+        _ = n2.step(.cluster(answer), now: t + Milliseconds(5))
+        for step in 1...10 {
+            let now = t + Milliseconds(100 * Int64(step))
+            if step % 5 == 0 { _ = n2.step(.cluster(keepalive()), now: now) }
+            #expect(!n2.step(.tick, now: now).contains { if case .persistEpoch = $0 { return true } else { return false } })
+        }
+    }
 }

@@ -3,7 +3,10 @@
 /// above every epoch it has seen. No peer is served while this runs.
 enum ElectionPhase: Sendable, Equatable {
     /// ELECTION sent; waiting for an ANSWER from a higher id until the deadline.
-    case awaitingAnswers(deadline: Instant)
+    /// `knowsMembers`: the node was following a master, so it has heard the cluster's
+    /// keepalives and the higher ids it knows are all there are; it claims as soon as
+    /// every one of them has missed its keepalives, without waiting for the deadline.
+    case awaitingAnswers(deadline: Instant, knowsMembers: Bool)
     /// A higher id answered; waiting for its COORDINATOR until the deadline.
     case awaitingCoordinator(deadline: Instant)
     /// Nobody higher answered; waiting for the new epoch to be on disk before leading.
@@ -13,33 +16,41 @@ enum ElectionPhase: Sendable, Equatable {
 
     var deadline: Instant {
         switch self {
-        case .awaitingAnswers(let d), .awaitingCoordinator(let d), .claiming(_, let d): return d
+        case .awaitingAnswers(let d, _), .awaitingCoordinator(let d), .claiming(_, let d): return d
         }
     }
 }
 
 extension TrackerNode {
-    /// - Parameter masterLost: the master this node followed went silent or left.
-    mutating func startElection(_ now: Instant, masterLost: Bool = false) {
+    mutating func startElection(_ now: Instant) {
         guard id.isAssigned else { return }
+        var knowsMembers = false
         switch state {
         case .starting, .stopped, .modifying: return
         case .master: stepDown(now)
-        case .slave, .candidate: break
+        case .slave(let f): knowsMembers = f.master != nil
+        case .candidate: break
         }
-        state = .candidate(.awaitingAnswers(deadline: now + config.answerTimeout))
+        state = .candidate(.awaitingAnswers(deadline: now + config.answerTimeout, knowsMembers: knowsMembers))
         broadcast(.election(lastCommitted: replica.lastCommitted))
-        // Bully waits for answers only from higher ids; when the master is lost and every
-        // higher id this node knows of has missed its keepalives, nobody can answer and
-        // waiting a whole answer timeout only lengthens the failover. (A higher node that
-        // is in fact alive still takes over: it answers this ELECTION or bullies the
-        // COORDINATOR.) Other elections wait: just after start-up a node has heard no
-        // keepalives yet (starting nodes send none), and claiming at once there crowned a
-        // lower id for a moment whenever nodes started together.
-        if masterLost && !liveMembers(now).contains(where: { $0.id > id }) { claim(now) }
+        claimIfNoHigherLive(now)
+    }
+
+    /// Bully waits for answers only from higher ids; when every higher id this node knows
+    /// of has missed its keepalives, nobody can answer and waiting out the answer timeout
+    /// only lengthens the failover. (A higher node that is in fact alive still takes
+    /// over: it answers the ELECTION or bullies the COORDINATOR.) Only a node that was
+    /// following a master knows its members: just after start-up a node has heard no
+    /// keepalives (starting nodes send none), and claiming at once there crowned a lower
+    /// id for a moment whenever nodes started together.
+    mutating func claimIfNoHigherLive(_ now: Instant) {
+        guard case .candidate(.awaitingAnswers(_, knowsMembers: true)) = state,
+              !liveMembers(now).contains(where: { $0.id > id }) else { return }
+        claim(now)
     }
 
     mutating func electionTick(_ now: Instant) {
+        claimIfNoHigherLive(now)
         guard let phase = election, now >= phase.deadline else { return }
         switch phase {
         case .awaitingAnswers: claim(now)

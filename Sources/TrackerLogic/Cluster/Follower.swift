@@ -57,7 +57,7 @@ extension TrackerNode {
         }
         let heard = membership[m].map { now - $0.lastHeard <= config.downAfter } ?? false
         if !heard && now - f.since > config.downAfter {
-            startElection(now, masterLost: true)
+            startElection(now)
             return
         }
         if let offer = f.offer, now >= offer.resendAt {

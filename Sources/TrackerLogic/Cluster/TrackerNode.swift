@@ -381,7 +381,7 @@ public struct TrackerNode: Sendable {
 
     mutating func leavingReceived(from node: NodeID, _ now: Instant) {
         membership.remove(node)
-        if case .slave(let f) = state, f.master == node { startElection(now, masterLost: true) }
+        if case .slave(let f) = state, f.master == node { startElection(now) }
     }
 
     // MARK: unique ids
