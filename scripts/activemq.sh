@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs Apache ActiveMQ (Debian's package) as the cluster's STOMP broker on
 # stomp://127.0.0.1:61613, with a minimal configuration of our own: STOMP only,
-# nothing persisted, small heap. Usage: scripts/activemq.sh start|stop|status|restart
+# nothing persisted, small heap. Usage: scripts/activemq.sh start|stop|status|restart|kill
+# (kill: SIGKILL, a crash for failure tests)
 #
 # Debian's init script is not used: its default configuration has no STOMP connector,
 # it sleeps 5 s and forces a 512 MB heap. We run the JVM ourselves and wait for a real
@@ -163,6 +164,18 @@ stop() {
     rm -f "$PIDFILE"
 }
 
+# A crash, for failure tests: SIGKILL, no shutdown of connections.
+kill9() {
+    if p=$(pid); then
+        kill -9 "$p" 2>/dev/null || true
+        for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        echo "activemq killed (pid $p)"
+    else
+        echo "activemq not running"
+    fi
+    rm -f "$PIDFILE"
+}
+
 status() {
     if p=$(pid) && stomp_connected; then
         echo "activemq running (pid $p) on stomp://$HOST:$PORT"
@@ -175,6 +188,7 @@ case "${1:-}" in
     start) start ;;
     stop) stop ;;
     restart) stop; start ;;
+    kill) kill9 ;;
     status) status ;;
-    *) echo "usage: $0 start|stop|restart|status" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|restart|kill|status" >&2; exit 2 ;;
 esac

@@ -32,6 +32,11 @@ public struct Scenario: Sendable, CustomStringConvertible {
         case join(Int)
         case partition([Int])
         case oneWay(from: Int, to: Int)
+        /// The broker dies: no node hears another on it; keepalives still cross the peer
+        /// network.
+        case brokerOutage
+        /// The peer network is cut between the sides; the broker still connects them.
+        case peerNetworkPartition([Int])
         case heal
         case storeFails(Int)
         case storeHeals(Int)
@@ -45,6 +50,8 @@ public struct Scenario: Sendable, CustomStringConvertible {
             case .join(let n): return "join s\(n)"
             case .partition(let side): return "partition \(side.map { "s\($0)" }.joined(separator: ","))|rest"
             case .oneWay(let a, let b): return "one-way s\(a)->s\(b) blocked"
+            case .brokerOutage: return "broker down"
+            case .peerNetworkPartition(let side): return "peer-network partition \(side.map { "s\($0)" }.joined(separator: ","))|rest"
             case .heal: return "heal network"
             case .storeFails(let n): return "store fails s\(n)"
             case .storeHeals(let n): return "store heals s\(n)"
@@ -84,6 +91,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
 
         // Faults: a few events at random times, each node in a consistent state.
         var faults: [TimedFault] = []
+        var links = SeededGenerator(seed: seed ^ 0x4C49_4E4B_5355_5421)
         let joins = nodes > 1 && rng.chance(0.3) ? 1 + rng.below(min(2, nodes - 1)) : 0
         let initial = nodes - joins
         var down = Set<Int>()
@@ -109,7 +117,15 @@ public struct Scenario: Sendable, CustomStringConvertible {
                 if joined > 1 {
                     let side = (0..<joined).filter { _ in rng.chance(0.5) }
                     if !side.isEmpty && side.count < joined {
-                        faults.append(TimedFault(at: t, fault: .partition(side)))
+                        // Which links the cut takes, from a stream of its own (the other
+                        // draws of the scenario stay as they were).
+                        let cut: Fault
+                        switch links.below(4) {
+                        case 0: cut = .brokerOutage
+                        case 1: cut = .peerNetworkPartition(side)
+                        default: cut = .partition(side)
+                        }
+                        faults.append(TimedFault(at: t, fault: cut))
                         faults.append(TimedFault(at: t + Milliseconds(Int64(1000 + rng.below(8000))), fault: .heal))
                     }
                 }

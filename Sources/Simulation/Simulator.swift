@@ -73,7 +73,8 @@ struct HeldWatch {
 
 enum SimEvent {
     case tick(Int)
-    case cluster(Int, ByteBuffer, fromAdversary: Bool, fromServing: Bool)
+    /// A sealed frame for a node: from the broker, or (`beacon`) a keepalive on the peer network.
+    case cluster(Int, ByteBuffer, fromAdversary: Bool, fromServing: Bool, beacon: Bool = false)
     case peerDatagram(Int, ByteBuffer, PeerEndpoint)
     case reply(Int, ByteBuffer)
     case storeResult(Int, UInt64, Bool)
@@ -117,8 +118,16 @@ public struct Simulator {
     var slots: [SimSlot]
     var peers: [SimPeer] = []
     var peerByEndpoint: [PeerEndpoint: Int] = [:]
+    /// Both channels cut between the two sides (the nodes cannot reach each other at all).
     var partitionSide: Set<Int>?
     var oneWay: (from: Int, to: Int)?
+    /// The broker is down: no broker frame goes anywhere; the peer network still carries
+    /// keepalives.
+    var brokerDown = false
+    /// Only the peer network is cut between the sides (the broker still connects them).
+    var peerNetworkSide: Set<Int>?
+    /// Since when two nodes serve at once during a broker outage (see the check).
+    var twoServingSince: Instant?
     var faultsOver = false
     var draining = false
     var extraIDs: [NodeID] = []
@@ -331,7 +340,7 @@ public struct Simulator {
             guard slots[s].scheduledTick == now else { return }
             slots[s].scheduledTick = nil
             step(s, .tick, label: "tick")
-        case .cluster(let s, let frame, let fromAdversary, let fromServing):
+        case .cluster(let s, let frame, let fromAdversary, let fromServing, let beacon):
             guard let node = slots[s].node, var channel = slots[s].channel else { return }
             let opened = channel.open(frame, ownID: node.id, now: nodeNow(s))
             slots[s].channel = channel
@@ -345,13 +354,20 @@ public struct Simulator {
                     return fail("s\(s) accepted a frame forged without the key: \(env.message.name) from n\(env.from.rawValue)")
                 }
                 if fromServing { slots[s].held.lastHeardServing = now }
-                step(s, .cluster(env), label: "\(fromAdversary ? "HOSTILE " : "")\(env.message.name) from n\(env.from.rawValue) \(env.epoch)")
+                step(s, beacon ? .beacon(env) : .cluster(env),
+                     label: "\(fromAdversary ? "HOSTILE " : "")\(beacon ? "beacon " : "")\(env.message.name) from n\(env.from.rawValue) \(env.epoch)")
             case .failure(let reason):
                 rejections[reason, default: 0] += 1
                 if tracing && !fromAdversary { note(s, "dropped a frame: \(reason)") }
             }
         case .adversaryWake:
             guard var a = adversary, !faultsOver else { return }
+            // A participant of the broker: while it is down, nobody publishes anything.
+            if brokerDown {
+                queue.push(now + a.nextDelay(), .adversaryWake)
+                adversary = a
+                return
+            }
             let master = servingSlot.flatMap { s in slots[s].node.map { (id: $0.id, epoch: $0.epoch) } }
             let ids = slots.compactMap { $0.node?.id }
             let frame = a.forge(now: now, master: master, ids: ids)
@@ -406,6 +422,8 @@ public struct Simulator {
             faultsOver = true
             partitionSide = nil
             oneWay = nil
+            brokerDown = false
+            peerNetworkSide = nil
             for s in slots.indices {
                 slots[s].extraDelay = 0
                 if slots[s].disk.failing {
@@ -436,9 +454,13 @@ public struct Simulator {
             slots[s].node = nil
         case .partition(let side): partitionSide = Set(side)
         case .oneWay(let a, let b): oneWay = (a, b)
+        case .brokerOutage: brokerDown = true
+        case .peerNetworkPartition(let side): peerNetworkSide = Set(side)
         case .heal:
             partitionSide = nil
             oneWay = nil
+            brokerDown = false
+            peerNetworkSide = nil
         case .storeFails(let s): slots[s].disk.failing = true
         case .storeHeals(let s): slots[s].disk.failing = false
         case .slow(let s, let d): slots[s].extraDelay = d
@@ -447,8 +469,18 @@ public struct Simulator {
 
     // MARK: network
 
+    /// Whether a broker frame from a to b is lost to a fault.
     func blocked(_ a: Int, _ b: Int) -> Bool {
+        if brokerDown { return true }
         if let side = partitionSide, side.contains(a) != side.contains(b) { return true }
+        if let w = oneWay, w.from == a, w.to == b { return true }
+        return false
+    }
+
+    /// Whether a keepalive on the peer network from a to b is lost to a fault.
+    func peerNetworkBlocked(_ a: Int, _ b: Int) -> Bool {
+        if let side = partitionSide, side.contains(a) != side.contains(b) { return true }
+        if let side = peerNetworkSide, side.contains(a) != side.contains(b) { return true }
         if let w = oneWay, w.from == a, w.to == b { return true }
         return false
     }
@@ -461,13 +493,13 @@ public struct Simulator {
     mutating func lost() -> Bool { !faultsOver && rng.chance(scenario.lossRate) }
     mutating func duplicated() -> Bool { !faultsOver && rng.chance(scenario.duplicateRate) }
 
-    mutating func deliverCluster(_ frame: ByteBuffer, from: Int, to: Int) {
-        guard slots[to].node != nil, !blocked(from, to) else { return }
+    mutating func deliverCluster(_ frame: ByteBuffer, from: Int, to: Int, beacon: Bool = false) {
+        guard slots[to].node != nil, !(beacon ? peerNetworkBlocked(from, to) : blocked(from, to)) else { return }
         if lost() { return }
         let serving = slots[from].node?.isServing == true
-        queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, fromServing: serving))
+        queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, fromServing: serving, beacon: beacon))
         // A duplicate is dropped by the receiver's replay window.
-        if duplicated() { queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, fromServing: serving)) }
+        if duplicated() { queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, fromServing: serving, beacon: beacon)) }
     }
 
     mutating func multicast(_ bytes: ByteBuffer, from peer: Int) {
@@ -485,7 +517,7 @@ public struct Simulator {
 
     mutating func perform(_ action: NodeAction, from slot: Int) {
         switch action {
-        case .broadcast(let env), .send(let env):
+        case .broadcast(let env), .send(let env), .beacon(let env):
             // Every message crosses the wire format, so the codec is exercised all the time.
             let bytes = ClusterCodec.encode(env)
             traceDigest.add(UInt64(bytes.readableBytes), UInt64(env.message.name.utf8.count))
@@ -496,7 +528,9 @@ public struct Simulator {
             let frame = channel.seal(env, now: nodeNow(slot))
             slots[slot].channel = channel
             adversary?.capture(frame)
-            if case .send = action, let to = env.to {
+            if case .beacon = action {
+                for s in slots.indices where s != slot { deliverCluster(frame, from: slot, to: s, beacon: true) }
+            } else if case .send = action, let to = env.to {
                 // Unicast reaches every live node holding that id (an impostor too).
                 for s in slots.indices where s != slot && slots[s].node?.id == to { deliverCluster(frame, from: slot, to: s) }
             } else {
@@ -613,6 +647,28 @@ public struct Simulator {
             }
             epochMasters[node.epoch] = node.id
         }
+        checkOneServerWithoutBroker()
+    }
+
+    /// With the broker down and the peer network whole, the nodes still hear each other's
+    /// keepalives there: two of them may serve at once only for the moment it takes the
+    /// lower epoch's master to hear the higher one (after a false suspicion under loss),
+    /// never for the outage. Without the peer network's keepalives every node was alone
+    /// and each served for the whole outage.
+    mutating func checkOneServerWithoutBroker() {
+        let serving = slots.indices.filter { slots[$0].node?.isServing == true }
+        guard brokerDown, partitionSide == nil, peerNetworkSide == nil, oneWay == nil, serving.count > 1 else {
+            twoServingSince = nil
+            return
+        }
+        let since = twoServingSince ?? now
+        twoServingSince = since
+        let slowest = slots.map(\.extraDelay).max() ?? 0
+        let bound = config.keepaliveInterval * 4 + Milliseconds(2 * (scenario.maxDelay + slowest))
+        if now - since > bound {
+            fail("\(serving.map { "s\($0)" }.joined(separator: " and ")) served together for \((now - since).value) ms "
+                 + "while the broker was down and the peer network whole (bound \(bound.value) ms)")
+        }
     }
 
     mutating func runUntil(_ end: Instant, stop: (Simulator) -> Bool) {
@@ -725,6 +781,7 @@ public struct Simulator {
         switch action {
         case .broadcast(let e): return "broadcast \(describe(e.message))"
         case .send(let e): return "send \(describe(e.message)) to n\(e.to?.rawValue ?? 0)"
+        case .beacon(let e): return "beacon \(describe(e.message))"
         case .reply(let r, let to):
             switch r {
             case .connect: return "reply connect to \(to)"

@@ -122,6 +122,9 @@ public struct ConnectionIDPolicy: Sendable {
         var id = (h & ~0xFF) | UInt64(truncatingIfNeeded: slot) & 0xFF
         // Never collide with the connect magic, which would confuse a decoder.
         if id == bep15ProtocolID { id ^= 0x100 }
+        // Never begin like a cluster frame: keepalives share the peer network, and a
+        // datagram that starts like one is taken for one.
+        if id >> 40 == ClusterChannel.framePrefix { id ^= 1 << 63 }
         return id
     }
 }

@@ -219,6 +219,38 @@ def open_broker_attacks():
                 publish(body)
         check_unharmed(cluster, "top-term KEEPALIVE", master_id, epoch, before)
 
+        # 1b. Keepalives travel on the peer network too (the group, which anyone who can
+        # reach the tracker can send to): the same forgeries there, and replays of the
+        # nodes' own keepalives captured from the group.
+        before = rejects(cluster)
+        listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(cluster.group)
+        listener.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                            socket.inet_aton(cluster.group[0]) + socket.inet_aton("127.0.0.1"))
+        listener.settimeout(0.2)
+        beacons = []
+        end = time.time() + 2.5
+        while time.time() < end:
+            try:
+                data, _ = listener.recvfrom(4096)
+            except socket.timeout:
+                continue
+            if data[:3] == b"TS\x01":
+                beacons.append(data)
+        listener.close()
+        if len(beacons) < 3:
+            fail(f"captured only {len(beacons)} keepalives on the peer network in 2.5 s")
+        for body in (frame(top, 0x01020304), frame(top, key_id), frame(top, key_id, key=os.urandom(32)),
+                     b"TS\x01" + os.urandom(80), b"TS\x01"):
+            for _ in range(3):
+                client.sock.sendto(body, cluster.group)
+        for body in beacons:
+            client.sock.sendto(body, cluster.group)
+        client.connect() or fail("no connect reply after the peer-network attack")
+        check_unharmed(cluster, f"forged keepalives and {len(beacons)} replayed ones on the peer network",
+                       master_id, epoch, before)
+
         # 2. COORDINATOR from the master's own id in its own epoch.
         before = rejects(cluster)
         coord = message(COORDINATOR, master_id, epoch_packed(term, master_id), struct.pack(">QQ", 0, 0))

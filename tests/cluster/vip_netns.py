@@ -161,7 +161,12 @@ def main():
         while master.node_id != max(NODES) and time.time() < deadline:
             time.sleep(0.5)
             master = cluster.wait_converged(30)
-        log(f"3 nodes in namespaces, service address {VIP}:{PORT}; master {master.node_id}")
+        # Keepalives also cross the peer network (to the group, on a socket bound to it).
+        beacons = {n.node_id: n.api()["beacons"] for n in cluster.live()}
+        if not all(beacons.values()):
+            fail(f"some node heard no keepalive on the peer network: {beacons}")
+        log(f"3 nodes in namespaces, service address {VIP}:{PORT}; master {master.node_id}; "
+            f"keepalives heard on the peer network {beacons}")
         peer = subprocess.Popen(["ip", "netns", "exec", CLIENT, "/usr/bin/python3", os.path.join(HERE, "_lt_vip_peer.py"),
                                  "10.77.0.50", f"{VIP}:{PORT}"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -194,6 +194,10 @@ public final class ClusterServer: @unchecked Sendable {
             publish(env, to: settings.topic)
         case .send(let env):
             publish(env, to: settings.topic(for: env.to ?? .unassigned))
+        case .beacon(let env):
+            guard !silenced, let target = sockets.beaconTarget, let sender = sockets.beaconSender else { return }
+            let frame = channel.seal(env, now: WallClock.now())
+            sender.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: frame), promise: nil)
         case .reply(let response, let to):
             guard !silenced else { return }
             var buffer = sockets.reply.allocator.buffer(capacity: 64)
@@ -290,6 +294,7 @@ public final class ClusterServer: @unchecked Sendable {
         // Every node receives every request; only the serving master answers. The others
         // hold it, so that whoever serves next answers what arrived while nobody did.
         guard !stopping, !silenced, let endpoint = PeerEndpoint(source) else { return }
+        if ClusterChannel.isFrame(data) { return beaconReceived(data) }
         inPeerRead = true
         step(.peer(data, from: endpoint))
         inPeerRead = false
@@ -297,6 +302,20 @@ public final class ClusterServer: @unchecked Sendable {
 
     func peerReadComplete() {
         if repliesPending { flushReplies() }
+    }
+
+    /// A keepalive from the peer network (our own comes back too: the group loops).
+    func beaconReceived(_ frame: ByteBuffer) {
+        switch channel.open(frame, ownID: node.id, now: WallClock.now()) {
+        case .success(let env):
+            if env.from == node.id && env.incarnation == incarnation { return }
+            stats.beacons += 1
+            step(.beacon(env))
+        case .failure(let reason):
+            stats.rejected[reason, default: 0] += 1
+            rejectLog.warning("dropped a keepalive from the peer network", key: "beacon-\(reason.rawValue)", metadata: [
+                "reason": "\(reason)", "bytes": "\(frame.readableBytes)"])
+        }
     }
 
     func brokerEvent(_ event: StompEvent) {
@@ -329,8 +348,7 @@ public final class ClusterServer: @unchecked Sendable {
         // Writes first (the wipe of a clean shutdown), then the broker's receipt for our
         // LEAVING, then the sockets.
         writer.drain().flatMap { [self] in stomp.close() }.whenComplete { [self] _ in
-            var closes = [sockets.receive.close()]
-            if sockets.reply !== sockets.receive { closes.append(sockets.reply.close()) }
+            let closes = sockets.all.map { $0.close() }
             EventLoopFuture.andAllComplete(closes, on: loop).whenComplete { [self] _ in
                 logger.info("stopped", metadata: ["datagrams": "\(stats.datagrams)", "replies": "\(stats.replies)",
                                                   "error-replies": "\(stats.errorReplies)"])
@@ -351,6 +369,9 @@ public struct ClusterServerStats: Sendable {
     public var replies = 0
     public var errorReplies = 0
     public var clusterMessages = 0
+    /// Keepalives heard on the peer network (they keep the nodes together when the broker
+    /// is gone).
+    public var beacons = 0
     /// Cluster frames dropped by the channel, per reason.
     public var rejected: [ClusterRejection: Int] = [:]
     public var storeFailures = 0

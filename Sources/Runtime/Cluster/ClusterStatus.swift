@@ -35,6 +35,7 @@ extension ClusterServer {
         s.commits = stats.commits
         s.aborts = stats.aborts
         s.heldAnswered = Int(clamping: node.answeredHeld)
+        s.beacons = stats.beacons
         s.broker = NodeStatus.BrokerStatus(
             connected: stomp?.isReady ?? false, sent: stomp?.stats.sent ?? 0, received: stomp?.stats.received ?? 0,
             droppedWhileDown: stomp?.stats.droppedWhileDown ?? 0, connectionsLost: stomp?.stats.connectionsLost ?? 0,
@@ -45,7 +46,8 @@ extension ClusterServer {
         s.members = node.membership.members.values.sorted { $0.id < $1.id }.map {
             NodeStatus.MemberStatus(id: $0.id.rawValue, role: $0.role.jsonName, master: $0.master.rawValue, epoch: $0.epoch.description,
                                     lastCommitted: $0.lastCommitted.txid, inSync: $0.inSync, address: $0.address,
-                                    lastKeepaliveMsAgo: (now - $0.lastHeard).value)
+                                    lastKeepaliveMsAgo: (now - $0.lastHeard).value,
+                                    lastBrokerMsAgo: $0.lastHeardOnBroker == .zero ? nil : (now - $0.lastHeardOnBroker).value)
         }
         return s
     }

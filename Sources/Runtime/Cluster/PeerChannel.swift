@@ -41,6 +41,19 @@ struct PeerSockets {
     var reply: Channel
     /// The node's own unicast address (for the dashboard and keepalives).
     var unicast: PeerEndpoint
+    /// Where keepalives go on the peer network (the group), and the socket they leave
+    /// from; nil without a group (`--udp`).
+    var beaconTarget: SocketAddress? = nil
+    var beaconSender: Channel? = nil
+    /// `--vip` only: the service-address socket does not receive datagrams sent to the
+    /// group address, so keepalives arrive on a socket bound to the group.
+    var beaconReceive: Channel? = nil
+
+    var all: [Channel] {
+        var out = [receive]
+        for c in [reply, beaconReceive, beaconSender].compactMap({ $0 }) where !out.contains(where: { $0 === c }) { out.append(c) }
+        return out
+    }
 }
 
 enum PeerChannelBinder {
@@ -77,12 +90,24 @@ enum PeerChannelBinder {
                 }
                 .bind(to: PeerEndpoint(ip: ip, port: 0).socketAddress()).get()
             let port = UInt16(reply.localAddress?.port ?? 0)
-            return PeerSockets(receive: ch, reply: reply, unicast: PeerEndpoint(ip: ip, port: port))
+            try await reply.setMulticastInterface(ip).get()
+            return PeerSockets(receive: ch, reply: reply, unicast: PeerEndpoint(ip: ip, port: port),
+                               beaconTarget: group.socketAddress(), beaconSender: reply)
         case .vip(let vip, let group, let interface):
             let device = try multicastDevice(named: interface)
             let ch = try await bootstrap().bind(to: vip.socketAddress()).get()
             try await join(ch, group: group, device: device)
-            return PeerSockets(receive: ch, reply: ch, unicast: vip)
+            guard let local = device.address, let ip = PeerEndpoint(local)?.ip else {
+                throw ConfigurationError("interface \(interface) has no IPv4 address")
+            }
+            let beacons = try await bootstrap().bind(to: group.socketAddress()).get()
+            try await join(beacons, group: group, device: device)
+            // Keepalives leave from the node's own address: every node holds the service
+            // address, and a kernel drops a datagram whose source is one of its own.
+            let sender = try await DatagramBootstrap(group: loop).bind(to: PeerEndpoint(ip: ip, port: 0).socketAddress()).get()
+            try await sender.setMulticastInterface(ip).get()
+            return PeerSockets(receive: ch, reply: ch, unicast: vip,
+                               beaconTarget: group.socketAddress(), beaconSender: sender, beaconReceive: beacons)
         }
     }
 

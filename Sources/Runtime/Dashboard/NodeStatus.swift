@@ -13,6 +13,9 @@ public struct NodeStatus: Codable, Sendable {
         var inSync: Bool
         var address: String
         var lastKeepaliveMsAgo: Int64
+        /// Since it was last heard on the broker (nil: never); a node heard only on the
+        /// peer network is alive but takes no part in transactions.
+        var lastBrokerMsAgo: Int64?
     }
 
     /// The cluster channel, as the STOMP client counted it.
@@ -69,6 +72,8 @@ public struct NodeStatus: Codable, Sendable {
     var aborts = 0
     /// Requests received while no master served that this node answered once it did.
     var heldAnswered = 0
+    /// Keepalives heard on the peer network.
+    var beacons = 0
     var broker = BrokerStatus()
     var members: [MemberStatus] = []
 }

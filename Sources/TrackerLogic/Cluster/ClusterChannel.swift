@@ -35,6 +35,17 @@ public enum ClusterRejection: String, Error, Hashable, Sendable, CaseIterable, C
 public struct ClusterChannel: Sendable {
     public static let magic: UInt16 = 0x5453
     public static let version: UInt8 = 1
+    /// Magic and version: the first three bytes of every frame. No BEP 15 request starts
+    /// with them (connect starts with the protocol id, and no issued connection id does),
+    /// so on the peer network they tell a keepalive from a request.
+    public static let framePrefix = UInt64(magic) << 8 | UInt64(version)
+
+    /// Whether a datagram from the peer network is a cluster frame (not a peer request).
+    public static func isFrame(_ datagram: ByteBuffer) -> Bool {
+        guard let m = datagram.getInteger(at: datagram.readerIndex, as: UInt16.self),
+              let v = datagram.getInteger(at: datagram.readerIndex + 2, as: UInt8.self) else { return false }
+        return m == magic && v == version
+    }
     static let headerBytes = 2 + 1 + 4 + 8 + 8
     static let tagBytes = 32
 

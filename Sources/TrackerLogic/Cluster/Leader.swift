@@ -106,7 +106,7 @@ extension TrackerNode {
             guard now >= f.deadline else { return }
             r.fetching = nil
         }
-        let live = liveMembers(now).filter { $0.role != .starting }
+        let live = brokerLiveMembers(now).filter { $0.role != .starting }
         let everyoneAnswered = live.allSatisfy { r.acks[$0.id] != nil }
         guard everyoneAnswered || now >= r.deadline else {
             if now >= r.resendAt {
@@ -117,7 +117,7 @@ extension TrackerNode {
             leader?.recovery = r
             return
         }
-        let answers = r.acks.keys.sorted().filter { membership.isLive($0, now: now, downAfter: config.downAfter) }
+        let answers = r.acks.keys.sorted().filter { membership.isLive($0, now: now, downAfter: config.downAfter, onBroker: true) }
             .compactMap { node in r.acks[node].map { (node: node, last: $0.last, prepared: $0.prepared) } }
         if config.quorum == .strict && answers.count + 1 < majority(of: config.clusterSize) {
             // Not enough of the cluster to know what it committed: keep asking (once per
@@ -207,7 +207,7 @@ extension TrackerNode {
         l.retryAfter = nil
         let previous = replica.lastCommitted
         let tx = Transaction(ref: TxRef(epoch: epoch, txid: previous.txid + 1), updates: items.map(\.update))
-        let voters = liveMembers(now).filter { $0.confirmed == previous && !$0.suspect && $0.role == .slave }.map(\.id)
+        let voters = brokerLiveMembers(now).filter { $0.confirmed == previous && !$0.suspect && $0.role == .slave }.map(\.id)
         let needed = config.quorum == .strict ? majority(of: config.clusterSize) : majority(of: voters.count + 1)
         l.inFlight = InFlight(tx: tx, previous: previous, items: items, voters: voters, needed: needed,
                               deadline: now + config.voteTimeout)

@@ -10,7 +10,11 @@ public struct Member: Hashable, Sendable {
     public var address: String = ""
     /// The epoch its last message carried (the trackers tab shows it).
     public var epoch: Epoch = .zero
+    /// Heard on either channel: the broker or the peer network.
     public var lastHeard: Instant
+    /// Heard on the broker: only such a node takes part in transactions (the peer network
+    /// carries keepalives only).
+    public var lastHeardOnBroker: Instant = .zero
     /// The last transaction the master knows this node holds (master's bookkeeping).
     public var confirmed: TxRef
     /// Set when it stayed silent through a vote; cleared when heard again.
@@ -26,7 +30,7 @@ public struct Membership: Sendable {
 
     public init() {}
 
-    public mutating func heard(_ env: ClusterEnvelope, now: Instant) {
+    public mutating func heard(_ env: ClusterEnvelope, now: Instant, onBroker: Bool = true) {
         guard env.from.isAssigned else { return }
         var m = members[env.from] ?? Member(id: env.from, incarnation: env.incarnation, role: .slave, master: .unassigned,
                                             lastCommitted: .zero, inSync: false, lastHeard: now, confirmed: .zero)
@@ -37,7 +41,11 @@ public struct Membership: Sendable {
                        lastCommitted: .zero, inSync: false, lastHeard: now, confirmed: .zero)
         }
         m.lastHeard = now
-        m.suspect = false
+        if onBroker {
+            m.lastHeardOnBroker = now
+            // Silent through a vote: only the broker, where votes travel, clears that.
+            m.suspect = false
+        }
         m.epoch = env.epoch
         if case .keepalive(let k) = env.message {
             m.role = k.role
@@ -49,14 +57,16 @@ public struct Membership: Sendable {
         members[env.from] = m
     }
 
-    public func isLive(_ id: NodeID, now: Instant, downAfter: Milliseconds) -> Bool {
+    /// - Parameter onBroker: heard on the broker, not just on the peer network.
+    public func isLive(_ id: NodeID, now: Instant, downAfter: Milliseconds, onBroker: Bool = false) -> Bool {
         guard let m = members[id] else { return false }
-        return now - m.lastHeard <= downAfter
+        return now - (onBroker ? m.lastHeardOnBroker : m.lastHeard) <= downAfter
     }
 
     /// Live nodes other than the caller, by id.
-    public func live(now: Instant, downAfter: Milliseconds) -> [Member] {
-        members.values.filter { now - $0.lastHeard <= downAfter }.sorted { $0.id < $1.id }
+    /// - Parameter onBroker: heard on the broker, not just on the peer network.
+    public func live(now: Instant, downAfter: Milliseconds, onBroker: Bool = false) -> [Member] {
+        members.values.filter { now - (onBroker ? $0.lastHeardOnBroker : $0.lastHeard) <= downAfter }.sorted { $0.id < $1.id }
     }
 
     public mutating func remove(_ id: NodeID) { members[id] = nil }

@@ -6,6 +6,9 @@ public enum NodeEvent: Sendable {
     case tick
     /// A cluster message arrived from the broker.
     case cluster(ClusterEnvelope)
+    /// A keepalive arrived on the peer network (the group every node has joined), sealed
+    /// like a broker frame. It proves its sender alive when the broker cannot.
+    case beacon(ClusterEnvelope)
     /// A datagram arrived from a peer (every node of the group receives it).
     case peer(ByteBuffer, from: PeerEndpoint)
     /// The answer to a `persist…`, `wipeStore` or `probeStore` action.
@@ -25,6 +28,10 @@ public enum NodeAction: Hashable, Sendable {
     case broadcast(ClusterEnvelope)
     /// To one node.
     case send(ClusterEnvelope)
+    /// A keepalive to every other node over the peer network as well: losing the broker
+    /// must not look like losing the other nodes (nodes that still hear the master there
+    /// do not elect another one).
+    case beacon(ClusterEnvelope)
     /// To a peer, from the node's unicast (or shared service) address.
     case reply(TrackerResponse, to: PeerEndpoint)
     /// Write one committed transaction (one SQL transaction).

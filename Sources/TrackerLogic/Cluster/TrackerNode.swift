@@ -87,6 +87,7 @@ public struct TrackerNode: Sendable {
         switch event {
         case .tick: tick(now)
         case .cluster(let env): receive(env, now)
+        case .beacon(let env): receiveBeacon(env, now)
         case .peer(let datagram, let from): receivePeer(datagram, from: from, now)
         case .storeResult(let ok, _): storeResult(ok: ok, now)
         case .epochStored(let e): epochStored(e, now)
@@ -207,8 +208,14 @@ public struct TrackerNode: Sendable {
 
     mutating func send(_ message: ClusterMessage, to node: NodeID) { out.append(.send(envelope(message, to: node))) }
 
+    /// Heard on either channel: who is alive, for failure detection and elections.
     func liveMembers(_ now: Instant) -> [Member] {
         membership.live(now: now, downAfter: config.downAfter).filter { $0.id != id && $0.role != .stopped }
+    }
+
+    /// Heard on the broker: who can take part in a transaction (voters, recovery).
+    func brokerLiveMembers(_ now: Instant) -> [Member] {
+        membership.live(now: now, downAfter: config.downAfter, onBroker: true).filter { $0.id != id && $0.role != .stopped }
     }
 
     mutating func adopt(epoch newEpoch: Epoch) {
@@ -240,8 +247,12 @@ public struct TrackerNode: Sendable {
         }
         if now >= nextKeepalive {
             // A node still without an id (`--id auto`) has nothing to announce yet.
-            if id.isAssigned { broadcast(.keepalive(Keepalive(role: role, master: master ?? .unassigned,
-                                           lastCommitted: replica.lastCommitted, inSync: inSync, address: address))) }
+            if id.isAssigned {
+                let keepalive = envelope(.keepalive(Keepalive(role: role, master: master ?? .unassigned,
+                                                              lastCommitted: replica.lastCommitted, inSync: inSync, address: address)))
+                out.append(.broadcast(keepalive))
+                out.append(.beacon(keepalive))
+            }
             nextKeepalive = now + config.keepaliveInterval
         }
         membership.forget(before: now - config.downAfter * 30)
@@ -287,7 +298,13 @@ public struct TrackerNode: Sendable {
 
     // MARK: receiving
 
-    mutating func receive(_ env: ClusterEnvelope, _ now: Instant) {
+    /// The peer network carries keepalives only; anything else there is not ours to act on.
+    mutating func receiveBeacon(_ env: ClusterEnvelope, _ now: Instant) {
+        guard case .keepalive = env.message else { return }
+        receive(env, now, onBroker: false)
+    }
+
+    mutating func receive(_ env: ClusterEnvelope, _ now: Instant, onBroker: Bool = true) {
         if env.from == id && env.incarnation == incarnation { return }  // our own topic message
         if let to = env.to, to != id { return }
         // Nothing a message says may break what we hold: an impossible epoch is dropped.
@@ -298,12 +315,12 @@ public struct TrackerNode: Sendable {
             // follows, votes for or answers "itself".
             if case .keepalive = env.message {
                 noteIDConflict(env.incarnation, now)
-                membership.heard(env, now: now)
+                membership.heard(env, now: now, onBroker: onBroker)
                 checkIDConflict(now)
             }
             return
         }
-        membership.heard(env, now: now)
+        membership.heard(env, now: now, onBroker: onBroker)
         noteServingMaster(env, now)
         if !membership.restarted.isEmpty {
             // What a restarted node told us before (its state, its recovery answer) is void.
