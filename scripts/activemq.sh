@@ -12,8 +12,23 @@
 # group"; '#' comments), anonymous access is refused and only users of group "tracker"
 # may subscribe or publish to any topic, so nobody else can reach the cluster's topics.
 # Other users may log in and do nothing else. Passwords: letters, digits, '-', '_', '.'.
+#
+# A redundant pair (a network of brokers): `scripts/activemq.sh pair-start|pair-stop`
+# starts or stops two brokers, a on stomp://127.0.0.1:61623 and b on :61633, joined by a
+# duplex network connector from a to b (OpenWire on 127.0.0.1:61634) that forwards
+# topics both ways; give the nodes --broker stomp://127.0.0.1:61623,stomp://127.0.0.1:61633.
+# ACTIVEMQ_PAIR=a|b selects one of them for start, stop, kill, status.
 set -euo pipefail
 
+NAME="tracker"
+NETWORK_LISTEN=""   # host:port of an OpenWire connector for a network peer to connect to
+NETWORK_TO=""       # host:port of the broker to join with a duplex network connector
+case "${ACTIVEMQ_PAIR:-}" in
+    a) ACTIVEMQ_STATE=/tmp/tracker-activemq-a; ACTIVEMQ_STOMP_PORT=61623; NAME=tracker-a; NETWORK_TO=127.0.0.1:61634 ;;
+    b) ACTIVEMQ_STATE=/tmp/tracker-activemq-b; ACTIVEMQ_STOMP_PORT=61633; NAME=tracker-b; NETWORK_LISTEN=127.0.0.1:61634 ;;
+    '') ;;
+    *) echo "activemq.sh: ACTIVEMQ_PAIR must be a or b" >&2; exit 2 ;;
+esac
 STATE="${ACTIVEMQ_STATE:-/tmp/tracker-activemq}"
 HOST="${ACTIVEMQ_STOMP_HOST:-127.0.0.1}"
 PORT="${ACTIVEMQ_STOMP_PORT:-61613}"
@@ -72,13 +87,24 @@ probe_credentials() {
 write_config() {
     mkdir -p "$STATE/conf" "$STATE/data"
     local plugins; plugins=$(auth_plugins)
+    # A network of brokers learns remote subscriptions from advisory messages.
+    local advisory=false network="" openwire=""
+    if [ -n "$NETWORK_TO" ] || [ -n "$NETWORK_LISTEN" ]; then advisory=true; fi
+    [ -n "$NETWORK_LISTEN" ] && openwire="      <transportConnector name=\"network\" uri=\"tcp://$NETWORK_LISTEN?transport.tcpNoDelay=true\"/>"
+    if [ -n "$NETWORK_TO" ]; then
+        # Duplex: one connection carries both directions; TTL 1: no message crosses twice.
+        network="    <networkConnectors>
+      <networkConnector name=\"pair\" uri=\"static:(tcp://$NETWORK_TO?tcpNoDelay=true)?initialReconnectDelay=200&amp;maxReconnectDelay=1000&amp;useExponentialBackOff=false\"
+                        duplex=\"true\" networkTTL=\"1\" conduitSubscriptions=\"false\"/>
+    </networkConnectors>"
+    fi
     cat > "$STATE/conf/activemq.xml" <<XML
 <beans xmlns="http://www.springframework.org/schema/beans"
        xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
        xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans.xsd
        http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
-  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="tracker" useJmx="false"
-          persistent="false" advisorySupport="false" schedulerSupport="false" dataDirectory="$STATE/data">
+  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="$NAME" useJmx="false"
+          persistent="false" advisorySupport="$advisory" schedulerSupport="false" dataDirectory="$STATE/data">
     <systemUsage>
       <systemUsage>
         <memoryUsage><memoryUsage limit="64 mb"/></memoryUsage>
@@ -86,12 +112,23 @@ write_config() {
       </systemUsage>
     </systemUsage>
 $plugins
+$network
     <transportConnectors>
       <transportConnector name="stomp" uri="stomp://$HOST:$PORT?transport.maxFrameSize=67108864&amp;transport.tcpNoDelay=true"/>
+$openwire
     </transportConnectors>
   </broker>
 </beans>
 XML
+    # Debian's broker logs through log4j 1.2 (slf4j-log4j12), found on the classpath.
+    cat > "$STATE/conf/log4j.properties" <<PROPS
+log4j.rootLogger=WARN, out
+log4j.logger.org.apache.activemq.network=INFO
+log4j.logger.org.apache.activemq.broker.TransportConnector=INFO
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=%d %-5p %c{1} - %m%n
+PROPS
     cat > "$STATE/conf/log4j2.properties" <<PROPS
 rootLogger.level=WARN
 rootLogger.appenderRef.console.ref=Console
@@ -188,7 +225,9 @@ case "${1:-}" in
     start) start ;;
     stop) stop ;;
     restart) stop; start ;;
+    pair-start) ACTIVEMQ_PAIR=b "$0" start && ACTIVEMQ_PAIR=a "$0" start ;;
+    pair-stop) ACTIVEMQ_PAIR=a "$0" stop; ACTIVEMQ_PAIR=b "$0" stop ;;
     kill) kill9 ;;
     status) status ;;
-    *) echo "usage: $0 start|stop|restart|kill|status" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|restart|kill|status|pair-start|pair-stop" >&2; exit 2 ;;
 esac

@@ -144,7 +144,7 @@ enum ConfigFile {
 
         # --- cluster
         id = "1"                          # unique node id, or "auto"
-        broker = "stomp://127.0.0.1:61613"
+        broker = "stomp://127.0.0.1:61613"  # or a failover list: "stomp://a:61613,stomp://b:61613"
         cluster = "tracker"               # broker topic /topic/NAME
         cluster-key-file = ["/etc/tracker/cluster.key"]   # two during a rotation: the first signs
         # insecure-cluster = false        # never on a broker others can publish to

@@ -97,7 +97,7 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Interface to join the group on.")
     var interface: String = "lo"
 
-    @Option(help: "STOMP broker of the cluster channel, e.g. stomp://127.0.0.1:61613.")
+    @Option(help: "STOMP broker of the cluster channel, e.g. stomp://127.0.0.1:61613, or a failover list: stomp://a:61613,stomp://b:61613.")
     var broker: String?
 
     @Option(help: "SQLite file holding this node's repository (emptied on clean shutdown).")

@@ -35,8 +35,9 @@ def activemq(command, env=None, netns=None):
 
 
 class Node:
-    def __init__(self, cluster, index, node_id, netns=None, peer_args=None, http_host="127.0.0.1", db=None):
+    def __init__(self, cluster, index, node_id, netns=None, peer_args=None, http_host="127.0.0.1", db=None, broker=None):
         self.netns = netns
+        self.broker = broker or cluster.broker
         self.peer_args = peer_args or cluster.peer_args
         self.http_host = http_host
         self.cluster = cluster
@@ -49,7 +50,7 @@ class Node:
 
     def start(self):
         args = [tracker_binary(), "run", "--id", str(self.node_id), *self.peer_args,
-                "--broker", self.cluster.broker, "--db", self.db, "--http", f"{self.http_host}:{self.http}",
+                "--broker", self.broker, "--db", self.db, "--http", f"{self.http_host}:{self.http}",
                 "--cluster", self.cluster.name, "--keepalive", self.cluster.keepalive, "--log-level", "info",
                 "--admin-token-file", self.cluster.admin_token_file, *self.cluster.security_args, *self.cluster.limit_args]
         prefix = ["ip", "netns", "exec", self.netns] if self.netns else []

@@ -141,7 +141,7 @@ public final class ClusterServer: @unchecked Sendable {
         }.get()
         logger.info("cluster node started", metadata: [
             "id": "\(settings.id.isAssigned ? "\(settings.id.rawValue)" : "auto")", "peers": "\(settings.peers)",
-            "reply-from": "\(peerSockets.unicast)", "broker": "\(settings.broker.host):\(settings.broker.port)",
+            "reply-from": "\(peerSockets.unicast)", "broker": "\(settings.broker.brokers.map(\.description).joined(separator: ","))",
             "cluster": "\(settings.clusterName)", "db": "\(settings.database)",
             "http": "\(settings.http.map { "\($0)" } ?? "off")",
         ])

@@ -37,7 +37,7 @@ extension ClusterServer {
         s.heldAnswered = Int(clamping: node.answeredHeld)
         s.beacons = stats.beacons
         s.broker = NodeStatus.BrokerStatus(
-            connected: stomp?.isReady ?? false, sent: stomp?.stats.sent ?? 0, received: stomp?.stats.received ?? 0,
+            connected: stomp?.isReady ?? false, connectedTo: stomp?.connectedTo.map { "stomp://\($0)" }, sent: stomp?.stats.sent ?? 0, received: stomp?.stats.received ?? 0,
             droppedWhileDown: stomp?.stats.droppedWhileDown ?? 0, connectionsLost: stomp?.stats.connectionsLost ?? 0,
             errorFrames: stomp?.stats.errorFrames ?? 0, badFrames: stomp?.stats.badFrames ?? 0,
             badClusterMessages: stats.rejected.values.reduce(0, +),
@@ -59,7 +59,7 @@ extension ClusterNodeSettings {
         var rows = [
             SettingRow(key: "id", value: id.isAssigned ? "\(id.rawValue)" : "auto"),
             SettingRow(key: "peer channel", value: peers.description),
-            SettingRow(key: "broker", value: "stomp://\(broker.host):\(broker.port)"),
+            SettingRow(key: "broker", value: broker.brokers.map { "stomp://\($0)" }.joined(separator: ",")),
             SettingRow(key: "broker user", value: broker.login ?? "(none)"),
             SettingRow(key: "cluster", value: clusterName),
             SettingRow(key: "cluster keys", value: keys.isEmpty ? "none (--insecure-cluster)" : keys.map { String(format: "%08x", $0.id) }.joined(separator: ", ")),

@@ -21,6 +21,8 @@ public struct NodeStatus: Codable, Sendable {
     /// The cluster channel, as the STOMP client counted it.
     public struct BrokerStatus: Codable, Sendable {
         var connected = false
+        /// The broker of the current (or last) connection, of the failover list.
+        var connectedTo: String?
         var sent = 0
         var received = 0
         var droppedWhileDown = 0

@@ -3,9 +3,18 @@ import NIOCore
 import NIOPosix
 
 /// Where and how to reach the broker.
-public struct StompSettings: Sendable {
+/// One broker of the failover list.
+public struct BrokerAddress: Sendable, Hashable, CustomStringConvertible {
     public var host: String
     public var port: Int
+    public init(host: String, port: Int) { self.host = host; self.port = port }
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+public struct StompSettings: Sendable {
+    /// Tried first; the client moves down the list when a broker fails, and round again.
+    public var primary: BrokerAddress
+    public var fallbacks: [BrokerAddress] = []
     public var login: String?
     public var passcode: String?
     /// What we offer and ask for, in ms (STOMP `heart-beat: cx,cy`).
@@ -13,10 +22,39 @@ public struct StompSettings: Sendable {
     public var reconnectMin = TimeAmount.milliseconds(100)
     public var reconnectMax = TimeAmount.seconds(2)
 
-    public init(host: String, port: Int) { self.host = host; self.port = port }
+    public init(host: String, port: Int) { primary = BrokerAddress(host: host, port: port) }
 
-    /// `stomp://HOST:PORT` (login and passcode as `stomp://user:pass@HOST:PORT`).
+    /// Every broker, in the order they are tried.
+    public var brokers: [BrokerAddress] { [primary] + fallbacks }
+
+    /// `stomp://HOST:PORT` (login and passcode as `stomp://user:pass@HOST:PORT`), or a
+    /// failover list of them separated by commas (`stomp://a:61613,stomp://b:61613`);
+    /// credentials, if given more than once, must be the same.
     public init(url: String) throws {
+        let parts = url.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard parts.count <= 16 else { throw ConfigurationError("at most 16 brokers in a failover list (got \(parts.count))") }
+        var brokers: [BrokerAddress] = []
+        var login: String?, passcode: String?
+        for part in parts {
+            let (address, l, p) = try Self.parse(part)
+            if brokers.contains(address) { throw ConfigurationError("broker \(address) is listed twice") }
+            brokers.append(address)
+            if let l {
+                if let login, login != l || passcode != p {
+                    throw ConfigurationError("brokers in one list must use the same login and passcode")
+                }
+                login = l
+                passcode = p
+            }
+        }
+        guard let first = brokers.first else { throw ConfigurationError("no broker URL") }
+        self.init(host: first.host, port: first.port)
+        fallbacks = Array(brokers.dropFirst())
+        self.login = login
+        self.passcode = passcode
+    }
+
+    static func parse(_ url: String) throws -> (BrokerAddress, login: String?, passcode: String?) {
         guard url.hasPrefix("stomp://") else { throw ConfigurationError("broker URL must start with stomp:// (got '\(url)')") }
         var rest = Substring(url.dropFirst("stomp://".count))
         if rest.hasSuffix("/") { rest = rest.dropLast() }
@@ -38,9 +76,7 @@ public struct StompSettings: Sendable {
             // ActiveMQ's STOMP connector listens on IPv4 only; "localhost" may resolve to ::1.
             host = "127.0.0.1"
         }
-        self.init(host: host, port: port)
-        self.login = login
-        self.passcode = passcode
+        return (BrokerAddress(host: host, port: port), login, passcode)
     }
 }
 
@@ -80,6 +116,13 @@ public final class StompClient: @unchecked Sendable {
     var subscriptions: [String: String] = [:]
     var nextID = 0
     var backoff: TimeAmount
+    /// Which broker of the list the next attempt goes to, and how many have failed in a
+    /// row since the last success: the next broker is tried at once, a whole round of
+    /// failures waits the backoff.
+    var brokerIndex = 0
+    var failuresInRound = 0
+    /// The broker of the current (or last) connection.
+    public private(set) var connectedTo: BrokerAddress?
     var reconnectTask: Scheduled<Void>?
     var heartbeatTask: RepeatedTask?
     var lastReceived = NIODeadline.now()
@@ -180,7 +223,9 @@ public final class StompClient: @unchecked Sendable {
                     ])
                 }
             }
-        bootstrap.connect(host: settings.host, port: settings.port).whenComplete { [self] result in
+        let brokers = settings.brokers
+        let broker = brokers[brokerIndex % brokers.count]
+        bootstrap.connect(host: broker.host, port: broker.port).whenComplete { [self] result in
             switch result {
             case .success(let ch):
                 guard case .connecting = state else { ch.close(promise: nil); return }
@@ -200,15 +245,24 @@ public final class StompClient: @unchecked Sendable {
                 }
             case .failure(let error):
                 guard case .connecting = state else { return }
-                scheduleReconnect(reason: "connect to \(settings.host):\(settings.port) failed: \(error)")
+                scheduleReconnect(reason: "connect to \(broker) failed: \(error)")
             }
         }
     }
 
     func scheduleReconnect(reason: String) {
         state = .idle
-        let delay = backoff
-        backoff = min(backoff * 2, settings.reconnectMax)
+        let count = settings.brokers.count
+        brokerIndex = (brokerIndex + 1) % count
+        failuresInRound += 1
+        let delay: TimeAmount
+        if failuresInRound < count {
+            delay = settings.reconnectMin  // the next broker of the list, at once
+        } else {
+            failuresInRound = 0
+            delay = backoff
+            backoff = min(backoff * 2, settings.reconnectMax)
+        }
         logger.debug("broker unavailable; retrying", metadata: ["reason": "\(reason)", "in-ms": "\(delay.nanoseconds / 1_000_000)"])
         reconnectTask = loop.scheduleTask(in: delay) { [self] in
             if case .idle = state { connect() }
@@ -246,6 +300,9 @@ public final class StompClient: @unchecked Sendable {
         case "CONNECTED":
             guard case .handshaking(let c) = state, c === channel else { return }
             backoff = settings.reconnectMin
+            failuresInRound = 0
+            let brokers = settings.brokers
+            connectedTo = brokers[brokerIndex % brokers.count]
             startHeartbeats(frame["heart-beat"], on: channel)
             var pending = Set<String>()
             for (destination, id) in subscriptions.sorted(by: { $0.value < $1.value }) {
@@ -286,7 +343,7 @@ public final class StompClient: @unchecked Sendable {
     func becomeReadyIfSubscribed() {
         guard case .subscribing(let c, let pending) = state, pending.isEmpty else { return }
         state = .ready(c)
-        logger.info("broker connected", metadata: ["broker": "\(settings.host):\(settings.port)", "subscriptions": "\(subscriptions.count)"])
+        logger.info("broker connected", metadata: ["broker": "\(connectedTo.map { "\($0)" } ?? "?")", "subscriptions": "\(subscriptions.count)"])
         onEvent(.ready)
     }
 
