@@ -17,6 +17,7 @@ scripts/activemq.sh status >/dev/null 2>&1 && broker_was_running=1
 cleanup() {
   [ "$broker_was_running" = 1 ] || scripts/activemq.sh stop >/dev/null 2>&1 || true
   pkill -f "$TRACKER_BIN run" 2>/dev/null || true
+  scripts/activemq.sh pair-stop >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 passed=0; failed=0; failures=()
@@ -27,6 +28,9 @@ for t in tests/interop/*.py tests/cluster/*.py; do
   echo "=== $t"
   if timeout 600 /usr/bin/python3 "$t"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$t"); fi
 done
+# Two minutes of random faults under load (scripts/soak.sh MINUTES runs longer ones).
+echo "=== scripts/soak.sh ${SOAK_MINUTES:-2}"
+if timeout 900 scripts/soak.sh "${SOAK_MINUTES:-2}"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=(scripts/soak.sh); fi
 echo "real-process tests: $passed passed, $failed failed"
 if [ "$failed" -gt 0 ]; then
   printf 'failed: %s\n' "${failures[@]}"
