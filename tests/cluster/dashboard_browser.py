@@ -48,6 +48,17 @@ class Page:
     def tab(self, name):
         self.driver.find_element(By.CSS_SELECTOR, f"#tabs button[data-tab='{name}']").click()
 
+    def click(self, css):
+        """Clicks the element; live updates may replace it between finding and clicking,
+        so a stale element is looked up again."""
+        for _ in range(20):
+            try:
+                self.driver.find_element(By.CSS_SELECTOR, css).click()
+                return
+            except StaleElementReferenceException:
+                time.sleep(0.05)
+        fail(f"{css} kept being replaced before it could be clicked")
+
     def text(self, css):
         try:
             return self.driver.find_element(By.CSS_SELECTOR, css).text
@@ -109,7 +120,7 @@ def every_tab(page, shots):
     shots.append(page.shot("2-trackers"))
     page.tab("swarms")
     page.wait("the swarms tab lists 40 swarms", lambda: "40 swarms" in page.text("#swarm-count") and len(page.rows("#swarms")) == 40, 10)
-    page.driver.find_element(By.CSS_SELECTOR, "#swarms tbody tr").click()
+    page.click("#swarms tbody tr")
     peers = page.wait("a swarm's peers with their client names", lambda: [r for r in page.rows("#peers") if r["cells"][1] != "—"], 5)
     if not any(":" in r["cells"][2] for r in peers):
         fail(f"peer rows must show ip:port: {peers[:2]}")
@@ -210,7 +221,7 @@ def many_swarms(cluster, page, shots):
     total = page.wait("the swarms tab lists 10,000+ swarms",
                       lambda: (t := page.text("#swarm-count")) and t.split()[0].isdigit() and int(t.split()[0]) >= 10000 and t, 20)
     load_s = time.time() - started
-    page.driver.find_element(By.CSS_SELECTOR, "#swarms th[data-sort='name']").click()
+    page.click("#swarms th[data-sort='name']")
     started = time.time()
     # Named swarms sort first: the torrent registered earlier (which this restarted node
     # got back from its disk or the master) heads the list.
