@@ -13,11 +13,17 @@
 A python3-libtorrent leecher completes a download from a seeder through the 3-node
 cluster; libtorrent and aria2 leechers started at the moment of kill -9 of the master (their first
 requests land in the election: libtorrent does not resend for ~40 s) complete within 20 s,
-because the next master answers what it held; Transmission, started at the same moment
-(it does not resend for minutes), is tracked by the new master within 20 s. (Transmission
-3.00 never opens a peer connection to the libtorrent seeder in this rig, before or after a
-failover, so its download is not what is checked.) After the failover a fresh leecher
-still completes."""
+because the next master answers what it held; so does Transmission, started at the same
+moment (it does not resend for minutes). After the failover a fresh leecher still
+completes.
+
+Transmission runs with uTP off: over uTP, Transmission 3.00 leaves the bytes that arrive in
+the same packet as the peer's handshake unread until more data comes, and libtorrent 2
+sends its HAVE_ALL and UNCHOKE in that packet, so Transmission never learns the seeder has
+anything (seen in a capture: it sends UNCHOKE but never INTERESTED). It downloads anyway
+only when the tracker's counts make it guess the returned peer is a seed
+(seeders / (seeders + leechers) = 100 %), which honest counts in a swarm of one seeder and
+one leecher never do. Over TCP it downloads in about a second."""
 import hashlib
 import json
 import os
@@ -83,12 +89,18 @@ def teardown_network():
 class OtherClient:
     """transmission-cli or aria2c downloading the helper's torrent in its own namespace."""
 
-    def __init__(self, name, ns, torrent, sha1, tracked_only=False):
-        self.name, self.ns, self.sha1, self.tracked_only = name, ns, sha1, tracked_only
+    def __init__(self, name, ns, torrent, sha1):
+        self.name, self.ns, self.sha1 = name, ns, sha1
         self.work = tempfile.mkdtemp(prefix=f"{name}-")
         self.log = open(os.path.join(self.work, "client.log"), "w")
         if name == "transmission":
-            cmd = ["transmission-cli", "-g", os.path.join(self.work, "config"), "-w", self.work, "-p", "51413", "-M", torrent]
+            config = os.path.join(self.work, "config")
+            os.makedirs(config)
+            # uTP off: see the module's doc comment. No DHT or local peer discovery: the
+            # seeder must come from the tracker.
+            with open(os.path.join(config, "settings.json"), "w") as f:
+                json.dump({"utp-enabled": False, "dht-enabled": False, "lpd-enabled": False}, f)
+            cmd = ["transmission-cli", "-g", config, "-w", self.work, "-p", "51413", "-M", torrent]
         else:
             # aria2 talks to UDP trackers only with its DHT on (facts measured here).
             cmd = ["aria2c", "--enable-dht=true", "--dht-listen-port=6882", "--listen-port=6881", "--seed-time=0",
@@ -98,11 +110,8 @@ class OtherClient:
                                      stdin=subprocess.DEVNULL)
         self.done_after = None
 
-    def poll(self, cluster, info_hash):
-        if self.done_after is None and self.tracked_only:
-            if any(c.startswith("Transmission") for c in tracked_clients(cluster, info_hash)):
-                self.done_after = time.time() - self.started
-        elif self.done_after is None:
+    def poll(self):
+        if self.done_after is None:
             path = os.path.join(self.work, "payload.bin")
             try:
                 with open(path, "rb") as f:
@@ -121,21 +130,6 @@ class OtherClient:
     def tail(self):
         with open(os.path.join(self.work, "client.log"), errors="replace") as f:
             return "\n".join(f.read().replace("\r", "\n").splitlines()[-15:])
-
-
-def tracked_clients(cluster, info_hash):
-    """The client names the serving master lists in the torrent's swarm."""
-    for node in cluster.live():
-        status = node.api()
-        if not status or not status.get("serving"):
-            continue
-        out = subprocess.run(["ip", "netns", "exec", node.netns, "curl", "-s", "-m", "1",
-                              f"http://{node.http_host}:{node.http}/api/swarms/{info_hash}"], capture_output=True, text=True)
-        try:
-            return [p.get("client", "") for p in json.loads(out.stdout)["peers"]["rows"]]
-        except (ValueError, KeyError, TypeError):
-            return []
-    return []
 
 
 def main():
@@ -198,20 +192,20 @@ def main():
         # The leechers' first requests go out while the master is dying: nobody serves.
         master.kill9()
         start_leech()
-        others = [OtherClient("transmission", TRANSMISSION, torrent, sha1, tracked_only=True),
+        others = [OtherClient("transmission", TRANSMISSION, torrent, sha1),
                   OtherClient("aria2", ARIA2, torrent, sha1)]
         log(f"kill -9 master {master.node_id}; libtorrent, Transmission and aria2 leechers start at the same moment")
         try:
             leeched("libtorrent leecher 2 (started at the kill)", bound=AT_KILL_BOUND_S)
             deadline = others[0].started + AT_KILL_BOUND_S
-            while time.time() < deadline and not all(c.poll(cluster, info_hash) for c in others):
+            # Poll every client each round (no short cut), so each one's time is its own.
+            while time.time() < deadline and not all([c.poll() for c in others]):
                 time.sleep(0.2)
             for c in others:
-                what = "was tracked by the new master" if c.tracked_only else "completed its download through the cluster"
-                if not c.poll(cluster, info_hash):
+                if not c.poll():
                     cluster.dump()
-                    fail(f"{c.name} started at the kill: not {what} within {AT_KILL_BOUND_S} s; its log:\n{c.tail()}")
-                log(f"{c.name} (started at the kill) {what} after {c.done_after:.1f} s")
+                    fail(f"{c.name} started at the kill: no complete download within {AT_KILL_BOUND_S} s; its log:\n{c.tail()}")
+                log(f"{c.name} (started at the kill) completed its download through the cluster in {c.done_after:.1f} s")
         finally:
             for c in others:
                 c.stop()
