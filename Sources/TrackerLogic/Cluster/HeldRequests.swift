@@ -35,6 +35,13 @@ struct HeldRequests: Sendable {
         var alive = Instant(milliseconds: .min)
         /// Its last COMMIT or ABORT: announces received before it were answered.
         var decided = Instant(milliseconds: .min)
+
+        /// Evidence only grows: a later message never makes an answered request look
+        /// unanswered again.
+        mutating func raise(alive: Instant, decided: Instant? = nil) {
+            self.alive = max(self.alive, alive)
+            if let decided { self.decided = max(self.decided, decided) }
+        }
     }
 
     let capacity: Int

@@ -104,6 +104,17 @@ public struct Membership: Sendable {
         members = members.filter { $0.value.lastHeard >= before }
     }
 
+    /// Takes `pause` (time this node did not run) off every member's silence, never
+    /// placing a last-heard time after `now` (see `TrackerNode.discountPause`).
+    public mutating func discount(pause: Milliseconds, now: Instant) {
+        members = members.mapValues { m in
+            var m = m
+            m.lastHeard = min(m.lastHeard + pause, now)
+            if m.lastHeardOnBroker != .zero { m.lastHeardOnBroker = min(m.lastHeardOnBroker + pause, now) }
+            return m
+        }
+    }
+
     /// When the next member would be declared down, for arming a timer.
     public func nextExpiry(after now: Instant, downAfter: Milliseconds) -> Instant? {
         members.values.map { $0.lastHeard + downAfter + Milliseconds(1) }.filter { $0 > now }.min()

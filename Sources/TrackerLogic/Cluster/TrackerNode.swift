@@ -33,6 +33,9 @@ public struct TrackerNode: Sendable {
     /// A node of our id with another incarnation, and when it was first heard.
     var idConflict: (incarnation: UInt64, firstHeard: Instant)?
     var nextProbe: Instant?
+    /// When this node expected its next step at the latest (`nextWake` after the last
+    /// one): running much later means it was paused (see `discountPause`).
+    var wakeDue: Instant?
     /// Per-source limits on what peers may ask of a serving master (table allocated on
     /// first use, so only a master pays for it).
     var limiter: SourceRateLimiter
@@ -83,6 +86,7 @@ public struct TrackerNode: Sendable {
 
     public mutating func step(_ event: NodeEvent, now: Instant) -> [NodeAction] {
         if case .stopped = state { return [] }
+        if let due = wakeDue { discountPause(due: due, now) }
         let wasServing = isServing
         switch event {
         case .tick: tick(now)
@@ -100,9 +104,10 @@ public struct TrackerNode: Sendable {
             } else {
                 // What reached us while we served, we answered (or it is in the next
                 // master's hands through its own held requests).
-                held.evidence = .init(alive: now, decided: now)
+                held.evidence.raise(alive: now, decided: now)
             }
         }
+        wakeDue = nextWake(now: now)
         defer { out.removeAll(keepingCapacity: true) }
         return out
     }
@@ -487,9 +492,9 @@ extension TrackerNode {
     mutating func noteServingMaster(_ env: ClusterEnvelope, _ now: Instant) {
         guard env.from == env.epoch.master else { return }
         switch env.message {
-        case .keepalive(let k) where k.role == .master && k.inSync: held.evidence.alive = now
-        case .prepare: held.evidence.alive = now
-        case .commit, .abort: held.evidence = .init(alive: now, decided: now)
+        case .keepalive(let k) where k.role == .master && k.inSync: held.evidence.raise(alive: now)
+        case .prepare: held.evidence.raise(alive: now)
+        case .commit, .abort: held.evidence.raise(alive: now, decided: now)
         default: break
         }
     }

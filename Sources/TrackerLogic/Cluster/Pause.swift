@@ -1,0 +1,32 @@
+/// Time this node did not run is not silence of the others.
+///
+/// Why: a process that was stopped (SIGSTOP, a paused VM, a machine swapping) or whose
+/// event loop was blocked wakes with every other node's keepalives "missed": the messages
+/// it would have heard are still queued, or were dropped with its broker connection.
+/// Judged naively, a follower starts an election the moment it wakes and, since it knows
+/// its members, claims at once because every higher id looks down. The soak caught it: a
+/// follower stopped for 3 s crowned itself next to the live master, and 47 requests were
+/// answered twice.
+///
+/// A node is woken at `nextWake` at the latest, so running later than that by more than
+/// half a keepalive interval means it was paused; the pause is taken off every member's
+/// silence, as if the node had been there to hear them. A master paused long enough for
+/// the others to have declared it down steps down before it handles anything else (an
+/// election follows): the peer datagrams queued in its socket meanwhile were another
+/// master's to answer.
+extension TrackerNode {
+    /// Called first in every step with the time the node expected to run by.
+    mutating func discountPause(due: Instant, _ now: Instant) {
+        let late = now - due
+        guard late > Milliseconds(config.keepaliveInterval.value / 2) else { return }
+        membership.discount(pause: late, now: now)
+        if case .master = state, late + config.keepaliveInterval >= config.downAfter {
+            startElection(now)
+            // The datagrams queued in its socket arrive now with nothing to tell their age:
+            // whoever served meanwhile answered them (or they are too old) — not held.
+            held.removeAll()
+            let backlog = now + config.keepaliveInterval
+            held.evidence.raise(alive: backlog, decided: backlog)
+        }
+    }
+}

@@ -1,0 +1,118 @@
+import NIOCore
+import Testing
+import TrackerLogic
+
+/// Time a node did not run (SIGSTOP, a paused VM, a blocked loop) is not silence of the
+/// others; a master paused long enough for an election elsewhere does not answer its backlog.
+@Suite("Paused node") struct PauseTests {
+    let t0 = Instant(milliseconds: 7_000_000)
+    let e3 = Epoch(term: 1, master: NodeID(3))
+    let ids = ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))
+    let peer = PeerEndpoint(ip: .v4(0x0A00_0009), port: 6881)
+
+    func node(_ id: UInt32, epoch: Epoch) -> TrackerNode {
+        TrackerNode(id: NodeID(id), incarnation: UInt64(id) * 1000, config: ClusterConfig(),
+                    handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
+                    seed: 7, now: t0, restoring: DurableState(snapshot: nil, epoch: epoch))
+    }
+
+    func masterKeepalive() -> NodeEvent {
+        .cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
+                                 message: .keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: true, address: ""))))
+    }
+
+    func startsElection(_ actions: [NodeAction]) -> Bool {
+        actions.contains { if case .broadcast(let e) = $0, case .election = e.message { return true } else { return false } }
+    }
+
+    /// n2 follows n3, hearing it every 500 ms, until `t0 + 4 s`; returns n2 and its last step.
+    func settledFollower() -> (TrackerNode, Instant) {
+        var n2 = node(2, epoch: e3)
+        var t = t0
+        while t < t0 + Milliseconds(4000) {
+            _ = n2.step(masterKeepalive(), now: t)
+            _ = n2.step(.tick, now: t)
+            t = t + Milliseconds(500)
+        }
+        return (n2, t - Milliseconds(500))
+    }
+
+    /// Found by the soak: a follower stopped for 3 s woke, saw every keepalive "missed" and
+    /// claimed at once next to the live master.
+    @Test func aFollowerPausedForSecondsDoesNotElectOnWaking() {
+        var (n2, last) = settledFollower()
+        #expect(n2.role == .slave)
+        let woke = last + Milliseconds(3000)
+        #expect(!startsElection(n2.step(.tick, now: woke)))
+        #expect(n2.role == .slave)
+        // The master's keepalives, queued while it slept, arrive: all is well.
+        _ = n2.step(masterKeepalive(), now: woke + Milliseconds(5))
+        #expect(!startsElection(n2.step(.tick, now: woke + Milliseconds(500))))
+        #expect(n2.role == .slave)
+    }
+
+    /// The discount is the pause, not a blindfold: a master that stays silent after the
+    /// follower wakes is still declared down, about `downAfter` after its last keepalive
+    /// counted in the follower's waking time.
+    @Test func aMasterSilentAfterTheWakeIsStillLost() {
+        var (n2, last) = settledFollower()
+        let woke = last + Milliseconds(3000)
+        _ = n2.step(.tick, now: woke)
+        var electedAt: Instant?
+        var t = woke
+        while electedAt == nil && t < woke + Milliseconds(5000) {
+            t = t + Milliseconds(100)
+            if startsElection(n2.step(.tick, now: t)) { electedAt = t }
+        }
+        #expect(electedAt != nil)
+        if let electedAt { #expect(electedAt - woke <= ClusterConfig().downAfter + Milliseconds(200)) }
+    }
+
+    /// A lone node leads; each step 100 ms apart until it serves.
+    func servingMaster() -> (TrackerNode, Instant) {
+        var n1 = node(1, epoch: .zero)
+        var t = t0
+        while !n1.isServing && t < t0 + Milliseconds(10_000) {
+            t = t + Milliseconds(100)
+            for case .persistEpoch(let e) in n1.step(.tick, now: t) { _ = n1.step(.epochStored(e), now: t) }
+        }
+        return (n1, t)
+    }
+
+    func replies(_ actions: [NodeAction]) -> Int {
+        actions.filter { if case .reply = $0 { return true } else { return false } }.count
+    }
+
+    @Test func aServingMasterAnswersAConnect() {
+        var (n1, t) = servingMaster()
+        let serving = n1.isServing
+        #expect(serving)
+        let connect = BEP15Codec.encode(.connect(ConnectRequest(transactionID: 5)))
+        #expect(replies(n1.step(.peer(connect, from: peer), now: t + Milliseconds(300))) == 1)
+    }
+
+    /// The datagrams queued in its socket while it was stopped were the next master's to
+    /// answer: a master paused past `downAfter` steps down before reading them, and does
+    /// not answer them later either when it leads again.
+    @Test func aMasterPausedForSecondsDoesNotAnswerItsBacklog() {
+        var (n1, t) = servingMaster()
+        let woke = t + Milliseconds(3000)
+        let connect = BEP15Codec.encode(.connect(ConnectRequest(transactionID: 6)))
+        let first = n1.step(.peer(connect, from: peer), now: woke)
+        #expect(replies(first) == 0)
+        #expect(startsElection(first))
+        let servingOnWake = n1.isServing
+        #expect(!servingOnWake)
+        var later: [NodeAction] = []
+        t = woke
+        while !n1.isServing && t < woke + Milliseconds(10_000) {
+            t = t + Milliseconds(100)
+            let actions = n1.step(.tick, now: t)
+            later += actions
+            for case .persistEpoch(let e) in actions { later += n1.step(.epochStored(e), now: t) }
+        }
+        let servingAgain = n1.isServing
+        #expect(servingAgain, "alone, it leads again")
+        #expect(replies(later) == 0, "the backlog is not answered when it serves again")
+    }
+}
