@@ -3,12 +3,15 @@ import NIOPosix
 import TrackerLogic
 
 /// What `tracker bench` sends: announces for `torrents` swarms of `peersPerTorrent`
-/// simulated peers each, keeping `concurrency` requests in flight from one socket.
+/// simulated peers each, keeping `concurrency` requests in flight, spread over `sockets`
+/// source sockets (a server with several SO_REUSEPORT sockets gets all of one source's
+/// datagrams on one of them: to load each, send from as many sources).
 public struct BenchConfig: Sendable {
     public var target: PeerEndpoint
     public var duration: TimeAmount
     public var torrents: Int
     public var concurrency: Int
+    public var sockets: Int = 1
     public var peersPerTorrent: Int = 20
     /// One request in this many is a scrape of 5 torrents; 0 disables scrapes.
     public var scrapeEvery: Int = 0
@@ -70,10 +73,37 @@ private func format2(_ x: Double) -> String {
 
 public enum LoadGenerator {
     public static func run(_ config: BenchConfig) async throws -> BenchResult {
-        let loop = MultiThreadedEventLoopGroup.singleton.next()
         let hashes = config.infoHashes()
+        let sockets = max(1, min(config.sockets, config.concurrency))
+        let runs = try await withThrowingTaskGroup(of: SocketRun.self) { group in
+            for i in 0..<sockets {
+                var part = config
+                // Slots split as evenly as they go; each source draws its own requests.
+                part.concurrency = config.concurrency / sockets + (i < config.concurrency % sockets ? 1 : 0)
+                part.seed = config.seed &+ UInt64(i)
+                group.addTask { try await runSocket(part, hashes: hashes) }
+            }
+            var runs: [SocketRun] = []
+            for try await run in group { runs.append(run) }
+            return runs
+        }
+        var latencies = runs.flatMap(\.latencies)
+        latencies.sort()
+        func percentile(_ p: Double) -> Int {
+            latencies.isEmpty ? 0 : Int(latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))])
+        }
+        return BenchResult(
+            target: config.target.description, seconds: runs.map(\.seconds).max() ?? 0, sent: runs.map(\.sent).reduce(0, +),
+            responses: latencies.count, errorReplies: runs.map(\.errorReplies).reduce(0, +),
+            invalidReplies: runs.map(\.invalidReplies).reduce(0, +), timeouts: runs.map(\.timeouts).reduce(0, +),
+            p50Micros: percentile(0.5), p99Micros: percentile(0.99), concurrency: config.concurrency, torrents: hashes.count)
+    }
+
+    /// One source socket on its own event loop of the shared group.
+    static func runSocket(_ config: BenchConfig, hashes: [InfoHash]) async throws -> SocketRun {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
         let targetAddress = config.target.socketAddress()
-        let finished = loop.makePromise(of: BenchResult.self)
+        let finished = loop.makePromise(of: SocketRun.self)
         let handler = try await loop.submit {
             NIOLoopBound(LoadHandler(config: config, hashes: hashes, target: targetAddress, finished: finished), eventLoop: loop)
         }.get()
@@ -94,6 +124,16 @@ public enum LoadGenerator {
     }
 }
 
+/// What one source socket measured; `LoadGenerator.run` merges them.
+struct SocketRun: Sendable {
+    var seconds: Double
+    var sent: Int
+    var latencies: [UInt32]
+    var errorReplies: Int
+    var invalidReplies: Int
+    var timeouts: Int
+}
+
 /// Keeps `concurrency` requests in flight; each slot resends as soon as it is answered
 /// or times out. Runs entirely on one event loop.
 final class LoadHandler: ChannelInboundHandler {
@@ -110,7 +150,7 @@ final class LoadHandler: ChannelInboundHandler {
     private let config: BenchConfig
     private let hashes: [InfoHash]
     private let target: SocketAddress
-    private let finished: EventLoopPromise<BenchResult>
+    private let finished: EventLoopPromise<SocketRun>
     private var rng: SeededGenerator
     private var slots: [Slot]
     private var connectionID: UInt64?
@@ -120,7 +160,7 @@ final class LoadHandler: ChannelInboundHandler {
     private var latencies: [UInt32] = []
     private var sent = 0, errorReplies = 0, invalid = 0, timeouts = 0, requestCounter = 0
 
-    init(config: BenchConfig, hashes: [InfoHash], target: SocketAddress, finished: EventLoopPromise<BenchResult>) {
+    init(config: BenchConfig, hashes: [InfoHash], target: SocketAddress, finished: EventLoopPromise<SocketRun>) {
         self.config = config; self.hashes = hashes; self.target = target; self.finished = finished
         self.rng = SeededGenerator(seed: config.seed)
         self.slots = Array(repeating: Slot(), count: max(1, min(config.concurrency, 65535)))
@@ -240,13 +280,7 @@ final class LoadHandler: ChannelInboundHandler {
     }
 
     private func finish(context: ChannelHandlerContext, elapsed: UInt64) {
-        latencies.sort()
-        func percentile(_ p: Double) -> Int {
-            latencies.isEmpty ? 0 : Int(latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))])
-        }
-        finished.succeed(BenchResult(
-            target: config.target.description, seconds: Double(elapsed) / 1e9, sent: sent, responses: latencies.count,
-            errorReplies: errorReplies, invalidReplies: invalid, timeouts: timeouts,
-            p50Micros: percentile(0.5), p99Micros: percentile(0.99), concurrency: slots.count, torrents: hashes.count))
+        finished.succeed(SocketRun(seconds: Double(elapsed) / 1e9, sent: sent, latencies: latencies,
+                                   errorReplies: errorReplies, invalidReplies: invalid, timeouts: timeouts))
     }
 }

@@ -11,6 +11,8 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Seconds to measure.") var duration: Double = 10
     @Option(help: "Distinct info hashes announced.") var torrents: Int = 10000
     @Option(help: "Requests kept in flight.") var concurrency: Int = 256
+    @Option(help: "Source sockets the requests are spread over (one per server socket of an SO_REUSEPORT tracker).")
+    var sockets: Int = 1
     @Option(name: .customLong("peers-per-torrent"), help: "Distinct simulated peers per torrent.") var peersPerTorrent: Int = 20
     @Option(name: .customLong("scrape-every"), help: "Make every Nth request a scrape (0: announces only).") var scrapeEvery: Int = 0
     @Option(help: "Seed for the workload.") var seed: UInt64 = 1
@@ -22,6 +24,7 @@ struct Bench: AsyncParsableCommand {
         guard duration > 0 else { throw ValidationError("--duration must be positive") }
         guard torrents > 0 else { throw ValidationError("--torrents must be positive") }
         guard (1...65535).contains(concurrency) else { throw ValidationError("--concurrency must be 1…65535") }
+        guard (1...64).contains(sockets) else { throw ValidationError("--sockets must be 1…64") }
         guard peersPerTorrent > 0 else { throw ValidationError("--peers-per-torrent must be positive") }
     }
 
@@ -31,6 +34,7 @@ struct Bench: AsyncParsableCommand {
         var config = BenchConfig(target: endpoint.endpoint, duration: .milliseconds(Int64(duration * 1000)),
                                  torrents: torrents, concurrency: concurrency)
         config.peersPerTorrent = peersPerTorrent
+        config.sockets = sockets
         config.scrapeEvery = scrapeEvery
         config.seed = seed
         guard let interface = IPAddress(multicastInterface) else { throw ValidationError("--multicast-interface: not an IP address") }

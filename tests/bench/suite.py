@@ -1,0 +1,221 @@
+#!/usr/bin/python3
+"""Benchmark suite (issue 11): Debian's opentracker, `tracker run` standalone and a 3-node
+cluster over ActiveMQ under the same `tracker bench` load, in one run on this machine.
+
+Load: 10,000 torrents of 20 peers, num_want 50, one scrape (5 hashes) per 100 requests, at
+each concurrency level. Rounds alternate the targets (A B C, A B C, …) so that drift of
+the machine (thermal, other tenants) spreads over all of them; each figure is the median
+over the rounds. For each target and concurrency it prints responses/s, p50/p99 latency,
+CPU microseconds per response (utime + stime of the serving processes from /proc, the
+broker included for the cluster) and peak RSS (VmHWM), then the ratios the issue asks for.
+
+Usage: suite.py [--seconds S] [--rounds N] [--concurrency 64,256,1024] [--threads 1,2]
+                [--smoke] [--json FILE] [--skip-cluster] [--skip-opentracker]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
+from _harness import Cluster, activemq, fail, free_udp_port, log, tracker_binary  # noqa: E402
+
+TORRENTS = 10000
+SCRAPE_EVERY = 100
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process and its threads, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def peak_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Target:
+    """A tracker under test: where to send, which processes serve, how to stop them."""
+
+    def __init__(self, name, address, pids, stop, bench_args=()):
+        self.name, self.address, self.pids, self.stop = name, address, pids, stop
+        self.bench_args = list(bench_args)
+
+
+def wait_udp(address, seconds=15):
+    """Until a BEP 15 connect to address is answered (one `tracker client connect`)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        out = subprocess.run([tracker_binary(), "client", "connect", f"udp://{address}"], capture_output=True,
+                             text=True, timeout=10)
+        if out.returncode == 0:
+            return
+        time.sleep(0.2)
+    fail(f"nothing answers BEP 15 connects on {address}")
+
+
+def start_opentracker(work, workers):
+    """Debian's opentracker is built whitelist-only and chroots into its rootdir."""
+    if not shutil.which("opentracker"):
+        fail("opentracker is not installed (scripts/bench.sh installs it)")
+    root = os.path.join(work, f"opentracker-{workers}")
+    os.makedirs(root)
+    os.chmod(root, 0o755)  # it drops root after the chroot and must still read the whitelist
+    with open(os.path.join(root, "whitelist.txt"), "w") as f:
+        f.write(subprocess.run([tracker_binary(), "bench", "--torrents", str(TORRENTS), "--print-info-hashes"],
+                               capture_output=True, text=True, check=True).stdout)
+    port = free_udp_port()
+    conf = os.path.join(root, "opentracker.conf")
+    with open(conf, "w") as f:
+        f.write(f"listen.udp 127.0.0.1:{port}\nlisten.tcp 127.0.0.1:{free_udp_port()}\n"
+                f"listen.udp.workers {workers}\naccess.whitelist /whitelist.txt\ntracker.rootdir {root}\n")
+    proc = subprocess.Popen(["opentracker", "-f", conf], stdout=open(os.path.join(root, "log"), "w"),
+                            stderr=subprocess.STDOUT)
+    address = f"127.0.0.1:{port}"
+    wait_udp(address)
+    return Target(f"opentracker ({workers} udp worker{'s' if workers > 1 else ''})", address, [proc.pid],
+                  lambda: (proc.terminate(), proc.wait()))
+
+
+def start_standalone(work, threads):
+    port = free_udp_port()
+    args = [tracker_binary(), "run", "--udp", f"127.0.0.1:{port}", "--log-level", "warning",
+            "--connect-limit", "off", "--announce-limit", "off"]
+    if threads > 1:
+        args += ["--threads", str(threads)]
+    proc = subprocess.Popen(args, stdout=open(os.path.join(work, f"standalone-{threads}.log"), "w"),
+                            stderr=subprocess.STDOUT)
+    address = f"127.0.0.1:{port}"
+    wait_udp(address)
+    # One source socket lands on one server socket: give the load as many as the server has.
+    return Target(f"tracker standalone ({threads} thread{'s' if threads > 1 else ''})", address, [proc.pid],
+                  lambda: (proc.terminate(), proc.wait()), bench_args=["--sockets", str(max(threads, 1))])
+
+
+def broker_pid():
+    out = activemq("status")
+    # "activemq running (pid N) on …"
+    try:
+        return int(out.split("pid", 1)[1].split(")", 1)[0])
+    except (IndexError, ValueError):
+        fail(f"cannot read the broker's pid from: {out}")
+
+
+def start_cluster(started_broker):
+    if subprocess.run([os.path.join(HERE, "..", "..", "scripts", "activemq.sh"), "status"],
+                      capture_output=True).returncode != 0:
+        activemq("start")
+        started_broker.append(True)
+    cluster = Cluster(f"bench{os.getpid()}", free_udp_port())
+    for node_id in (1, 2, 3):
+        cluster.add(node_id)
+    cluster.wait_converged(30)
+    address = f"{cluster.group[0]}:{cluster.group[1]}"
+    pids = [n.proc.pid for n in cluster.nodes] + [broker_pid()]
+    return Target("3-node cluster (ActiveMQ, SQLite)", address, pids, cluster.stop), cluster
+
+
+def measure(target, seconds, concurrency):
+    before = {pid: cpu_seconds(pid) for pid in target.pids}
+    out = subprocess.run([tracker_binary(), "bench", "--target", target.address, "--duration", str(seconds),
+                          "--concurrency", str(concurrency), "--torrents", str(TORRENTS),
+                          "--scrape-every", str(SCRAPE_EVERY), *target.bench_args],
+                         capture_output=True, text=True, timeout=seconds + 60)
+    after = {pid: cpu_seconds(pid) for pid in target.pids}
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        fail(f"bench against {target.name} failed: {out.stdout[-500:]} {out.stderr[-500:]}")
+    result = json.loads(lines[-1])
+    cpu = sum(after[p] - before[p] for p in target.pids)
+    result["cpu_us_per_response"] = cpu * 1e6 / max(result["responses"], 1)
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", default="64,256,1024")
+    parser.add_argument("--threads", default="1")
+    parser.add_argument("--smoke", action="store_true", help="seconds-long run, one round, one concurrency")
+    parser.add_argument("--skip-cluster", action="store_true")
+    parser.add_argument("--skip-opentracker", action="store_true")
+    parser.add_argument("--json", help="write every measurement to this file")
+    a = parser.parse_args()
+    if a.smoke:
+        a.seconds, a.rounds, a.concurrency = 2, 1, "256"
+    levels = [int(c) for c in a.concurrency.split(",")]
+    threads = [int(t) for t in a.threads.split(",")]
+    work = tempfile.mkdtemp(prefix="bench-suite-")
+    targets, started_broker, cluster = [], [], None
+    try:
+        if not a.skip_opentracker:
+            targets += [start_opentracker(work, 1), start_opentracker(work, 2)]
+        targets += [start_standalone(work, t) for t in threads]
+        if not a.skip_cluster:
+            target, cluster = start_cluster(started_broker)
+            targets.append(target)
+        log(f"{len(targets)} targets, concurrency {levels}, {a.rounds} round(s) of {a.seconds} s each")
+        runs = {}  # (name, concurrency) -> [result]
+        for r in range(a.rounds):
+            for c in levels:
+                for t in targets:
+                    result = measure(t, a.seconds, c)
+                    runs.setdefault((t.name, c), []).append(result)
+                    log(f"round {r + 1} c={c} {t.name}: {result['responses_per_second']} resp/s, "
+                        f"p99 {result['p99_us'] / 1000:.1f} ms, {result['cpu_us_per_response']:.1f} µs CPU/resp")
+        rss = {t.name: sum(peak_rss_kib(p) for p in t.pids) for t in targets}
+        report(targets, levels, runs, rss, a.json)
+    finally:
+        for t in targets:
+            t.stop()
+        if started_broker:
+            activemq("stop")
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def median(results, key):
+    return statistics.median(r[key] for r in results)
+
+
+def report(targets, levels, runs, rss, json_path):
+    print(f"\n{'target':44} {'conc':>5} {'resp/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU µs/resp':>11} {'peak RSS MiB':>12}")
+    best = {}
+    for t in targets:
+        for c in levels:
+            rs = runs[(t.name, c)]
+            rps = median(rs, "responses_per_second")
+            cpu = median(rs, "cpu_us_per_response")
+            if rps > best.get(t.name, (0, 0, 0))[0]:
+                best[t.name] = (rps, cpu, c)
+            print(f"{t.name:44} {c:>5} {rps:>8.0f} {median(rs, 'p50_us') / 1000:>7.2f} {median(rs, 'p99_us') / 1000:>7.2f} "
+                  f"{cpu:>11.2f} {rss[t.name] / 1024:>12.1f}")
+    ot = max((v for k, v in best.items() if k.startswith("opentracker")), default=None)
+    st = max((v for k, v in best.items() if k.startswith("tracker standalone")), default=None)
+    cl = next((v for k, v in best.items() if k.startswith("3-node")), None)
+    print()
+    if ot and st:
+        print(f"standalone / opentracker (best of each): responses/s {st[0] / ot[0]:.2f}×, "
+              f"CPU per response {st[1] / ot[1]:.2f}×")
+    if st and cl:
+        print(f"3-node cluster / standalone (best of each): responses/s {cl[0] / st[0]:.3f}×")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"runs": [{"target": k[0], "concurrency": k[1], "results": v} for k, v in runs.items()],
+                       "peak_rss_kib": rss}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
