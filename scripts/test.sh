@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: setup, an optimized build (the simulator runs thousands of
 # scenarios), the real-process tests (real BitTorrent clients, malformed floods, the
-# multi-process cluster with ActiveMQ, shared-address mode in network namespaces), then
+# multi-process cluster with ActiveMQ, shared-address mode in network namespaces, a
+# 2-minute soak, a seconds-long run of the benchmark suite), then
 # `swift test` (protocol, runtime and cluster simulation suites), then libFuzzer on the
 # BEP 15, cluster and STOMP decoders (FUZZ_SECONDS each, default 60).
 set -euo pipefail
@@ -31,6 +32,9 @@ done
 # Two minutes of random faults under load (scripts/soak.sh MINUTES runs longer ones).
 echo "=== scripts/soak.sh ${SOAK_MINUTES:-2}"
 if timeout 900 scripts/soak.sh "${SOAK_MINUTES:-2}"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=(scripts/soak.sh); fi
+# The benchmark suite, seconds long: it must run, its figures are not judged here.
+echo "=== scripts/bench.sh --smoke"
+if timeout 300 /usr/bin/python3 tests/bench/suite.py --smoke; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=(scripts/bench.sh); fi
 echo "real-process tests: $passed passed, $failed failed"
 if [ "$failed" -gt 0 ]; then
   printf 'failed: %s\n' "${failures[@]}"

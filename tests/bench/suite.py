@@ -24,7 +24,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
-from _harness import Cluster, activemq, fail, free_udp_port, log, tracker_binary  # noqa: E402
+from _harness import Cluster, activemq, fail, free_tcp_port, free_udp_port, log, tracker_binary  # noqa: E402
 
 TORRENTS = 10000
 SCRAPE_EVERY = 100
@@ -79,7 +79,7 @@ def start_opentracker(work, workers):
     port = free_udp_port()
     conf = os.path.join(root, "opentracker.conf")
     with open(conf, "w") as f:
-        f.write(f"listen.udp 127.0.0.1:{port}\nlisten.tcp 127.0.0.1:{free_udp_port()}\n"
+        f.write(f"listen.udp 127.0.0.1:{port}\nlisten.tcp 127.0.0.1:{free_tcp_port()}\n"
                 f"listen.udp.workers {workers}\naccess.whitelist /whitelist.txt\ntracker.rootdir {root}\n")
     proc = subprocess.Popen(["opentracker", "-f", conf], stdout=open(os.path.join(root, "log"), "w"),
                             stderr=subprocess.STDOUT)
