@@ -18,7 +18,7 @@ final class StandaloneHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
         guard let response = host.receive(envelope.data, from: envelope.remoteAddress) else { return }
-        var buffer = context.channel.allocator.buffer(capacity: 64)
+        var buffer = context.channel.allocator.buffer(capacity: BEP15Codec.encodedSize(response))
         BEP15Codec.encode(response, into: &buffer)
         context.write(wrapOutboundOut(AddressedEnvelope(remoteAddress: envelope.remoteAddress, data: buffer)), promise: nil)
     }

@@ -98,11 +98,11 @@ public struct PeerRequestHandler: Sendable {
 
     /// Why a new announce cannot be held: the tracker or the swarm is full.
     func capacityProblem(_ r: AnnounceRequest, source: PeerEndpoint, store: SwarmStore) -> String? {
-        guard let swarm = store[r.infoHash] else {
+        let ip = config.trustAnnouncedIP && r.ip != 0 && source.ip.family == .v4 ? IPAddress.v4(r.ip) : source.ip
+        guard let (peers, holdsPeer) = store.occupancy(of: r.infoHash, holding: PeerKey(peerID: r.peerID, ip: ip)) else {
             return store.swarmCount >= config.maxSwarms ? "tracker is full (\(config.maxSwarms) swarms); retry later" : nil
         }
-        let ip = config.trustAnnouncedIP && r.ip != 0 && source.ip.family == .v4 ? IPAddress.v4(r.ip) : source.ip
-        guard swarm.peerCount >= config.maxPeersPerSwarm, swarm.peer(PeerKey(peerID: r.peerID, ip: ip)) == nil else { return nil }
+        guard peers >= config.maxPeersPerSwarm, !holdsPeer else { return nil }
         return "swarm is full (\(config.maxPeersPerSwarm) peers); retry later"
     }
 

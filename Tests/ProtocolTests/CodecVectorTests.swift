@@ -25,6 +25,7 @@ struct CodecVectorTests {
         let response = TrackerResponse.connect(ConnectResponse(transactionID: 0x0102_0304, connectionID: 0x1122_3344_5566_7788))
         let expected = bytes("00000000 01020304 1122334455667788")
         #expect(BEP15Codec.encode(response).allBytes == expected)
+        #expect(BEP15Codec.encodedSize(response) == expected.count)
         #expect(try BEP15Codec.decodeResponse(ByteBuffer(bytes: expected), family: .v4).get() == response)
     }
 
@@ -61,6 +62,7 @@ struct CodecVectorTests {
             peers: [PeerEndpoint(ip: v4("10.0.0.1"), port: 6881), PeerEndpoint(ip: v4("192.168.1.200"), port: 51413)]))
         let expected = bytes("00000001 00000009 00000708 00000002 00000001 0a000001 1ae1 c0a801c8 c8d5")
         #expect(BEP15Codec.encode(response).allBytes == expected)
+        #expect(BEP15Codec.encodedSize(response) == expected.count)
         #expect(try BEP15Codec.decodeResponse(ByteBuffer(bytes: expected), family: .v4).get() == response)
     }
 
@@ -70,6 +72,7 @@ struct CodecVectorTests {
         let expected = bytes("00000001 00000001 0000003c 00000000 00000001 20010db8000000000000000000000001 1ae1")
         #expect(expected.count == 20 + 18)
         #expect(BEP15Codec.encode(response).allBytes == expected)
+        #expect(BEP15Codec.encodedSize(response) == expected.count)
         #expect(try BEP15Codec.decodeResponse(ByteBuffer(bytes: expected), family: .v6).get() == response)
     }
 
@@ -85,6 +88,7 @@ struct CodecVectorTests {
         let expectedResponse = bytes("00000002 00000006 00000003 0000000a 00000004 00000000 00000000 00000000")
         #expect(expectedResponse.count == 8 + 12 * 2)
         #expect(BEP15Codec.encode(response).allBytes == expectedResponse)
+        #expect(BEP15Codec.encodedSize(response) == expectedResponse.count)
         #expect(try BEP15Codec.decodeResponse(ByteBuffer(bytes: expectedResponse), family: .v4).get() == response)
     }
 
@@ -92,6 +96,7 @@ struct CodecVectorTests {
         let response = TrackerResponse.error(ErrorResponse(transactionID: 0x42, message: "nope"))
         let expected = bytes("00000003 00000042") + Array("nope".utf8)
         #expect(BEP15Codec.encode(response).allBytes == expected)
+        #expect(BEP15Codec.encodedSize(response) == expected.count)
         #expect(try BEP15Codec.decodeResponse(ByteBuffer(bytes: expected), family: .v4).get() == response)
     }
 }

@@ -200,7 +200,7 @@ public final class ClusterServer: @unchecked Sendable {
             sender.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: frame), promise: nil)
         case .reply(let response, let to):
             guard !silenced else { return }
-            var buffer = sockets.reply.allocator.buffer(capacity: 64)
+            var buffer = sockets.reply.allocator.buffer(capacity: BEP15Codec.encodedSize(response))
             BEP15Codec.encode(response, into: &buffer)
             switch response {
             case .error: stats.errorReplies += 1

@@ -169,7 +169,7 @@ public enum BEP15Codec {
         case .announce(let r):
             writeAnnounceHeader(transactionID: r.transactionID, interval: r.interval,
                                 leechers: r.leechers, seeders: r.seeders, into: &buffer)
-            for p in r.peers { writeCompact(p, into: &buffer) }
+            writeCompact(r.peers, into: &buffer)
         case .scrape(let r):
             buffer.writeInteger(TrackerAction.scrape.rawValue)
             buffer.writeInteger(r.transactionID)
@@ -187,8 +187,20 @@ public enum BEP15Codec {
 
     public static func encode(_ response: TrackerResponse) -> ByteBuffer {
         var buffer = ByteBuffer()
+        buffer.reserveCapacity(encodedSize(response))
         encode(response, into: &buffer)
         return buffer
+    }
+
+    /// The bytes `encode` writes for `response`: a reply buffer allocated at this size
+    /// never grows (an announce of 50 IPv4 peers is 320 bytes).
+    public static func encodedSize(_ response: TrackerResponse) -> Int {
+        switch response {
+        case .connect: return 16
+        case .announce(let r): return 20 + compactSize(r.peers)
+        case .scrape(let r): return 8 + 12 * r.entries.count
+        case .error(let r): return 8 + r.message.utf8.count
+        }
     }
 
     public static func writeAnnounceHeader(transactionID: UInt32, interval: UInt32, leechers: UInt32,
@@ -200,10 +212,34 @@ public enum BEP15Codec {
         buffer.writeInteger(seeders)
     }
 
-    /// BEP 23: address then port, big-endian: 6 bytes for IPv4, 18 for IPv6.
-    public static func writeCompact(_ peer: PeerEndpoint, into buffer: inout ByteBuffer) {
-        peer.ip.write(to: &buffer)
-        buffer.writeInteger(peer.port)
+    static func compactSize(_ peers: [PeerEndpoint]) -> Int {
+        peers.reduce(0) { $0 + $1.ip.compactPeerSize }
+    }
+
+    /// Every peer in compact form (BEP 23: address then port, big-endian: 6 bytes for
+    /// IPv4, 18 for IPv6), written through one pointer: the answer to an announce
+    /// is mostly this list, and a `writeInteger` per field costs an exclusivity check and a
+    /// capacity check each.
+    public static func writeCompact(_ peers: [PeerEndpoint], into buffer: inout ByteBuffer) {
+        let size = compactSize(peers)
+        guard size > 0 else { return }
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { out in
+            var at = 0
+            for peer in peers {
+                switch peer.ip {
+                case .v4(let v):
+                    out.storeBytes(of: v.bigEndian, toByteOffset: at, as: UInt32.self)
+                    at += 4
+                case .v6(let hi, let lo):
+                    out.storeBytes(of: hi.bigEndian, toByteOffset: at, as: UInt64.self)
+                    out.storeBytes(of: lo.bigEndian, toByteOffset: at + 8, as: UInt64.self)
+                    at += 16
+                }
+                out.storeBytes(of: peer.port.bigEndian, toByteOffset: at, as: UInt16.self)
+                at += 2
+            }
+            return at
+        }
     }
 
     /// Decodes a tracker's reply. `family` says how to read compact peers: it is the

@@ -39,6 +39,14 @@ public struct SwarmStore: Sendable, Equatable {
 
     public subscript(infoHash: InfoHash) -> Swarm? { swarms[infoHash] }
 
+    /// How many peers the swarm holds and whether `key` is one of them (nil: no such
+    /// swarm), read in place: every announce asks, and copying a swarm out of the
+    /// dictionary costs a retain and a release per table it holds.
+    public func occupancy(of infoHash: InfoHash, holding key: PeerKey) -> (peers: Int, holdsKey: Bool)? {
+        guard let i = swarms.index(forKey: infoHash) else { return nil }
+        return swarms.values[i].occupancy(holding: key)
+    }
+
     public func scrape(_ infoHash: InfoHash) -> ScrapeEntry {
         swarms[infoHash]?.scrapeEntry ?? ScrapeEntry(seeders: 0, completed: 0, leechers: 0)
     }
