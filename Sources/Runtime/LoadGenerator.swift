@@ -65,7 +65,7 @@ public struct BenchResult: Sendable, CustomStringConvertible {
     }
 }
 
-private func format2(_ x: Double) -> String {
+func format2(_ x: Double) -> String {
     let hundredths = Int((x * 100).rounded())
     let frac = hundredths % 100
     return "\(hundredths / 100).\(frac < 10 ? "0" : "")\(frac)"

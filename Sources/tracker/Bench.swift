@@ -19,6 +19,10 @@ struct Bench: AsyncParsableCommand {
     @Option(name: .customLong("multicast-interface"), help: "Local IPv4 address group requests leave from (target is a group).")
     var multicastInterface: String = "127.0.0.1"
     @Flag(name: .customLong("print-info-hashes"), help: "Print the workload's info hashes (for a whitelist) and exit.") var printInfoHashes = false
+    @Flag(help: "Send nothing: fill a repository in this process with --torrents × --peers-per-torrent peers and report resident bytes per peer.")
+    var memory = false
+    @Option(name: .customLong("completed-percent"), help: "With --memory: the share of peers that announce completion.")
+    var completedPercent: Int = 0
 
     func validate() throws {
         guard duration > 0 else { throw ValidationError("--duration must be positive") }
@@ -26,9 +30,20 @@ struct Bench: AsyncParsableCommand {
         guard (1...65535).contains(concurrency) else { throw ValidationError("--concurrency must be 1…65535") }
         guard (1...64).contains(sockets) else { throw ValidationError("--sockets must be 1…64") }
         guard peersPerTorrent > 0 else { throw ValidationError("--peers-per-torrent must be positive") }
+        guard (0...100).contains(completedPercent) else { throw ValidationError("--completed-percent must be 0…100") }
+        guard torrents.multipliedReportingOverflow(by: peersPerTorrent).partialValue <= 100_000_000,
+              !torrents.multipliedReportingOverflow(by: peersPerTorrent).overflow else {
+            throw ValidationError("--torrents × --peers-per-torrent must be at most 100,000,000")
+        }
     }
 
     func run() async throws {
+        if memory {
+            let result = MemoryBench.run(torrents: torrents, peersPerTorrent: peersPerTorrent, completedPercent: completedPercent, seed: seed)
+            print(result)
+            print(result.json)
+            return
+        }
         let endpoint: EndpointArgument
         do { endpoint = try EndpointArgument(parsing: target) } catch { throw ValidationError("--target: \(error)") }
         var config = BenchConfig(target: endpoint.endpoint, duration: .milliseconds(Int64(duration * 1000)),

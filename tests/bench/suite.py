@@ -7,10 +7,12 @@ each concurrency level. Rounds alternate the targets (A B C, A B C, …) so that
 the machine (thermal, other tenants) spreads over all of them; each figure is the median
 over the rounds. For each target and concurrency it prints responses/s, p50/p99 latency,
 CPU microseconds per response (utime + stime of the serving processes from /proc, the
-broker included for the cluster) and peak RSS (VmHWM), then the ratios the issue asks for.
+broker included for the cluster) and peak RSS (VmHWM), then the ratios the issue asks for,
+and the repository's resident bytes per tracked peer (`tracker bench --memory`: 100,000
+swarms of 10 peers, without and with 10 % completions).
 
 Usage: suite.py [--seconds S] [--rounds N] [--concurrency 64,256,1024] [--threads 1,2]
-                [--smoke] [--json FILE] [--skip-cluster] [--skip-opentracker]
+                [--smoke] [--json FILE] [--skip-cluster] [--skip-opentracker] [--skip-memory]
 """
 import argparse
 import json
@@ -152,6 +154,7 @@ def main():
     parser.add_argument("--smoke", action="store_true", help="seconds-long run, one round, one concurrency")
     parser.add_argument("--skip-cluster", action="store_true")
     parser.add_argument("--skip-opentracker", action="store_true")
+    parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--json", help="write every measurement to this file")
     a = parser.parse_args()
     if a.smoke:
@@ -177,7 +180,8 @@ def main():
                     log(f"round {r + 1} c={c} {t.name}: {result['responses_per_second']} resp/s, "
                         f"p99 {result['p99_us'] / 1000:.1f} ms, {result['cpu_us_per_response']:.1f} µs CPU/resp")
         rss = {t.name: sum(peak_rss_kib(p) for p in t.pids) for t in targets}
-        report(targets, levels, runs, rss, a.json)
+        memory = [] if a.skip_memory else measure_memory(100000 if not a.smoke else 10000)
+        report(targets, levels, runs, rss, memory, a.json)
     finally:
         for t in targets:
             t.stop()
@@ -186,11 +190,25 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
 
+def measure_memory(torrents):
+    """Resident bytes per tracked peer: `tracker bench --memory` fills a repository in its
+    own process with torrents × 10 peers, without and with 10 % completions."""
+    results = []
+    for completed in (0, 10):
+        out = subprocess.run([tracker_binary(), "bench", "--memory", "--torrents", str(torrents), "--peers-per-torrent", "10",
+                              "--completed-percent", str(completed)], capture_output=True, text=True, timeout=600)
+        if out.returncode != 0:
+            fail(f"tracker bench --memory failed: {out.stderr.strip()}")
+        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        log(out.stdout.strip().splitlines()[0])
+    return results
+
+
 def median(results, key):
     return statistics.median(r[key] for r in results)
 
 
-def report(targets, levels, runs, rss, json_path):
+def report(targets, levels, runs, rss, memory, json_path):
     print(f"\n{'target':44} {'conc':>5} {'resp/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU µs/resp':>11} {'peak RSS MiB':>12}")
     best = {}
     for t in targets:
@@ -211,10 +229,13 @@ def report(targets, levels, runs, rss, json_path):
               f"CPU per response {st[1] / ot[1]:.2f}×")
     if st and cl:
         print(f"3-node cluster / standalone (best of each): responses/s {cl[0] / st[0]:.3f}×")
+    for m in memory:
+        print(f"repository memory: {m['peers']} peers in {m['torrents']} swarms, {m['completed']} completions: "
+              f"{m['bytes_per_peer']:.1f} bytes per peer")
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"runs": [{"target": k[0], "concurrency": k[1], "results": v} for k, v in runs.items()],
-                       "peak_rss_kib": rss}, f, indent=1)
+                       "peak_rss_kib": rss, "memory": memory}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -21,101 +21,32 @@ public struct PeerRecord: Hashable, Sendable {
     }
 }
 
-/// Peers of one address family, stored densely so that a random window of them can be
-/// handed out without copying or hashing the whole swarm; removal swaps with the last.
-struct PeerTable: Sendable {
-    private(set) var entries: [PeerRecord] = []
-    private var index: [PeerKey: Int] = [:]
-
-    var count: Int { entries.count }
-
-    subscript(key: PeerKey) -> PeerRecord? {
-        index[key].map { entries[$0] }
-    }
-
-    /// Returns the record it replaced, if any.
-    @discardableResult
-    mutating func upsert(_ record: PeerRecord) -> PeerRecord? {
-        if let i = index[record.key] {
-            let old = entries[i]
-            entries[i] = record
-            return old
-        }
-        index[record.key] = entries.count
-        entries.append(record)
-        return nil
-    }
-
-    @discardableResult
-    mutating func remove(_ key: PeerKey) -> PeerRecord? {
-        guard let i = index.removeValue(forKey: key) else { return nil }
-        let removed = entries[i]
-        let last = entries.removeLast()
-        if i < entries.count {
-            entries[i] = last
-            index[last.key] = i
-        }
-        return removed
-    }
-
-    /// Removes every record for which `shouldRemove` holds; returns them.
-    mutating func removeAll(where shouldRemove: (PeerRecord) -> Bool) -> [PeerRecord] {
-        var removed: [PeerRecord] = []
-        var i = 0
-        while i < entries.count {
-            if shouldRemove(entries[i]) {
-                removed.append(entries[i])
-                remove(entries[i].key)
-            } else {
-                i += 1
-            }
-        }
-        return removed
-    }
-
-    /// Up to `count` peers from a random starting point, wrapping, skipping `excluded`.
-    func window(count: Int, excluding excluded: PeerKey?, rng: inout SeededGenerator) -> [PeerEndpoint] {
-        let n = entries.count
-        guard n > 0, count > 0 else { return [] }
-        var out: [PeerEndpoint] = []
-        out.reserveCapacity(min(count, n))
-        let start = n > count + 1 ? rng.below(n) : 0
-        var i = start
-        for _ in 0..<n {
-            let record = entries[i]
-            if record.key != excluded {
-                out.append(record.endpoint)
-                if out.count == count { break }
-            }
-            i += 1
-            if i == n { i = 0 }
-        }
-        return out
-    }
-}
-
 /// One torrent's peers and completion count.
 public struct Swarm: Sendable {
-    var v4 = PeerTable()
-    var v6 = PeerTable()
+    var v4 = PeerTable<IPv4Bits>()
+    var v6 = PeerTable<IPv6Bits>()
     /// Peers that reported completion. A set, not a counter: the count can then neither
     /// double count a peer that reports twice nor double count when replicas merge.
-    public private(set) var completedPeers: Set<PeerKey> = []
-    public private(set) var seeders = 0
-    public private(set) var leechers = 0
+    public private(set) var completedPeers = CompletedPeers()
+    private var seederCount: UInt32 = 0
+    private var leecherCount: UInt32 = 0
 
     public init() {}
 
+    public var seeders: Int { Int(seederCount) }
+    public var leechers: Int { Int(leecherCount) }
     public var peerCount: Int { v4.count + v6.count }
     public var completed: Int { completedPeers.count }
     public var isEmpty: Bool { peerCount == 0 && completedPeers.isEmpty }
 
     /// Every peer, IPv4 first, in storage order.
-    public var peers: [PeerRecord] { v4.entries + v6.entries }
+    public var peers: [PeerRecord] { v4.records + v6.records }
 
-    public func peer(_ key: PeerKey) -> PeerRecord? { table(key.ip.family)[key] }
+    public func peer(_ key: PeerKey) -> PeerRecord? { key.ip.family == .v4 ? v4[key] : v6[key] }
 
-    func table(_ family: IPAddress.Family) -> PeerTable { family == .v4 ? v4 : v6 }
+    func occupancy(holding key: PeerKey) -> (peers: Int, holdsKey: Bool) {
+        (v4.count + v6.count, key.ip.family == .v4 ? v4.contains(key) : v6.contains(key))
+    }
 
     mutating func apply(_ a: Announce) {
         let key = a.key
@@ -153,13 +84,17 @@ public struct Swarm: Sendable {
         for record in v6.removeAll(where: { $0.lastAnnounce < before }) { count(record, sign: -1) }
     }
 
+    /// Counts follow the tables, which never hold more than memory allows: the wrapping
+    /// arithmetic cannot wrap in practice and never traps.
     private mutating func count(_ record: PeerRecord, sign: Int) {
-        if record.isSeeder { seeders += sign } else { leechers += sign }
+        let delta = UInt32(truncatingIfNeeded: sign)
+        if record.isSeeder { seederCount &+= delta } else { leecherCount &+= delta }
     }
 
     /// Peers for a requester, of the requester's family, never the requester itself.
     public func selectPeers(for requester: PeerKey, count: Int, rng: inout SeededGenerator) -> [PeerEndpoint] {
-        table(requester.ip.family).window(count: count, excluding: requester, rng: &rng)
+        requester.ip.family == .v4 ? v4.window(count: count, excluding: requester, rng: &rng)
+            : v6.window(count: count, excluding: requester, rng: &rng)
     }
 
     public var scrapeEntry: ScrapeEntry {
@@ -173,8 +108,8 @@ extension Swarm: Equatable {
     /// their tables happen to store them in.
     public static func == (l: Swarm, r: Swarm) -> Bool {
         guard l.v4.count == r.v4.count, l.v6.count == r.v6.count, l.completedPeers == r.completedPeers else { return false }
-        for record in l.v4.entries where r.v4[record.key] != record { return false }
-        for record in l.v6.entries where r.v6[record.key] != record { return false }
+        for record in l.v4.records where r.v4[record.key] != record { return false }
+        for record in l.v6.records where r.v6[record.key] != record { return false }
         return true
     }
 }
