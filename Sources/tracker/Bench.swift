@@ -31,8 +31,8 @@ struct Bench: AsyncParsableCommand {
         guard (1...64).contains(sockets) else { throw ValidationError("--sockets must be 1…64") }
         guard peersPerTorrent > 0 else { throw ValidationError("--peers-per-torrent must be positive") }
         guard (0...100).contains(completedPercent) else { throw ValidationError("--completed-percent must be 0…100") }
-        guard torrents.multipliedReportingOverflow(by: peersPerTorrent).partialValue <= 100_000_000,
-              !torrents.multipliedReportingOverflow(by: peersPerTorrent).overflow else {
+        let peers = torrents.multipliedReportingOverflow(by: peersPerTorrent)
+        guard !peers.overflow, peers.partialValue <= 100_000_000 else {
             throw ValidationError("--torrents × --peers-per-torrent must be at most 100,000,000")
         }
     }

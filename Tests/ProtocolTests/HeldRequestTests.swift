@@ -35,13 +35,8 @@ import TrackerLogic
     /// n2 follows n3 until `t0 + 3 s`, when n3 falls silent. Returns n2 and n3's last keepalive.
     func followerOfADeadMaster(_ config: ClusterConfig = ClusterConfig()) -> (TrackerNode, Instant) {
         var n2 = node(config)
-        var t = t0
-        while t < t0 + Milliseconds(3000) {
-            _ = n2.step(masterKeepalive(), now: t)
-            _ = n2.step(.tick, now: t)
-            t = t + Milliseconds(500)
-        }
-        return (n2, t - Milliseconds(500))
+        let last = follow(&n2, hearing: masterKeepalive(), from: t0, until: t0 + Milliseconds(3000))
+        return (n2, last)
     }
 
     /// Steps n2 until it serves; every action of the way, the epoch written at once.

@@ -25,3 +25,15 @@ let hashB = InfoHash(hex: "fedcba9876543210fedcba9876543210fedcba98")!
 func peerID(_ n: UInt32) -> PeerID { PeerID(a: 0x2D54_5430_3030_312D, b: 0, c: n) }
 
 func v4(_ text: String) -> IPAddress { IPAddress(text)! }
+
+/// Steps `node` as a follower that hears `keepalive` and ticks every 500 ms from `start`
+/// until `end`; returns the instant of its last step.
+func follow(_ node: inout TrackerNode, hearing keepalive: NodeEvent, from start: Instant, until end: Instant) -> Instant {
+    var t = start
+    while t < end {
+        _ = node.step(keepalive, now: t)
+        _ = node.step(.tick, now: t)
+        t = t + Milliseconds(500)
+    }
+    return t - Milliseconds(500)
+}

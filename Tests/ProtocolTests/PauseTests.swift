@@ -28,13 +28,8 @@ import TrackerLogic
     /// n2 follows n3, hearing it every 500 ms, until `t0 + 4 s`; returns n2 and its last step.
     func settledFollower() -> (TrackerNode, Instant) {
         var n2 = node(2, epoch: e3)
-        var t = t0
-        while t < t0 + Milliseconds(4000) {
-            _ = n2.step(masterKeepalive(), now: t)
-            _ = n2.step(.tick, now: t)
-            t = t + Milliseconds(500)
-        }
-        return (n2, t - Milliseconds(500))
+        let last = follow(&n2, hearing: masterKeepalive(), from: t0, until: t0 + Milliseconds(4000))
+        return (n2, last)
     }
 
     /// Found by the soak: a follower stopped for 3 s woke, saw every keepalive "missed" and
