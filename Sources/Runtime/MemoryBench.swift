@@ -31,14 +31,27 @@ public enum MemoryBench {
     }
 
     public static func run(torrents: Int, peersPerTorrent: Int, completedPercent: Int, seed: UInt64) -> Result {
-        var rng = SeededGenerator(seed: seed)
-        let hashes = (0..<torrents).map { _ in InfoHash(a: rng.next(), b: rng.next(), c: UInt32(truncatingIfNeeded: rng.next())) }
         let before = residentBytes()
         let start = WallClock.now()
+        let (store, completed) = fill(torrents: torrents, peersPerTorrent: peersPerTorrent, completedPercent: completedPercent,
+                                      seed: seed, at: start)
+        let seconds = Double((WallClock.now() - start).value) / 1000
+        let after = residentBytes()
+        return withExtendedLifetime(store) {
+            Result(torrents: store.swarmCount, peers: store.peerCount, completed: completed, residentBytes: max(after - before, 0),
+                   seconds: seconds)
+        }
+    }
+
+    /// A repository of `torrents` swarms of `peersPerTorrent` IPv4 peers (half of them
+    /// seeders), announced at `at`. Peers arrive interleaved across swarms, as they do at
+    /// a tracker, so that no swarm is built in one go with a perfectly sized array.
+    static func fill(torrents: Int, peersPerTorrent: Int, completedPercent: Int, seed: UInt64,
+                     at: Instant) -> (store: SwarmStore, completed: Int) {
+        var rng = SeededGenerator(seed: seed)
+        let hashes = (0..<torrents).map { _ in InfoHash(a: rng.next(), b: rng.next(), c: UInt32(truncatingIfNeeded: rng.next())) }
         var store = SwarmStore()
         var completed = 0
-        // Peers arrive interleaved across swarms, as they do at a tracker, so that no
-        // swarm is built in one go with a perfectly sized array.
         for round in 0..<peersPerTorrent {
             for (t, hash) in hashes.enumerated() {
                 let n = t &* peersPerTorrent &+ round
@@ -49,16 +62,11 @@ public enum MemoryBench {
                     endpoint: PeerEndpoint(ip: .v4(0x0A00_0000 | UInt32(truncatingIfNeeded: n)), port: UInt16(truncatingIfNeeded: 1024 &+ n)),
                     uploaded: Int64(rng.below(1 << 30)), downloaded: Int64(rng.below(1 << 30)),
                     left: rng.below(2) == 0 ? 0 : Int64(rng.below(1 << 30)),
-                    event: complete ? .completed : .started, at: start)
+                    event: complete ? .completed : .started, at: at)
                 store.apply(.announce(announce))
             }
         }
-        let seconds = Double((WallClock.now() - start).value) / 1000
-        let after = residentBytes()
-        let peers = store.peerCount
-        return withExtendedLifetime(store) {
-            Result(torrents: store.swarmCount, peers: peers, completed: completed, residentBytes: max(after - before, 0), seconds: seconds)
-        }
+        return (store, completed)
     }
 
     /// VmRSS of this process, in bytes (0 where /proc is missing).

@@ -22,6 +22,10 @@ public struct Scenario: Sendable, CustomStringConvertible {
     public var adversary: Adversary.Plan?
     /// Catalogue changes made on some node's dashboard during the fault window.
     public var operatorActions: [OperatorAction] = []
+    /// Longest message a node sends in one frame. Small in some scenarios, so that
+    /// snapshots, catch-ups and prepares travel in fragments through loss, duplication
+    /// and reordering; the runtime's default elsewhere.
+    public var fragmentBytes = ClusterChannel.defaultFragmentBytes
 
     public static let start = Instant(milliseconds: 1_700_000_000_000)
 
@@ -165,6 +169,8 @@ public struct Scenario: Sendable, CustomStringConvertible {
                                        every: Milliseconds(Int64(100 + hostile.below(500))))
         }
         operatorActions = OperatorAction.draw(seed: seed, nodes: nodes, faultEnd: faultEnd)
+        var framing = SeededGenerator(seed: seed ^ 0x4652_4147_4D45_4E54)
+        if framing.chance(0.3) { fragmentBytes = 64 + framing.below(449) }
     }
 
     /// A fault-free network with chosen nodes and faults: for named scenario tests.
@@ -194,5 +200,6 @@ public struct Scenario: Sendable, CustomStringConvertible {
             + "faults-until=\(faultEnd.milliseconds - Scenario.start.milliseconds)ms drift=\(clockDrift) "
             + "interval=\(announceInterval)s faults=[\(f)]" + (adversary.map { " adversary=\($0)" } ?? "")
             + (operatorActions.isEmpty ? "" : " operator=[\(operatorActions.map(\.description).joined(separator: "; "))]")
+            + (fragmentBytes == ClusterChannel.defaultFragmentBytes ? "" : " fragments=\(fragmentBytes)B")
     }
 }

@@ -304,7 +304,7 @@ public struct Simulator {
                                address: "10.9.0.\(slot + 1):6969")
         slots[slot].node = node
         slots[slot].held = HeldWatch()  // a new process holds nothing
-        slots[slot].channel = ClusterChannel(keys: [clusterKey], startedAt: nodeNow(slot))
+        slots[slot].channel = ClusterChannel(keys: [clusterKey], startedAt: nodeNow(slot), fragmentBytes: scenario.fragmentBytes)
         slots[slot].trackedLast = node.replica.lastCommitted
         slots[slot].scheduledTick = nil
         note(slot, "start (restored \(node.replica.lastCommitted))")
@@ -349,7 +349,9 @@ public struct Simulator {
                 if case .failure = opened { hostileRejected += 1 }
             }
             switch opened {
-            case .success(let env):
+            case .success(nil):
+                break
+            case .success(let env?):
                 if fromAdversary && adversary?.plan.kind == .outsider {
                     return fail("s\(s) accepted a frame forged without the key: \(env.message.name) from n\(env.from.rawValue)")
                 }
@@ -525,16 +527,21 @@ public struct Simulator {
                 return fail("cluster codec does not round-trip \(env.message.name)")
             }
             guard var channel = slots[slot].channel else { return }
-            let frame = channel.seal(env, now: nodeNow(slot))
+            let beacon: Bool
+            if case .beacon = action { beacon = true } else { beacon = false }
+            // A keepalive on the peer network is one datagram; the broker carries fragments.
+            let frames = beacon ? [channel.seal(env, now: nodeNow(slot))] : channel.sealFragments(env, now: nodeNow(slot))
             slots[slot].channel = channel
-            adversary?.capture(frame)
-            if case .beacon = action {
-                for s in slots.indices where s != slot { deliverCluster(frame, from: slot, to: s, beacon: true) }
-            } else if case .send = action, let to = env.to {
-                // Unicast reaches every live node holding that id (an impostor too).
-                for s in slots.indices where s != slot && slots[s].node?.id == to { deliverCluster(frame, from: slot, to: s) }
-            } else {
-                for s in slots.indices where s != slot { deliverCluster(frame, from: slot, to: s) }
+            for frame in frames {
+                adversary?.capture(frame)
+                if beacon {
+                    for s in slots.indices where s != slot { deliverCluster(frame, from: slot, to: s, beacon: true) }
+                } else if case .send = action, let to = env.to {
+                    // Unicast reaches every live node holding that id (an impostor too).
+                    for s in slots.indices where s != slot && slots[s].node?.id == to { deliverCluster(frame, from: slot, to: s) }
+                } else {
+                    for s in slots.indices where s != slot { deliverCluster(frame, from: slot, to: s) }
+                }
             }
         case .reply(let response, let to):
             guard let node = slots[slot].node, node.isServing else {
@@ -696,6 +703,11 @@ public struct Simulator {
             return "after healing, \(masters.count) serving masters (\(roles))"
         }
         let m = slots[masters[0]].node!
+        // The digest every status page and snapshot check reads is kept change by change:
+        // it must equal a pass over the whole content.
+        for s in live where Digest.of(slots[s].node!.replica.store) != Digest.recomputed(slots[s].node!.replica.store) {
+            return "after healing, s\(s)'s kept digest differs from its content's"
+        }
         for s in live where s != masters[0] {
             let n = slots[s].node!
             guard n.role == .slave, n.master == m.id else {

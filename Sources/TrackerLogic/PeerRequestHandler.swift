@@ -144,7 +144,7 @@ public struct PeerRequestHandler: Sendable {
 /// cluster's behaviour towards peers is compared with.
 public struct StandaloneTracker: Sendable {
     public var handler: PeerRequestHandler
-    public private(set) var store = SwarmStore()
+    public private(set) var store = SwarmStore(keepsDigest: false)
     private var rng: SeededGenerator
     private var nextExpiry: Instant?
     public private(set) var limiter: SourceRateLimiter

@@ -23,6 +23,9 @@ struct Bench: AsyncParsableCommand {
     var memory = false
     @Option(name: .customLong("completed-percent"), help: "With --memory: the share of peers that announce completion.")
     var completedPercent: Int = 0
+    @Flag(help: "Send nothing: time each stage of a snapshot transfer (take, seal in fragments, open, install, write to SQLite, load) of --torrents × --peers-per-torrent peers in this process.")
+    var transfer = false
+    @Option(help: "With --transfer: where the temporary SQLite file goes.") var directory: String = "/tmp"
 
     func validate() throws {
         guard duration > 0 else { throw ValidationError("--duration must be positive") }
@@ -38,6 +41,17 @@ struct Bench: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if transfer {
+            do {
+                let result = try TransferBench.run(torrents: torrents, peersPerTorrent: peersPerTorrent, seed: seed, directory: directory)
+                print(result)
+                print(result.json)
+            } catch {
+                print("transfer: \(error)")
+                throw ExitCode(1)
+            }
+            return
+        }
         if memory {
             let result = MemoryBench.run(torrents: torrents, peersPerTorrent: peersPerTorrent, completedPercent: completedPercent, seed: seed)
             print(result)

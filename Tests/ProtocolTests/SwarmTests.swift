@@ -213,4 +213,40 @@ struct PeerRequestHandlerTests {
         c.peerTimeout = Milliseconds.seconds(10)
         #expect(c.problems.count == 3)
     }
+
+    /// The store keeps its digest and peer count change by change; after any mix of
+    /// announces, stops, completions, merges, expiries and catalogue changes they equal a
+    /// pass over the whole content.
+    @Test(arguments: [1, 2, 3])
+    func digestAndCountsAreKeptIncrementally(seed: UInt64) throws {
+        var rng = SeededGenerator(seed: seed)
+        var store = SwarmStore()
+        let hashes = (0..<4).map { InfoHash(a: $0, b: 7, c: 7) }
+        let torrent = try RegisteredTorrent(file: Torrents.v1Single, registeredAt: now)
+        for step in 0..<3_000 {
+            let hash = hashes[rng.below(hashes.count)]
+            let key = PeerKey(peerID: PeerID(a: UInt64(rng.below(40)), b: 0, c: 0), ip: rng.chance(0.8) ? .v4(UInt32(rng.below(30))) : .v6(1, UInt64(rng.below(30))))
+            let at = now + Milliseconds(Int64(step))
+            switch rng.below(12) {
+            case 0: store.apply(.expire(before: at - Milliseconds(Int64(rng.below(800)))))
+            case 1:
+                let peers = (0..<rng.below(5)).map { i in PeerRecord(peerID: PeerID(a: UInt64(i), b: 0, c: 0), endpoint: PeerEndpoint(ip: .v4(UInt32(i)), port: 1),
+                                                                       uploaded: 0, downloaded: 0, left: Int64(rng.below(2)), lastAnnounce: at - Milliseconds(Int64(rng.below(100)))) }
+                store.apply(.merge(SwarmMerge(infoHash: hash, peers: peers, completed: rng.chance(0.5) ? [key] : [])))
+            case 2: store.apply(.catalogue(rng.chance(0.5) ? .register(torrent) : .unregister(torrent.infoHash)))
+            default:
+                let event: AnnounceEvent = [.none, .started, .completed, .stopped][rng.below(4)]
+                store.apply(.announce(Announce(infoHash: hash, peerID: key.peerID, endpoint: PeerEndpoint(ip: key.ip, port: 6881),
+                                               uploaded: Int64(rng.below(9)), downloaded: 0, left: Int64(rng.below(2)), event: event, at: at)))
+            }
+            #expect(Digest.of(store) == Digest.recomputed(store))
+            #expect(store.peerCount == store.swarms.values.reduce(0) { $0 + $1.peerCount })
+        }
+        let rebuilt = SwarmStore(content: store.content(), torrents: store.catalogue.sorted)
+        #expect(rebuilt == store)
+        #expect(Digest.recomputed(rebuilt) == Digest.recomputed(store))
+        #expect(Digest.of(rebuilt) == Digest.of(store))
+        #expect(rebuilt.peerCount == store.peerCount)
+        #expect(rebuilt.catalogue.sorted.count == store.catalogue.sorted.count)
+    }
 }

@@ -8,11 +8,13 @@ the machine (thermal, other tenants) spreads over all of them; each figure is th
 over the rounds. For each target and concurrency it prints responses/s, p50/p99 latency,
 CPU microseconds per response (utime + stime of the serving processes from /proc, the
 broker included for the cluster) and peak RSS (VmHWM), then the ratios the issue asks for,
-and the repository's resident bytes per tracked peer (`tracker bench --memory`: 100,000
-swarms of 10 peers, without and with 10 % completions).
+the repository's resident bytes per tracked peer (`tracker bench --memory`: 100,000
+swarms of 10 peers, without and with 10 % completions), and the time a node that joins
+empty takes to receive a master's 1,000,000 peers (tests/bench/transfer.py).
 
 Usage: suite.py [--seconds S] [--rounds N] [--concurrency 64,256,1024] [--threads 1,2]
                 [--smoke] [--json FILE] [--skip-cluster] [--skip-opentracker] [--skip-memory]
+                [--skip-transfer]
 """
 import argparse
 import json
@@ -155,6 +157,7 @@ def main():
     parser.add_argument("--skip-cluster", action="store_true")
     parser.add_argument("--skip-opentracker", action="store_true")
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--skip-transfer", action="store_true")
     parser.add_argument("--json", help="write every measurement to this file")
     a = parser.parse_args()
     if a.smoke:
@@ -163,6 +166,7 @@ def main():
     threads = [int(t) for t in a.threads.split(",")]
     work = tempfile.mkdtemp(prefix="bench-suite-")
     targets, started_broker, cluster = [], [], None
+    targets_stopped = False
     try:
         if not a.skip_opentracker:
             targets += [start_opentracker(work, 1), start_opentracker(work, 2)]
@@ -180,10 +184,14 @@ def main():
                     log(f"round {r + 1} c={c} {t.name}: {result['responses_per_second']} resp/s, "
                         f"p99 {result['p99_us'] / 1000:.1f} ms, {result['cpu_us_per_response']:.1f} µs CPU/resp")
         rss = {t.name: sum(peak_rss_kib(p) for p in t.pids) for t in targets}
-        memory = [] if a.skip_memory else measure_memory(100000 if not a.smoke else 10000)
-        report(targets, levels, runs, rss, memory, a.json)
-    finally:
         for t in targets:
+            t.stop()
+        targets_stopped = True
+        memory = [] if a.skip_memory else measure_memory(100000 if not a.smoke else 10000)
+        transfer = None if a.skip_transfer else measure_transfer(1_000_000 if not a.smoke else 50_000)
+        report(targets, levels, runs, rss, memory, transfer, a.json)
+    finally:
+        for t in targets if not targets_stopped else []:
             t.stop()
         if started_broker:
             activemq("stop")
@@ -204,11 +212,24 @@ def measure_memory(torrents):
     return results
 
 
+def measure_transfer(peers):
+    """A joining node receiving the master's repository of `peers` peers in peers/10
+    swarms (tests/bench/transfer.py): seconds from its start to in sync, and whether the
+    cluster then commits with it."""
+    out = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "transfer.py"), "--peers", str(peers), "--swarms", str(peers // 10)],
+                         capture_output=True, text=True, timeout=900)
+    line = next((l for l in out.stdout.splitlines() if l.startswith("TRANSFER ")), None)
+    if out.returncode != 0 or line is None:
+        fail(f"state transfer benchmark failed: {out.stdout[-800:]} {out.stderr[-400:]}")
+    log(line)
+    return dict(field.split("=", 1) for field in line.split()[1:])
+
+
 def median(results, key):
     return statistics.median(r[key] for r in results)
 
 
-def report(targets, levels, runs, rss, memory, json_path):
+def report(targets, levels, runs, rss, memory, transfer, json_path):
     print(f"\n{'target':44} {'conc':>5} {'resp/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU µs/resp':>11} {'peak RSS MiB':>12}")
     best = {}
     for t in targets:
@@ -232,10 +253,13 @@ def report(targets, levels, runs, rss, memory, json_path):
     for m in memory:
         print(f"repository memory: {m['peers']} peers in {m['torrents']} swarms, {m['completed']} completions: "
               f"{m['bytes_per_peer']:.1f} bytes per peer")
+    if transfer:
+        print(f"state transfer: {transfer['peers']} peers to a joining node in {transfer['transfer']} (from its start to in "
+              f"sync), next commit {transfer['next_commit']} later")
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"runs": [{"target": k[0], "concurrency": k[1], "results": v} for k, v in runs.items()],
-                       "peak_rss_kib": rss, "memory": memory}, f, indent=1)
+                       "peak_rss_kib": rss, "memory": memory, "transfer": transfer}, f, indent=1)
 
 
 if __name__ == "__main__":

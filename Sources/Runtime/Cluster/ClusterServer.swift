@@ -232,7 +232,9 @@ public final class ClusterServer: @unchecked Sendable {
 
     func publish(_ env: ClusterEnvelope, to destination: String) {
         guard !silenced else { return }
-        stomp.send(to: destination, body: channel.seal(env, now: WallClock.now()), headers: [("sender", String(incarnation, radix: 16))])
+        for frame in channel.sealFragments(env, now: WallClock.now()) {
+            stomp.send(to: destination, body: frame, headers: [("sender", String(incarnation, radix: 16))])
+        }
     }
 
     func store(_ write: StoreWrite) {
@@ -307,7 +309,9 @@ public final class ClusterServer: @unchecked Sendable {
     /// A keepalive from the peer network (our own comes back too: the group loops).
     func beaconReceived(_ frame: ByteBuffer) {
         switch channel.open(frame, ownID: node.id, now: WallClock.now()) {
-        case .success(let env):
+        case .success(nil):
+            break
+        case .success(let env?):
             if env.from == node.id && env.incarnation == incarnation { return }
             stats.beacons += 1
             step(.beacon(env))
@@ -327,7 +331,9 @@ public final class ClusterServer: @unchecked Sendable {
             guard !silenced else { return }
             if headers.first(where: { $0.name == "sender" })?.value == String(incarnation, radix: 16) { return }
             switch channel.open(body, ownID: node.id, now: WallClock.now()) {
-            case .success(let env):
+            case .success(nil):
+                stats.fragments += 1
+            case .success(let env?):
                 stats.clusterMessages += 1
                 if !stopping { step(.cluster(env)) }
             case .failure(let reason):
@@ -369,6 +375,9 @@ public struct ClusterServerStats: Sendable {
     public var replies = 0
     public var errorReplies = 0
     public var clusterMessages = 0
+    /// Pieces of messages too long for one frame (a snapshot, a long catch-up), taken in
+    /// before their message was whole.
+    public var fragments = 0
     /// Keepalives heard on the peer network (they keep the nodes together when the broker
     /// is gone).
     public var beacons = 0

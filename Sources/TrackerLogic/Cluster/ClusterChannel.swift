@@ -20,6 +20,9 @@ public enum ClusterRejection: String, Error, Hashable, Sendable, CaseIterable, C
     /// Claims our own id but was sent before this process started: an earlier run of ours,
     /// replayed.
     case ownPastRun
+    /// A fragment of a message larger than any node sends (more pieces or bytes than the
+    /// reassembly bounds allow).
+    case oversized
 
     public var description: String { rawValue }
 }
@@ -31,7 +34,8 @@ public enum ClusterRejection: String, Error, Hashable, Sendable, CaseIterable, C
 /// number (8), the `ClusterCodec` message (which names the sender and its incarnation),
 /// then HMAC-SHA256 (32) over everything before it. The tag therefore covers the sender
 /// id, its incarnation and its sequence number: nobody without the key can speak for a
-/// node, and a receiver accepts each (sender, incarnation, sequence) once.
+/// node, and a receiver accepts each (sender, incarnation, sequence) once. A message
+/// longer than `fragmentBytes` travels as several frames, each carrying a `Fragment`.
 public struct ClusterChannel: Sendable {
     public static let magic: UInt16 = 0x5453
     public static let version: UInt8 = 1
@@ -58,27 +62,57 @@ public struct ClusterChannel: Sendable {
     public let maxAge: Milliseconds
     /// When this process started: a frame from our own id stamped earlier is a replay.
     public let startedAt: Instant
+    /// Longest encoded message sent in one frame; longer ones go in pieces of this size.
+    public let fragmentBytes: Int
+    public static let defaultFragmentBytes = 1 << 20
     private var nextSequence: UInt64 = 1
     private var windows = ReplayWindows()
+    private var reassembly = FragmentReassembly()
 
-    public init(keys: [ClusterKey], maxAge: Milliseconds = .seconds(30), startedAt: Instant) {
+    public init(keys: [ClusterKey], maxAge: Milliseconds = .seconds(30), startedAt: Instant,
+                fragmentBytes: Int = ClusterChannel.defaultFragmentBytes) {
         self.keys = keys.isEmpty ? [.insecure] : Array(keys.prefix(2))
         self.maxAge = maxAge
         self.startedAt = startedAt
+        self.fragmentBytes = min(max(fragmentBytes, 64), 16 << 20)
     }
 
     // MARK: sending
 
+    /// One frame, however long the message (keepalives on the peer network, which must
+    /// fit a datagram anyway).
     public mutating func seal(_ envelope: ClusterEnvelope, now: Instant) -> ByteBuffer {
+        seal(now: now, reserving: 64) { ClusterCodec.encode(envelope, into: &$0) }
+    }
+
+    /// The frames to publish for one message: one, or a `Fragment` per `fragmentBytes`
+    /// of the encoded message.
+    public mutating func sealFragments(_ envelope: ClusterEnvelope, now: Instant) -> [ByteBuffer] {
+        let message = ClusterCodec.encode(envelope)
+        guard message.readableBytes > fragmentBytes else {
+            return [seal(now: now, reserving: message.readableBytes) { var m = message; $0.writeBuffer(&m) }]
+        }
+        let count = (message.readableBytes + fragmentBytes - 1) / fragmentBytes
+        let transfer = nextSequence
+        return (0..<count).map { i in
+            let start = i * fragmentBytes
+            let piece = message.getSlice(at: message.readerIndex + start, length: min(fragmentBytes, message.readableBytes - start)) ?? ByteBuffer()
+            let fragment = Fragment(from: envelope.from, incarnation: envelope.incarnation, transfer: transfer,
+                                    index: UInt32(truncatingIfNeeded: i), count: UInt32(truncatingIfNeeded: count), payload: piece)
+            return seal(now: now, reserving: Fragment.headerBytes + piece.readableBytes) { fragment.write(into: &$0) }
+        }
+    }
+
+    private mutating func seal(now: Instant, reserving body: Int, _ writeBody: (inout ByteBuffer) -> Void) -> ByteBuffer {
         var b = ByteBuffer()
-        b.reserveCapacity(Self.headerBytes + 64 + Self.tagBytes)
+        b.reserveCapacity(Self.headerBytes + body + Self.tagBytes)
         b.writeInteger(Self.magic)
         b.writeInteger(Self.version)
         b.writeInteger(keys[0].id)
         b.writeInteger(now.milliseconds)
         b.writeInteger(nextSequence)
         nextSequence &+= 1
-        ClusterCodec.encode(envelope, into: &b)
+        writeBody(&b)
         let tag = b.withUnsafeReadableBytes { HMAC<SHA256>.authenticationCode(for: $0, using: SymmetricKey(data: keys[0].bytes)) }
         b.writeBytes(Array(tag))
         return b
@@ -87,8 +121,9 @@ public struct ClusterChannel: Sendable {
     // MARK: receiving
 
     /// Verifies, decodes and de-duplicates one frame. `ownID` is the receiver's id (its
-    /// past runs' frames are refused).
-    public mutating func open(_ frame: ByteBuffer, ownID: NodeID, now: Instant) -> Result<ClusterEnvelope, ClusterRejection> {
+    /// past runs' frames are refused). Nil: a fragment was taken in, its message is not
+    /// whole yet.
+    public mutating func open(_ frame: ByteBuffer, ownID: NodeID, now: Instant) -> Result<ClusterEnvelope?, ClusterRejection> {
         guard frame.readableBytes >= Self.headerBytes + Self.tagBytes else { return .failure(.malformed) }
         var header = frame
         guard header.readInteger(as: UInt16.self) == Self.magic, header.readInteger(as: UInt8.self) == Self.version,
@@ -104,13 +139,37 @@ public struct ClusterChannel: Sendable {
         guard authentic else { return .failure(.badTag) }
         let sentAt = Instant(milliseconds: sentAtRaw)
         guard now - sentAt <= maxAge, sentAt - now <= maxAge else { return .failure(.stale) }
-        guard let body = frame.getSlice(at: frame.readerIndex + Self.headerBytes, length: signedLength - Self.headerBytes),
-              case .success(let envelope) = ClusterCodec.decode(body) else { return .failure(.malformed) }
+        guard let body = frame.getSlice(at: frame.readerIndex + Self.headerBytes, length: signedLength - Self.headerBytes) else {
+            return .failure(.malformed)
+        }
+        if Fragment.isFragment(body) { return openFragment(body, sequence: sequence, sentAt: sentAt, ownID: ownID, now: now) }
+        guard case .success(let envelope) = ClusterCodec.decode(body) else { return .failure(.malformed) }
         if envelope.from == ownID && ownID.isAssigned && sentAt < startedAt { return .failure(.ownPastRun) }
         guard windows.accept(sender: envelope.from, incarnation: envelope.incarnation, sequence: sequence, now: now) else {
             return .failure(.replayed)
         }
         return .success(envelope)
+    }
+
+    private mutating func openFragment(_ body: ByteBuffer, sequence: UInt64, sentAt: Instant, ownID: NodeID,
+                                       now: Instant) -> Result<ClusterEnvelope?, ClusterRejection> {
+        guard let fragment = Fragment(decoding: body) else { return .failure(.malformed) }
+        if fragment.from == ownID && ownID.isAssigned && sentAt < startedAt { return .failure(.ownPastRun) }
+        guard windows.accept(sender: fragment.from, incarnation: fragment.incarnation, sequence: sequence, now: now) else {
+            return .failure(.replayed)
+        }
+        switch reassembly.accept(fragment, now: now, maxAge: maxAge) {
+        case .pending:
+            return .success(nil)
+        case .dropped(let reason):
+            return .failure(reason)
+        case .complete(let message):
+            // The pieces were authenticated one by one; the whole must be what their
+            // sender sent, under its own name.
+            guard case .success(let envelope) = ClusterCodec.decode(message),
+                  envelope.from == fragment.from, envelope.incarnation == fragment.incarnation else { return .failure(.malformed) }
+            return .success(envelope)
+        }
     }
 }
 

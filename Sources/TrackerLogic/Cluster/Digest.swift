@@ -62,39 +62,56 @@ public struct Digest: Sendable {
         return d.value
     }
 
+    /// What one peer of a swarm adds to the repository's digest.
+    static func element(_ infoHash: InfoHash, _ record: PeerRecord) -> UInt64 {
+        var d = Digest()
+        d.add(infoHash)
+        d.add(record)
+        return d.value
+    }
+
+    /// What one completion of a swarm adds.
+    static func element(_ infoHash: InfoHash, completion key: PeerKey) -> UInt64 {
+        var d = Digest()
+        d.add(0xC0, 0, 0)
+        d.add(infoHash)
+        d.add(key.peerID)
+        d.add(key.ip)
+        return d.value
+    }
+
+    /// What one registered torrent adds.
+    static func element(_ t: RegisteredTorrent) -> UInt64 {
+        var d = Digest()
+        d.add(0x70, UInt64(t.file.count), UInt64(bitPattern: t.registeredAt.milliseconds))
+        d.add(t.infoHash)
+        d.add(fileDigest(t.file))
+        return d.value
+    }
+
     /// Order-independent fingerprint of a whole repository: replicas that hold the same
-    /// peers and completions agree whatever order their tables store them in.
+    /// peers, completions and torrents agree whatever order their tables store them in.
+    /// The sum of every element's digest and their count, which the store keeps up to date
+    /// change by change: O(1), so a status page or a checker may ask at every commit.
     public static func of(_ store: SwarmStore) -> UInt64 {
+        store.keepsDigest ? finish(sum: store.digestSum, count: store.digestCount) : recomputed(store)
+    }
+
+    /// The same fingerprint from a pass over every element: what the kept sums must equal.
+    public static func recomputed(_ store: SwarmStore) -> UInt64 {
         var total: UInt64 = 0
         var count: UInt64 = 0
         for (hash, swarm) in store.swarms {
-            for record in swarm.peers {
-                var d = Digest()
-                d.add(hash)
-                d.add(record)
-                total &+= d.value
-                count &+= 1
-            }
-            for key in swarm.completedPeers {
-                var d = Digest()
-                d.add(0xC0, 0, 0)
-                d.add(hash)
-                d.add(key.peerID)
-                d.add(key.ip)
-                total &+= d.value
-                count &+= 1
-            }
+            for record in swarm.peers { total &+= element(hash, record); count &+= 1 }
+            for key in swarm.completedPeers { total &+= element(hash, completion: key); count &+= 1 }
         }
-        for t in store.catalogue.torrents.values {
-            var d = Digest()
-            d.add(0x70, UInt64(t.file.count), UInt64(bitPattern: t.registeredAt.milliseconds))
-            d.add(t.infoHash)
-            d.add(fileDigest(t.file))
-            total &+= d.value
-            count &+= 1
-        }
+        for t in store.catalogue.torrents.values { total &+= element(t); count &+= 1 }
+        return finish(sum: total, count: count)
+    }
+
+    private static func finish(sum: UInt64, count: UInt64) -> UInt64 {
         var d = Digest()
-        d.add(total, count)
+        d.add(sum, count)
         return d.value
     }
 }

@@ -192,7 +192,7 @@ extension TrackerNode {
 
     mutating func snapshotReceived(_ snapshot: Snapshot, from node: NodeID, _ now: Instant) {
         // Corrupted in transit, or impossible: ask again later.
-        guard snapshot.isWellFormed, snapshot.isIntact else { return }
+        guard snapshot.isWellFormed, let store = snapshot.intactStore() else { return }
         if let f = leader?.recovery?.fetching, f.node == node {
             let mine = replica.lastCommitted
             let isPrefix = mine.txid <= snapshot.lastCommitted.txid && snapshot.history.epoch(of: mine.txid) == mine.epoch
@@ -202,14 +202,14 @@ extension TrackerNode {
                 let ownDivergedTorrents = replica.store.catalogue.sorted
                 leader?.recovery?.ownDivergedTorrents += ownDivergedTorrents
             }
-            installLocally(snapshot)
+            installLocally(snapshot, store: store)
             leader?.recovery?.fetching = nil
             leaderTick(now)
             return
         }
         guard follower != nil, node == master, node == epoch.master else { return }
         follower?.helloAnswered = true
-        installLocally(snapshot)
+        installLocally(snapshot, store: store)
         prepared = nil
         follower?.masterLast = snapshot.lastCommitted
         follower?.retryAt = nil

@@ -61,6 +61,9 @@ struct LeaderState: Sendable {
     var offers: [OfferKey: OfferProgress] = [:]
     var finishedOffers: Set<OfferKey> = []
     var assignedIDs: [UInt64: NodeID] = [:]
+    /// The last snapshot sent to each node: a node that asks again before that one could
+    /// have arrived (it says hello every interval) does not get another.
+    var snapshotsSent: [NodeID: (last: TxRef, at: Instant)] = [:]
 
     /// At most this many `--id auto` assignments are remembered by one master.
     static let maxAssignedIDs = 4096
@@ -154,7 +157,7 @@ extension TrackerNode {
             if answer.last == replica.lastCommitted {
                 membership.update(answer.node) { $0.confirmed = answer.last }
             } else {
-                syncReply(to: answer.node, last: answer.last, hasState: answer.last.txid > 0)
+                syncReply(to: answer.node, last: answer.last, hasState: answer.last.txid > 0, now)
             }
         }
         leader?.queue.insert(contentsOf: recovered.map { QueuedUpdate(update: $0, origin: .recovered) }, at: 0)
@@ -342,12 +345,12 @@ extension TrackerNode {
             broadcast(.idAssigned(incarnation: env.incarnation, id: assigned))
             return
         }
-        syncReply(to: env.from, last: h.lastCommitted, hasState: h.hasState)
+        syncReply(to: env.from, last: h.lastCommitted, hasState: h.hasState, now)
     }
 
     /// The cheapest way to bring a node to our state: nothing, our log, a merge of its
     /// diverged repository first, or a full snapshot.
-    mutating func syncReply(to node: NodeID, last: TxRef, hasState: Bool) {
+    mutating func syncReply(to node: NodeID, last: TxRef, hasState: Bool, _ now: Instant) {
         if last == replica.lastCommitted {
             send(.catchUp(after: last, []), to: node)
             membership.update(node) { $0.confirmed = last }
@@ -356,13 +359,24 @@ extension TrackerNode {
         } else if hasState && !replica.isPrefix(last) {
             send(.mergeRequest, to: node)
         } else {
+            let patience = snapshotPatience, last = replica.lastCommitted
+            if let sent = leader?.snapshotsSent[node], sent.last == last, now - sent.at < patience { return }
+            let recent = leader?.snapshotsSent.filter { now - $0.value.at < patience } ?? [:]
+            leader?.snapshotsSent = recent
+            leader?.snapshotsSent[node] = (last, now)
             send(.snapshot(replica.snapshot()), to: node)
         }
     }
 
+    /// How long a snapshot may take to reach a node: two keepalive intervals, and a
+    /// second per 100,000 peers (a million peers are ~62 MB through the broker).
+    var snapshotPatience: Milliseconds {
+        max(config.keepaliveInterval * 2, Milliseconds(Int64(replica.store.peerCount / 100)))
+    }
+
     mutating func catchUpRequested(by node: NodeID, after: TxRef, _ now: Instant) {
         if leader?.isServing == true {
-            syncReply(to: node, last: after, hasState: true)
+            syncReply(to: node, last: after, hasState: true, now)
         } else if follower != nil, node == master {
             // A recovering master fetches from us.
             if replica.isPrefix(after), let txs = replica.transactions(after: after.txid) {

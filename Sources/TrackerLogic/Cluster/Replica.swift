@@ -99,7 +99,13 @@ public struct Replica: Sendable, Equatable {
 
     /// Replaces everything with a snapshot whose checksum was verified by the caller.
     public mutating func install(_ snapshot: Snapshot) {
-        store = SwarmStore(content: snapshot.content, torrents: snapshot.torrents)
+        install(snapshot, store: SwarmStore(content: snapshot.content, torrents: snapshot.torrents))
+    }
+
+    /// Installs a snapshot whose store the caller built already (`Snapshot.intactStore`):
+    /// a million peers are not built twice.
+    public mutating func install(_ snapshot: Snapshot, store: SwarmStore) {
+        self.store = store
         lastCommitted = snapshot.lastCommitted
         history = snapshot.history
         log = []
@@ -132,7 +138,13 @@ public struct Snapshot: Hashable, Sendable {
     }
 
     /// Recomputes the checksum from the content.
-    public var isIntact: Bool { Digest.of(SwarmStore(content: content, torrents: torrents)) == digest }
+    public var isIntact: Bool { intactStore() != nil }
+
+    /// The repository the content builds, if its checksum matches.
+    public func intactStore() -> SwarmStore? {
+        let store = SwarmStore(content: content, torrents: torrents)
+        return Digest.of(store) == digest ? store : nil
+    }
 
     /// A snapshot a node may install: a possible last transaction, and an epoch history
     /// whose runs are well formed, in order, and reach no further than that transaction.

@@ -237,8 +237,8 @@ public struct TrackerNode: Sendable {
         if storeHealthy { out.append(.persist(tx)) }
     }
 
-    mutating func installLocally(_ snapshot: Snapshot) {
-        replica.install(snapshot)
+    mutating func installLocally(_ snapshot: Snapshot, store: SwarmStore) {
+        replica.install(snapshot, store: store)
         out.append(.persistSnapshot(snapshot))
     }
 

@@ -30,14 +30,17 @@ public struct CompletedPeers: Sendable, Sequence {
         }
     }
 
-    public mutating func insert(_ key: PeerKey) {
+    /// False when the key was there already.
+    @discardableResult
+    public mutating func insert(_ key: PeerKey) -> Bool {
         switch storage {
         case .set(var keys):
             storage = .list([])
-            keys.insert(key)
+            let inserted = keys.insert(key).inserted
             storage = .set(keys)
+            return inserted
         case .list(var keys):
-            guard !keys.contains(key) else { return }
+            guard !keys.contains(key) else { return false }
             storage = .list([])
             if keys.count < Self.listLimit {
                 keys.append(key)
@@ -45,11 +48,8 @@ public struct CompletedPeers: Sendable, Sequence {
             } else {
                 storage = .set(Set(keys + [key]))
             }
+            return true
         }
-    }
-
-    public mutating func formUnion(_ keys: some Sequence<PeerKey>) {
-        for key in keys { insert(key) }
     }
 
     public func makeIterator() -> Array<PeerKey>.Iterator {

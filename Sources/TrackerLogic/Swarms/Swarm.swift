@@ -30,6 +30,9 @@ public struct Swarm: Sendable {
     public private(set) var completedPeers = CompletedPeers()
     private var seederCount: UInt32 = 0
     private var leecherCount: UInt32 = 0
+    /// The sum of `Digest.element` over every peer and completion: kept up to date by
+    /// each change, so the repository's digest never needs a pass over a million peers.
+    private(set) var digestSum: UInt64 = 0
 
     public init() {}
 
@@ -48,30 +51,69 @@ public struct Swarm: Sendable {
         (v4.count + v6.count, key.ip.family == .v4 ? v4.contains(key) : v6.contains(key))
     }
 
-    mutating func apply(_ a: Announce) {
+    /// What one change did to the swarm's digest sum and counts (the repository keeps
+    /// the totals). `sum` wraps: it is a difference modulo 2^64.
+    struct Change {
+        var sum: UInt64
+        var elements: Int
+        var peers: Int
+    }
+
+    private var tally: (sum: UInt64, elements: Int, peers: Int) { (digestSum, peerCount + completed, peerCount) }
+
+    private func change(since before: (sum: UInt64, elements: Int, peers: Int)) -> Change {
+        let after = tally
+        return Change(sum: after.sum &- before.sum, elements: after.elements - before.elements, peers: after.peers - before.peers)
+    }
+
+    /// `digest`: keep `digestSum` (a replica does; a standalone tracker, which never
+    /// compares repositories, saves the two hashes per announce).
+    mutating func apply(_ a: Announce, digest: Bool) -> Change {
+        let before = tally
+        applyAnnounce(a, digest: digest)
+        return change(since: before)
+    }
+
+    mutating func merge(_ m: SwarmMerge, digest: Bool) -> Change {
+        let before = tally
+        mergeContent(m, digest: digest)
+        return change(since: before)
+    }
+
+    mutating func expire(before: Instant, in infoHash: InfoHash, digest: Bool) -> Change {
+        let start = tally
+        expireRecords(before: before, in: infoHash, digest: digest)
+        return change(since: start)
+    }
+
+    private mutating func applyAnnounce(_ a: Announce, digest: Bool) {
         let key = a.key
         switch a.event {
         case .stopped:
             let removed = a.endpoint.ip.family == .v4 ? v4.remove(key) : v6.remove(key)
-            if let removed { count(removed, sign: -1) }
+            if let removed { count(removed, sign: -1, in: a.infoHash, digest: digest) }
         case .none, .started, .completed:
             let record = PeerRecord(a)
             let old = a.endpoint.ip.family == .v4 ? v4.upsert(record) : v6.upsert(record)
-            if let old { count(old, sign: -1) }
-            count(record, sign: 1)
-            if a.event == .completed { completedPeers.insert(key) }
+            if let old { count(old, sign: -1, in: a.infoHash, digest: digest) }
+            count(record, sign: 1, in: a.infoHash, digest: digest)
+            if a.event == .completed { complete(key, in: a.infoHash, digest: digest) }
         }
     }
 
-    mutating func merge(_ m: SwarmMerge) {
+    private mutating func mergeContent(_ m: SwarmMerge, digest: Bool) {
         for record in m.peers {
             let key = record.key
             if let existing = peer(key), existing.lastAnnounce > record.lastAnnounce { continue }
             let old = key.ip.family == .v4 ? v4.upsert(record) : v6.upsert(record)
-            if let old { count(old, sign: -1) }
-            count(record, sign: 1)
+            if let old { count(old, sign: -1, in: m.infoHash, digest: digest) }
+            count(record, sign: 1, in: m.infoHash, digest: digest)
         }
-        completedPeers.formUnion(m.completed)
+        for key in m.completed { complete(key, in: m.infoHash, digest: digest) }
+    }
+
+    private mutating func complete(_ key: PeerKey, in infoHash: InfoHash, digest: Bool) {
+        if completedPeers.insert(key) && digest { digestSum &+= Digest.element(infoHash, completion: key) }
     }
 
     /// This swarm as a merge value, in a canonical order.
@@ -79,16 +121,19 @@ public struct Swarm: Sendable {
         SwarmMerge(infoHash: infoHash, peers: peers.sorted { $0.key < $1.key }, completed: completedPeers.sorted())
     }
 
-    mutating func expire(before: Instant) {
-        for record in v4.removeAll(where: { $0.lastAnnounce < before }) { count(record, sign: -1) }
-        for record in v6.removeAll(where: { $0.lastAnnounce < before }) { count(record, sign: -1) }
+    private mutating func expireRecords(before: Instant, in infoHash: InfoHash, digest: Bool) {
+        for record in v4.removeAll(where: { $0.lastAnnounce < before }) { count(record, sign: -1, in: infoHash, digest: digest) }
+        for record in v6.removeAll(where: { $0.lastAnnounce < before }) { count(record, sign: -1, in: infoHash, digest: digest) }
     }
 
     /// Counts follow the tables, which never hold more than memory allows: the wrapping
     /// arithmetic cannot wrap in practice and never traps.
-    private mutating func count(_ record: PeerRecord, sign: Int) {
+    private mutating func count(_ record: PeerRecord, sign: Int, in infoHash: InfoHash, digest: Bool) {
         let delta = UInt32(truncatingIfNeeded: sign)
         if record.isSeeder { seederCount &+= delta } else { leecherCount &+= delta }
+        guard digest else { return }
+        let element = Digest.element(infoHash, record)
+        if sign > 0 { digestSum &+= element } else { digestSum &-= element }
     }
 
     /// Peers for a requester, of the requester's family, never the requester itself.

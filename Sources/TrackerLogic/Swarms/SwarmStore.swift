@@ -1,10 +1,18 @@
 /// The repository: info hash → swarm. Changes only through `apply(_:)`.
-public struct SwarmStore: Sendable, Equatable {
+public struct SwarmStore: Sendable {
     public private(set) var swarms: [InfoHash: Swarm] = [:]
     /// Registered .torrent files: names for the swarms tab, and the access list.
     public private(set) var catalogue = Catalogue()
+    /// Kept by every change (`Digest.element` of what came and went), so that
+    /// `Digest.of(store)` and `peerCount` cost nothing however large the repository.
+    private(set) var digestSum: UInt64 = 0
+    private(set) var digestCount: UInt64 = 0
+    public private(set) var peerCount = 0
+    /// False for a standalone tracker: nothing compares its repository with another, so
+    /// it skips the digest bookkeeping and `Digest.of` makes a pass instead.
+    public let keepsDigest: Bool
 
-    public init() {}
+    public init(keepsDigest: Bool = true) { self.keepsDigest = keepsDigest }
 
     public mutating func apply(_ update: SwarmUpdate) {
         switch update {
@@ -12,25 +20,38 @@ public struct SwarmStore: Sendable, Equatable {
             if a.event == .stopped {
                 // A stop for an unknown swarm creates nothing.
                 guard var swarm = swarms.removeValue(forKey: a.infoHash) else { return }
-                swarm.apply(a)
+                account(swarm.apply(a, digest: keepsDigest))
                 if !swarm.isEmpty { swarms[a.infoHash] = swarm }
             } else {
-                swarms[a.infoHash, default: Swarm()].apply(a)
+                account(swarms[a.infoHash, default: Swarm()].apply(a, digest: keepsDigest))
             }
         case .merge(let m):
             var swarm = swarms.removeValue(forKey: m.infoHash) ?? Swarm()
-            swarm.merge(m)
+            account(swarm.merge(m, digest: keepsDigest))
             if !swarm.isEmpty { swarms[m.infoHash] = swarm }
         case .catalogue(let change):
+            let hash: InfoHash
+            switch change {
+            case .register(let t): hash = t.infoHash
+            case .unregister(let h): hash = h
+            }
+            if keepsDigest, let old = catalogue.torrents[hash] { account(Swarm.Change(sum: 0 &- Digest.element(old), elements: -1, peers: 0)) }
             catalogue.apply(change)
+            if keepsDigest, let new = catalogue.torrents[hash] { account(Swarm.Change(sum: Digest.element(new), elements: 1, peers: 0)) }
         case .expire(let before):
             // Swarms are independent, so the visiting order cannot change the result.
             for hash in Array(swarms.keys) {
                 guard var swarm = swarms.removeValue(forKey: hash) else { continue }
-                swarm.expire(before: before)
+                account(swarm.expire(before: before, in: hash, digest: keepsDigest))
                 if !swarm.isEmpty { swarms[hash] = swarm }
             }
         }
+    }
+
+    private mutating func account(_ change: Swarm.Change) {
+        digestSum &+= change.sum
+        digestCount &+= UInt64(truncatingIfNeeded: change.elements)
+        peerCount += change.peers
     }
 
     public mutating func apply(_ updates: some Sequence<SwarmUpdate>) {
@@ -53,7 +74,6 @@ public struct SwarmStore: Sendable, Equatable {
     }
 
     public var swarmCount: Int { swarms.count }
-    public var peerCount: Int { swarms.values.reduce(0) { $0 + $1.peerCount } }
 
     /// The whole repository as merge values, in a canonical order: what a snapshot carries.
     public func content() -> [SwarmMerge] {
@@ -67,10 +87,16 @@ public struct SwarmStore: Sendable, Equatable {
 
     /// Rebuilds a repository from `content()` and `catalogue.sorted`.
     public init(content: [SwarmMerge], torrents: [RegisteredTorrent] = []) {
+        keepsDigest = true
         for m in content { apply(.merge(m)) }
-        for t in torrents { catalogue.apply(.register(t)) }
+        for t in torrents { apply(.catalogue(.register(t))) }
     }
 
     /// Info hashes in a stable order, for anything that must be deterministic.
     public var sortedInfoHashes: [InfoHash] { swarms.keys.sorted() }
+}
+
+extension SwarmStore: Equatable {
+    /// Equal content; what each side keeps about it (digest sums, counts) follows.
+    public static func == (l: SwarmStore, r: SwarmStore) -> Bool { l.swarms == r.swarms && l.catalogue == r.catalogue }
 }
