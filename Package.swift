@@ -77,7 +77,9 @@ let package = Package(
         ),
         .testTarget(
             name: "RuntimeTests",
-            dependencies: ["TrackerRuntime", "TrackerLogic", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["TrackerRuntime", "TrackerLogic", .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]
         ),
         .testTarget(
             name: "SimulationTests",

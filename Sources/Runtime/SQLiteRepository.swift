@@ -108,7 +108,7 @@ public final class SQLiteRepository {
                 "left" INTEGER NOT NULL,
                 last_announce INTEGER NOT NULL,
                 PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
-            CREATE INDEX IF NOT EXISTS peers_by_age ON peers(last_announce);
+            DROP INDEX IF EXISTS peers_by_age;
             CREATE TABLE IF NOT EXISTS completions(
                 info_hash TEXT NOT NULL,
                 peer_id TEXT NOT NULL,
@@ -132,25 +132,44 @@ public final class SQLiteRepository {
 
     // MARK: writes
 
-    public func perform(_ write: StoreWrite) throws {
+    /// Several writes in one SQLite transaction: commits that queued up while the writer
+    /// was busy share one WAL commit (and the pages they both touch are written once).
+    /// All or nothing: on an error none of them is kept.
+    public func perform(_ writes: [StoreWrite]) throws {
+        guard writes.count > 1 else {
+            if let write = writes.first { try perform(write) }
+            return
+        }
         do {
             try db.write { db in
-                switch write {
-                case .commit(let rows): try Self.apply(rows, db)
-                case .snapshot(let s): try Self.replace(with: s, db)
-                case .epoch(let e):
-                    let stored = try Self.meta("epoch", db).map { Epoch(packed: UInt64(bitPattern: $0)) } ?? .zero
-                    // Only ever upwards — except over an impossible stored value (a forged
-                    // term that once reached the disk), which the node has reported and reset.
-                    if e > stored || !stored.isWellFormed { try Self.setMeta("epoch", Int64(bitPattern: e.packed), db) }
-                case .wipe: try Self.wipe(db, keepEpoch: true)
-                case .probe:
-                    // A real write: a read-only or full disk fails here, not on the next commit.
-                    try Self.setMeta("probe", Int64(try Self.meta("probe", db) ?? 0) &+ 1, db)
-                }
+                for write in writes { try Self.perform(write, db) }
             }
         } catch {
+            throw RepositoryError("\(writes.count) writes (\(writes.map(\.name).joined(separator: ", "))) failed on \(path): \(error)")
+        }
+    }
+
+    public func perform(_ write: StoreWrite) throws {
+        do {
+            try db.write { db in try Self.perform(write, db) }
+        } catch {
             throw RepositoryError("\(write.name) failed on \(path): \(error)")
+        }
+    }
+
+    static func perform(_ write: StoreWrite, _ db: Database) throws {
+        switch write {
+        case .commit(let rows): try apply(rows, db)
+        case .snapshot(let s): try replace(with: s, db)
+        case .epoch(let e):
+            let stored = try meta("epoch", db).map { Epoch(packed: UInt64(bitPattern: $0)) } ?? .zero
+            // Only ever upwards — except over an impossible stored value (a forged
+            // term that once reached the disk), which the node has reported and reset.
+            if e > stored || !stored.isWellFormed { try setMeta("epoch", Int64(bitPattern: e.packed), db) }
+        case .wipe: try wipe(db, keepEpoch: true)
+        case .probe:
+            // A real write: a read-only or full disk fails here, not on the next commit.
+            try setMeta("probe", Int64(try meta("probe", db) ?? 0) &+ 1, db)
         }
     }
 

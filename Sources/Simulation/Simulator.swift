@@ -530,7 +530,8 @@ public struct Simulator {
             let beacon: Bool
             if case .beacon = action { beacon = true } else { beacon = false }
             // A keepalive on the peer network is one datagram; the broker carries fragments.
-            let frames = beacon ? [channel.seal(env, now: nodeNow(slot))] : channel.sealFragments(env, now: nodeNow(slot))
+            let frames = beacon ? [channel.seal(env, now: nodeNow(slot))]
+                : channel.sealFragments(encoded: bytes, from: env.from, incarnation: env.incarnation, now: nodeNow(slot))
             slots[slot].channel = channel
             for frame in frames {
                 adversary?.capture(frame)
@@ -663,8 +664,13 @@ public struct Simulator {
     /// never for the outage. Without the peer network's keepalives every node was alone
     /// and each served for the whole outage.
     mutating func checkOneServerWithoutBroker() {
+        // The cheap conditions first: this runs after every step.
+        guard brokerDown, partitionSide == nil, peerNetworkSide == nil, oneWay == nil else {
+            twoServingSince = nil
+            return
+        }
         let serving = slots.indices.filter { slots[$0].node?.isServing == true }
-        guard brokerDown, partitionSide == nil, peerNetworkSide == nil, oneWay == nil, serving.count > 1 else {
+        guard serving.count > 1 else {
             twoServingSince = nil
             return
         }

@@ -32,6 +32,15 @@ import TrackerRuntime
                                   at: Instant(milliseconds: t)))
     }
 
+    /// 3,000 new peers: more than a repository capped with `limitSize(extraPages: 0)` takes.
+    func moreThanAFullDiskTakes(at t: Int64) -> [SwarmUpdate] {
+        (0..<3000).map { i in
+            .announce(Announce(infoHash: hash(UInt32(100 + i)), peerID: PeerID(a: 9, b: 9, c: UInt32(i)),
+                               endpoint: PeerEndpoint(ip: .v4(0x0B00_0001), port: 1), uploaded: 0, downloaded: 0,
+                               left: 1, event: .started, at: Instant(milliseconds: t)))
+        }
+    }
+
     func expectSame(_ repo: SQLiteRepository, _ replica: Replica, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let loaded = try repo.load()
         let expected = replica.snapshot()
@@ -126,12 +135,7 @@ import TrackerRuntime
         let before = try repo.load()
         try repo.limitSize(extraPages: 0)
         var big = replica
-        let updates: [SwarmUpdate] = (0..<3000).map { i in
-            .announce(Announce(infoHash: hash(UInt32(100 + i)), peerID: PeerID(a: 9, b: 9, c: UInt32(i)),
-                               endpoint: PeerEndpoint(ip: .v4(0x0B00_0001), port: 1), uploaded: 0, downloaded: 0,
-                               left: 1, event: .started, at: Instant(milliseconds: 200)))
-        }
-        let tx = Transaction(ref: TxRef(epoch: epoch, txid: 6), updates: updates)
+        let tx = Transaction(ref: TxRef(epoch: epoch, txid: 6), updates: moreThanAFullDiskTakes(at: 200))
         big.commit(tx)
         #expect(throws: RepositoryError.self) { try repo.perform(.commit(CommitRows(tx, replica: big))) }
         #expect(try repo.load() == before, "a failed write leaves the committed rows as they were")
@@ -139,6 +143,35 @@ import TrackerRuntime
         try repo.perform(.probe)
         try repo.perform(.commit(CommitRows(tx, replica: big)))
         try expectSame(repo, big)
+    }
+
+    /// Commits that queued up go to SQLite in one transaction: all of them land, in
+    /// order, or (a full disk) none of them does.
+    @Test func aBatchOfCommitsLandsWholeOrNotAtAll() throws {
+        let repo = try SQLiteRepository(path: tempPath())
+        var replica = Replica()
+        var rng = SeededGenerator(seed: 11)
+        var batch: [StoreWrite] = []
+        for txid in 1...40 as ClosedRange<UInt64> {
+            let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: (0..<4).map { _ in randomUpdate(&rng, at: 9000 + Int64(txid)) })
+            replica.commit(tx)
+            batch.append(.commit(CommitRows(tx, replica: replica)))
+            if txid % 10 == 0 {
+                try repo.perform(batch)
+                batch = []
+            }
+        }
+        try expectSame(repo, replica)
+        let before = try repo.load()
+        try repo.limitSize(extraPages: 0)
+        var big = replica
+        let small = Transaction(ref: TxRef(epoch: epoch, txid: 41), updates: [randomUpdate(&rng, at: 9100)])
+        big.commit(small)
+        let first = StoreWrite.commit(CommitRows(small, replica: big))
+        let huge = Transaction(ref: TxRef(epoch: epoch, txid: 42), updates: moreThanAFullDiskTakes(at: 9200))
+        big.commit(huge)
+        #expect(throws: RepositoryError.self) { try repo.perform([first, .commit(CommitRows(huge, replica: big))]) }
+        #expect(try repo.load() == before, "the commit that fitted was not kept without the one that did not")
     }
 
     @Test func corruptFileIsAnErrorNotACrash() throws {

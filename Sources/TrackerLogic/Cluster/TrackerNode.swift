@@ -152,7 +152,13 @@ public struct TrackerNode: Sendable {
     }
 
     /// Serving peers: master, recovered, not in an election.
-    public var isServing: Bool { leader?.isServing == true }
+    public var isServing: Bool {
+        // A switch reads the master's state in place; `leader?` would copy all of it.
+        switch state {
+        case .master(let l): return l.recovery == nil
+        default: return false
+        }
+    }
 
     /// The keepalive view of whether this node's repository is the master's.
     public var inSync: Bool {
