@@ -4,7 +4,7 @@ import NIOConcurrencyHelpers
 import NIOPosix
 import Testing
 import TrackerLogic
-@testable import TrackerRuntime
+import TrackerRuntime
 
 /// The writer thread takes whatever queued up while it was busy: every write completes,
 /// in the order submitted, and the disk ends where the last one left it.

@@ -7,7 +7,7 @@ import TrackerLogic
 /// so SQLite never blocks the event loop that serialises the node. Results come back on
 /// that loop. A repository that could not be opened (corrupt file, missing directory) is
 /// reopened on the next probe: the node keeps running and votes ERROR meanwhile.
-final class StoreWriter: @unchecked Sendable {
+public final class StoreWriter: @unchecked Sendable {
     let pool = NIOThreadPool(numberOfThreads: 1)
     let loop: EventLoop
     let path: String
@@ -15,7 +15,7 @@ final class StoreWriter: @unchecked Sendable {
     private var repository: SQLiteRepository?
     private(set) var openError: String?
 
-    init(path: String, loop: EventLoop) {
+    public init(path: String, loop: EventLoop) {
         self.path = path
         self.loop = loop
         pool.start()
@@ -27,7 +27,7 @@ final class StoreWriter: @unchecked Sendable {
     }
 
     /// What the disk held at start; nil (and an error) when it could not be read.
-    func load() -> Result<DurableState, Error> {
+    public func load() -> Result<DurableState, Error> {
         guard let repository else { return .failure(RepositoryError(openError ?? "repository not open")) }
         return Result { try repository.load() }
     }
@@ -40,7 +40,7 @@ final class StoreWriter: @unchecked Sendable {
     /// Runs `write` after every earlier one; the future fails with the reason. Commits
     /// that queue up while the writer is busy go to SQLite together (one transaction:
     /// under load the disk keeps up with fewer, larger writes).
-    func submit(_ write: StoreWrite) -> EventLoopFuture<Void> {
+    public func submit(_ write: StoreWrite) -> EventLoopFuture<Void> {
         let promise = loop.makePromise(of: Void.self)
         let startDrain = pending.withLockedValue { state in
             state.writes.append((write, promise))
@@ -102,9 +102,9 @@ final class StoreWriter: @unchecked Sendable {
 
     /// Completes when every write submitted before it is done (the pool has one thread
     /// and runs its tasks in order; a drain under way empties the queue before it ends).
-    func drain() -> EventLoopFuture<Void> {
+    public func drain() -> EventLoopFuture<Void> {
         pool.runIfActive(eventLoop: loop) {}
     }
 
-    func shutdown() { try? pool.syncShutdownGracefully() }
+    public func shutdown() { try? pool.syncShutdownGracefully() }
 }

@@ -50,8 +50,8 @@ public struct ClusterChannel: Sendable {
               let v = datagram.getInteger(at: datagram.readerIndex + 2, as: UInt8.self) else { return false }
         return m == magic && v == version
     }
-    static let headerBytes = 2 + 1 + 4 + 8 + 8
-    static let tagBytes = 32
+    public static let headerBytes = 2 + 1 + 4 + 8 + 8
+    public static let tagBytes = 32
 
     /// Signs with the first key; accepts any of them (at most two: old and new during a
     /// rotation).

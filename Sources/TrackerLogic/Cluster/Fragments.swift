@@ -14,7 +14,7 @@ import NIOCore
 public struct Fragment: Hashable, Sendable {
     /// Distinct from `ClusterCodec.magic` ("TK"): a frame body is one or the other.
     public static let magic: UInt16 = 0x5446
-    static let headerBytes = 2 + 4 + 8 + 8 + 4 + 4
+    public static let headerBytes = 2 + 4 + 8 + 8 + 4 + 4
 
     public var from: NodeID
     public var incarnation: UInt64
@@ -27,7 +27,7 @@ public struct Fragment: Hashable, Sendable {
         body.getInteger(at: body.readerIndex, as: UInt16.self) == magic
     }
 
-    func write(into b: inout ByteBuffer) {
+    public func write(into b: inout ByteBuffer) {
         b.writeInteger(Self.magic)
         b.writeInteger(from.rawValue)
         b.writeInteger(incarnation)
@@ -39,7 +39,7 @@ public struct Fragment: Hashable, Sendable {
     }
 
     /// Nil when the header is short, names no sender, or its index is not below its count.
-    init?(decoding body: ByteBuffer) {
+    public init?(decoding body: ByteBuffer) {
         var b = body
         guard b.readInteger(as: UInt16.self) == Self.magic,
               let from = b.readInteger(as: UInt32.self), let incarnation = b.readInteger(as: UInt64.self),
@@ -49,7 +49,7 @@ public struct Fragment: Hashable, Sendable {
         self.init(from: NodeID(from), incarnation: incarnation, transfer: transfer, index: index, count: count, payload: b)
     }
 
-    init(from: NodeID, incarnation: UInt64, transfer: UInt64, index: UInt32, count: UInt32, payload: ByteBuffer) {
+    public init(from: NodeID, incarnation: UInt64, transfer: UInt64, index: UInt32, count: UInt32, payload: ByteBuffer) {
         self.from = from; self.incarnation = incarnation; self.transfer = transfer
         self.index = index; self.count = count; self.payload = payload
     }
@@ -62,13 +62,13 @@ public struct Fragment: Hashable, Sendable {
 /// recently fed goes first), and one not fed for `maxAge` is dropped. A lost fragment
 /// therefore costs its message, never memory: the protocol asks again (a joiner's hello,
 /// a recovering master's catch-up request) as it does for any lost message.
-struct FragmentReassembly: Sendable {
-    static let maxFragments: UInt32 = 1 << 16
-    static let maxPartials = 4
+public struct FragmentReassembly: Sendable {
+    public static let maxFragments: UInt32 = 1 << 16
+    public static let maxPartials = 4
     /// 512 MiB: a snapshot of eight million peers.
-    let maxMessageBytes: Int
+    public let maxMessageBytes: Int
 
-    init(maxMessageBytes: Int = 512 << 20) { self.maxMessageBytes = maxMessageBytes }
+    public init(maxMessageBytes: Int = 512 << 20) { self.maxMessageBytes = maxMessageBytes }
 
     struct Key: Hashable, Sendable {
         var sender: NodeID
@@ -83,16 +83,19 @@ struct FragmentReassembly: Sendable {
         var lastHeard: Instant
     }
 
-    enum Outcome: Sendable {
+    public enum Outcome: Sendable, Equatable {
         case pending
         /// Every piece, in order: the encoded message.
         case complete(ByteBuffer)
         case dropped(ClusterRejection)
     }
 
-    private(set) var partials: [Key: Partial] = [:]
+    private var partials: [Key: Partial] = [:]
 
-    mutating func accept(_ f: Fragment, now: Instant, maxAge: Milliseconds) -> Outcome {
+    /// The transfers in assembly, in order.
+    public var pendingTransfers: [UInt64] { partials.keys.map(\.transfer).sorted() }
+
+    public mutating func accept(_ f: Fragment, now: Instant, maxAge: Milliseconds) -> Outcome {
         partials = partials.filter { now - $0.value.lastHeard <= maxAge }
         guard f.count >= 2, f.count <= Self.maxFragments else { return .dropped(.oversized) }
         let key = Key(sender: f.from, incarnation: f.incarnation, transfer: f.transfer)
