@@ -2,15 +2,19 @@ import NIOCore
 import TrackerLogic
 
 /// libFuzzer target: the cluster channel (frame verification), the cluster message
-/// decoder and one node's `step`. Properties: decoding is total; a decoded envelope
-/// re-encodes to bytes that decode to the same envelope; a sealed frame opens to the
-/// envelope that was sealed, once (a second copy is a replay); no input traps the node.
+/// decoder, the fragment reassembly and one node's `step`. Properties: decoding is total;
+/// a decoded envelope re-encodes to bytes that decode to the same envelope; a sealed frame
+/// opens to the envelope that was sealed, once (a second copy is a replay); fragments of
+/// any header and size never trap the reassembly nor grow it past its bounds; no input
+/// traps the node.
 struct ClusterFuzzState {
     var node: TrackerNode
     var now = Instant(milliseconds: 1_700_000_000_000)
     var runs = 0
     var sender = ClusterChannel(keys: [ClusterKey(bytes: Array(repeating: 7, count: 32))!], startedAt: Instant(milliseconds: 0))
     var receiver = ClusterChannel(keys: [ClusterKey(bytes: Array(repeating: 7, count: 32))!], startedAt: Instant(milliseconds: 0))
+    /// Small, so that inputs reach the byte bound too.
+    var reassembly = FragmentReassembly(maxMessageBytes: 4096)
 
     static func freshNode(at now: Instant) -> TrackerNode {
         var node = TrackerNode(id: NodeID(1), incarnation: 1, config: ClusterConfig(),
@@ -36,6 +40,15 @@ public func clusterFuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     clusterFuzz.now = clusterFuzz.now + Milliseconds(7)
     // Frames as the broker delivers them: verified first (must not trap either).
     _ = clusterFuzz.receiver.open(bytes, ownID: NodeID(1), now: clusterFuzz.now)
+    // A fragment as an authenticated sender could shape it (what `open` hands on after the tag).
+    if let fragment = Fragment(decoding: bytes) {
+        if case .complete(let message) = clusterFuzz.reassembly.accept(fragment, now: clusterFuzz.now, maxAge: .seconds(30)) {
+            guard message.readableBytes <= clusterFuzz.reassembly.maxMessageBytes else { fatalError("a reassembled message over the bound") }
+            _ = ClusterCodec.decode(message)
+        }
+        guard clusterFuzz.reassembly.pendingTransfers.count <= FragmentReassembly.maxPartials else { fatalError("too many partial messages") }
+        return 0
+    }
     guard case .success(let envelope) = ClusterCodec.decode(bytes) else { return 0 }
     guard case .success(let again) = ClusterCodec.decode(ClusterCodec.encode(envelope)), again == envelope else {
         fatalError("cluster message does not round-trip: \(envelope.message.name)")
