@@ -18,6 +18,7 @@ Usage: transfer.py [--peers 1000000] [--swarms 100000] [--timeout 120]
 import argparse
 import os
 import sqlite3
+import subprocess
 import sys
 import time
 
@@ -29,7 +30,8 @@ from suite import cpu_seconds, peak_rss_kib  # noqa: E402
 
 
 def write_repository(path, peers, swarms):
-    """A repository as node 2 would have left it: peers, their swarms, one epoch run."""
+    """A repository as node 2 would have left it: peers, their swarms, one epoch run.
+    The tables are SQLiteRepository.createSchema's; a change there must be made here."""
     db = sqlite3.connect(path)
     db.executescript("""
         PRAGMA journal_mode = WAL;
@@ -39,7 +41,6 @@ def write_repository(path, peers, swarms):
             port INTEGER NOT NULL, uploaded INTEGER NOT NULL, downloaded INTEGER NOT NULL,
             "left" INTEGER NOT NULL, last_announce INTEGER NOT NULL,
             PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
-        CREATE INDEX peers_by_age ON peers(last_announce);
         CREATE TABLE completions(info_hash TEXT NOT NULL, peer_id TEXT NOT NULL, ip TEXT NOT NULL,
             PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
         CREATE TABLE cluster_meta(key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);
@@ -87,7 +88,8 @@ def main():
     parser.add_argument("--swarms", type=int, default=100_000)
     parser.add_argument("--timeout", type=float, default=120)
     a = parser.parse_args()
-    broker_was_running = "not running" not in activemq("status")
+    broker_was_running = subprocess.run([os.path.join(HERE, "..", "..", "scripts", "activemq.sh"), "status"],
+                                        capture_output=True).returncode == 0
     activemq("start")
     cluster = Cluster(f"transfer{os.getpid()}", free_udp_port(), extra_args=["--peer-timeout", "3600"])
     try:

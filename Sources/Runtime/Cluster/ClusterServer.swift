@@ -332,7 +332,7 @@ public final class ClusterServer: @unchecked Sendable {
             if headers.first(where: { $0.name == "sender" })?.value == String(incarnation, radix: 16) { return }
             switch channel.open(body, ownID: node.id, now: WallClock.now()) {
             case .success(nil):
-                stats.fragments += 1
+                break  // a fragment taken in; its message is not whole yet
             case .success(let env?):
                 stats.clusterMessages += 1
                 if !stopping { step(.cluster(env)) }
@@ -375,9 +375,6 @@ public struct ClusterServerStats: Sendable {
     public var replies = 0
     public var errorReplies = 0
     public var clusterMessages = 0
-    /// Pieces of messages too long for one frame (a snapshot, a long catch-up), taken in
-    /// before their message was whole.
-    public var fragments = 0
     /// Keepalives heard on the peer network (they keep the nodes together when the broker
     /// is gone).
     public var beacons = 0
