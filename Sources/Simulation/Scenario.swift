@@ -26,6 +26,10 @@ public struct Scenario: Sendable, CustomStringConvertible {
     /// snapshots, catch-ups and prepares travel in fragments through loss, duplication
     /// and reordering; the runtime's default elsewhere.
     public var fragmentBytes = ClusterChannel.defaultFragmentBytes
+    /// Share of broker and peer-network frames corrupted in transit (bit flips,
+    /// truncation) during the fault window; a snapshot so hit is corrupted before it is
+    /// sealed instead, where only its checksum can tell.
+    public var corruptRate = 0.0
 
     public static let start = Instant(milliseconds: 1_700_000_000_000)
 
@@ -45,6 +49,12 @@ public struct Scenario: Sendable, CustomStringConvertible {
         case storeFails(Int)
         case storeHeals(Int)
         case slow(Int, extraDelay: Int64)
+        /// A crash whose disk keeps all but its newest `lastWrites` transactions (0: none).
+        case diskLoss(Int, lastWrites: Int)
+        /// A second process starts with this node's id (a newer one: it must yield).
+        case impostor(Int)
+        /// The node's process is stopped (SIGSTOP, a paused VM) for this long, then runs on.
+        case pause(Int, for: Int64)
 
         public var description: String {
             switch self {
@@ -60,6 +70,9 @@ public struct Scenario: Sendable, CustomStringConvertible {
             case .storeFails(let n): return "store fails s\(n)"
             case .storeHeals(let n): return "store heals s\(n)"
             case .slow(let n, let d): return "slow s\(n) +\(d)ms"
+            case .diskLoss(let n, let w): return w == 0 ? "disk-lost s\(n)" : "disk-loses-\(w) s\(n)"
+            case .impostor(let n): return "impostor of s\(n)"
+            case .pause(let n, let d): return "pause s\(n) \(d)ms"
             }
         }
     }
@@ -161,6 +174,52 @@ public struct Scenario: Sendable, CustomStringConvertible {
             faults.append(TimedFault(at: min(t, faultEnd - Milliseconds(1)), fault: .join(joined)))
             joined += 1
         }
+        // Disk losses, corruption: streams of their own, so every draw above stays as it was.
+        var disks = SeededGenerator(seed: seed ^ 0x4449_534B_4C4F_5353)
+        if initial > 0 && disks.chance(0.25) {
+            let n = disks.below(initial)
+            let at = Scenario.start + Milliseconds(Int64(2500 + disks.below(Int(max(1, faultSeconds * 1000 - 4000)))))
+            if at < faultEnd {
+                faults.append(TimedFault(at: at, fault: .diskLoss(n, lastWrites: disks.chance(0.3) ? 0 : 1 + disks.below(8))))
+                let back = at + Milliseconds(Int64(300 + disks.below(4000)))
+                if back < faultEnd { faults.append(TimedFault(at: back, fault: .restart(n))) }
+            }
+        }
+        if disks.chance(0.3) { corruptRate = Double(1 + disks.below(5)) / 100 }
+        // Pauses and duplicate ids, from a stream of their own too.
+        var odd = SeededGenerator(seed: seed ^ 0x5041_5553_4544_4944)
+        if initial > 0 && odd.chance(0.15) {
+            let n = odd.below(initial)
+            let at = Scenario.start + Milliseconds(Int64(2500 + odd.below(Int(max(1, faultSeconds * 1000 - 3000)))))
+            if at < faultEnd { faults.append(TimedFault(at: at, fault: .pause(n, for: Int64(1500 + odd.below(3000))))) }
+        }
+        if let firstJoin = faults.filter({ if case .join = $0.fault { return true } else { return false } }).map(\.at).min(),
+           odd.chance(0.25) {
+            // Every node holding the repository is down when the newcomers arrive: they lead
+            // an empty cluster, and the old nodes come back with a state nobody else has
+            // (merges; votes from nodes the master wrongly counts as in sync).
+            for n in 0..<initial where firstJoin > Scenario.start + Milliseconds(1000) {
+                faults.append(TimedFault(at: firstJoin - Milliseconds(300), fault: .crash(n)))
+                let back = firstJoin + Milliseconds(Int64(2500 + odd.below(3000)))
+                if back < faultEnd { faults.append(TimedFault(at: back, fault: .restart(n))) }
+            }
+        }
+        if initial > 1 && odd.chance(0.08) {
+            // Only where nothing else happens to that node or the network around it: ids are
+            // the operator's to keep unique, and a duplicate hidden behind a partition can
+            // lead "its" epoch twice — the detection is for the visible case.
+            let n = odd.below(initial)
+            let at = Scenario.start + Milliseconds(Int64(2500 + odd.below(Int(max(1, faultSeconds * 1000 - 3000)))))
+            let window = (at - Milliseconds(10_000))...(at + Milliseconds(8_000))
+            let clear = !faults.contains { f in
+                guard window.contains(f.at) else { return false }
+                switch f.fault {
+                case .partition, .oneWay, .brokerOutage, .peerNetworkPartition, .heal, .pause: return true
+                default: return f.fault.slots.contains(n)
+                }
+            }
+            if clear && at < faultEnd { faults.append(TimedFault(at: at, fault: .impostor(n))) }
+        }
         self.faults = faults.sorted { $0.at < $1.at }
         // Drawn from a stream of its own, so adding it changed no other draw.
         var hostile = SeededGenerator(seed: seed ^ 0x4144_5645_5253_4152)
@@ -181,6 +240,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
         s.quorum = quorum
         s.lossRate = 0
         s.duplicateRate = 0
+        s.corruptRate = 0
         s.minDelay = 1
         s.maxDelay = 5
         s.peers = peers
@@ -201,5 +261,6 @@ public struct Scenario: Sendable, CustomStringConvertible {
             + "interval=\(announceInterval)s faults=[\(f)]" + (adversary.map { " adversary=\($0)" } ?? "")
             + (operatorActions.isEmpty ? "" : " operator=[\(operatorActions.map(\.description).joined(separator: "; "))]")
             + (fragmentBytes == ClusterChannel.defaultFragmentBytes ? "" : " fragments=\(fragmentBytes)B")
+            + (corruptRate == 0 ? "" : " corrupt=\(corruptRate)")
     }
 }

@@ -86,7 +86,7 @@ struct NamedScenarioTests {
         let impostor = sim.startExtraNode(id: NodeID(2))
         sim.advance(by: Milliseconds.seconds(6))
         #expect(sim.node(impostor) == nil)
-        #expect(sim.exits.contains { $0.slot == impostor && $0.reason.contains("already used") })
+        #expect(sim.exits.contains { $0.slot == impostor && $0.reason == .idInUse(NodeID(2)) })
         #expect(sim.node(1)?.role == .slave, "the original n2 keeps running")
         #expect(sim.finish().passed)
     }
@@ -172,7 +172,7 @@ struct NamedScenarioTests {
         #expect(sim.node(0)!.replica.store.peerCount > 0)
         sim.inject(.shutdown(0))
         #expect(sim.node(0) == nil)
-        #expect(sim.exits.contains { $0.slot == 0 && $0.reason == "left the cluster" })
+        #expect(sim.exits.contains { $0.slot == 0 && $0.reason == .leftCluster })
         sim.inject(.restart(0))
         #expect(sim.node(0)!.replica.lastCommitted.txid == 0, "it restarts empty")
         sim.advance(by: Milliseconds.seconds(8))

@@ -215,18 +215,18 @@ public final class ClusterServer: @unchecked Sendable {
                 stats.commitLatency.record(WallClock.now() - sent)
                 metrics?.observeCommit(WallClock.now() - sent)
             }
-            store(.commit(CommitRows(tx, replica: node.replica)))
+            store(.commit(CommitRows(tx, replica: node.replica)), for: action)
         case .persistSnapshot(let snapshot):
-            store(.snapshot(snapshot))
+            store(.snapshot(snapshot), for: action)
         case .persistEpoch(let epoch):
-            store(.epoch(epoch))
+            store(.epoch(epoch), for: action)
         case .wipeStore:
-            store(.wipe)
+            store(.wipe, for: action)
         case .probeStore:
-            store(.probe)
+            store(.probe, for: action)
         case .exit(let reason):
             logger.notice("node stopped", metadata: ["reason": "\(reason)"])
-            teardown(code: reason == "left the cluster" ? 0 : 2)
+            teardown(code: reason.exitCode)
         }
     }
 
@@ -237,7 +237,8 @@ public final class ClusterServer: @unchecked Sendable {
         }
     }
 
-    func store(_ write: StoreWrite) {
+    /// Hands a write to the writer thread; what the node hears back is `storeOutcome`'s.
+    func store(_ write: StoreWrite, for action: NodeAction) {
         let name = write.name
         let isProbe: Bool
         if case .probe = write { isProbe = true } else { isProbe = false }
@@ -246,21 +247,18 @@ public final class ClusterServer: @unchecked Sendable {
             stats.storeBacklog -= 1
             switch result {
             case .success:
-                // A candidate waits for its new epoch to be durable before it leads.
-                if case .epoch(let e) = write, !stopping { step(.epochStored(e)) }
-                guard isProbe && !stopping else { return }
-                if storeFailing {
+                if isProbe && storeFailing {
                     storeFailing = false
                     logger.notice("repository accepts writes again; rewriting it whole", metadata: ["db": "\(settings.database)"])
                 }
-                step(.storeResult(ok: true, detail: ""))
+                if !stopping, let event = action.storeOutcome(ok: true) { step(event) }
             case .failure(let error):
                 stats.storeFailures += 1
                 // The first failure is an error; the retries of a known-bad disk are not news.
                 logger.log(level: storeFailing ? .debug : .error, "repository write failed; voting ERROR until it recovers",
                            metadata: ["write": "\(name)", "error": "\(error)"])
                 storeFailing = true
-                if !stopping { step(.storeResult(ok: false, detail: "\(error)")) }
+                if !stopping, let event = action.storeOutcome(ok: false, detail: "\(error)") { step(event) }
             }
         }
     }

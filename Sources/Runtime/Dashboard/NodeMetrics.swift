@@ -39,6 +39,8 @@ public final class NodeMetrics: Sendable {
             ("tracker_broker_connections_lost_total", [], status.broker.connectionsLost, "Broker connections lost"),
         ] + status.broker.rejectedClusterMessages.sorted { $0.key < $1.key }.map {
             ("tracker_cluster_rejected_messages_total", [("reason", $0.key)], $0.value, "Cluster messages dropped by the channel")
+        } + status.protocolPaths.sorted { $0.key < $1.key }.map {
+            ("tracker_protocol_path_total", [("path", $0.key)], Int(clamping: $0.value), "Protocol branches this node took")
         }
         lastCounts.withLockedValue { last in
             for (name, labels, value, help) in counters {

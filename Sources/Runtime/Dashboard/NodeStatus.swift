@@ -76,6 +76,9 @@ public struct NodeStatus: Codable, Sendable {
     var heldAnswered = 0
     /// Keepalives heard on the peer network.
     var beacons = 0
+    /// How often this node's process took each protocol branch (elections, aborts,
+    /// catch-ups, snapshots, merges, …), by the branch's name.
+    var protocolPaths: [String: UInt64] = [:]
     var broker = BrokerStatus()
     var members: [MemberStatus] = []
 }

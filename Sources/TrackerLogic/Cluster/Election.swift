@@ -57,6 +57,7 @@ extension TrackerNode {
         case .awaitingCoordinator: startElection(now)
         case .claiming:
             // The disk did not take the epoch: try again (with a higher one).
+            paths.count(.epochClaimLapsed)
             startElection(now)
         }
     }
@@ -110,6 +111,7 @@ extension TrackerNode {
     /// a majority may have committed, then serves.
     mutating func becomeMaster(_ now: Instant) {
         guard epoch.master == id else { return }
+        paths.count(.electionWon)
         membership.forgetConfirmations()
         state = .master(LeaderState(recoveryDeadline: now + config.recoveryTimeout, now: now, expiryEvery: expiryPeriod))
         broadcast(.coordinator(lastCommitted: replica.lastCommitted))

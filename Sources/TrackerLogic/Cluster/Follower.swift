@@ -118,15 +118,18 @@ extension TrackerNode {
         if let p = prepared, p.ref == previous, p.digest == previousDigest, p.txid == replica.lastCommitted.txid + 1 {
             commitLocally(p)
             prepared = nil
+            paths.count(.missedCommitApplied)
         }
         follower?.masterLast = previous
         if replica.lastCommitted == previous {
             prepared = tx
+            if !storeHealthy { paths.count(.voteStoreFailed) }
             send(.vote(txid: tx.txid, digest: tx.digest, verdict: storeHealthy ? .ok : .storeFailed), to: tx.ref.epoch.master)
         } else if tx.txid <= replica.lastCommitted.txid, replica.history.epoch(of: tx.txid) == tx.ref.epoch {
             // A retransmission of something we already committed.
             send(.vote(txid: tx.txid, digest: tx.digest, verdict: .ok), to: tx.ref.epoch.master)
         } else {
+            paths.count(.voteNotInSync)
             send(.vote(txid: tx.txid, digest: tx.digest, verdict: .notInSync), to: tx.ref.epoch.master)
             if follower?.retryAt == nil { follower?.retryAt = now }
         }
@@ -148,18 +151,24 @@ extension TrackerNode {
 
     /// Applies a run of transactions that continues our log; the rest is ignored.
     mutating func applyContiguous(_ txs: [Transaction]) {
+        let before = replica.lastCommitted
         for tx in txs where tx.txid == replica.lastCommitted.txid + 1 {
             commitLocally(tx)
         }
+        if replica.lastCommitted != before { paths.count(.catchUpApplied) }
         if let p = prepared, p.txid <= replica.lastCommitted.txid { prepared = nil }
     }
 
-    mutating func catchUpReceived(_ txs: [Transaction], after: TxRef, from node: NodeID, _ now: Instant) {
+    mutating func catchUpReceived(_ txs: [Transaction], after: TxRef, from node: NodeID, sentIn sent: Epoch, _ now: Instant) {
         // Found by the simulator (seed 201891 of a 200000.. sweep): a catch-up asked for
         // in epoch e1.2, delayed, landed after this node had led e2.1 on its own — and
         // e1.2's #18… were applied on top of e2.1's #17. Only a reply to our current
         // state is applied; anything else is stale, and asking again sorts it out.
-        guard after == replica.lastCommitted else {
+        // And only a reply sent in the epoch we follow: the state checker caught a node
+        // following e6.6 applying a catch-up its master had sent as master of e4.6 (seed
+        // 3223) — that reign's log need not be this one's.
+        guard after == replica.lastCommitted, sent == epoch else {
+            paths.count(.staleCatchUpIgnored)
             if follower != nil, node == master { follower?.retryAt = now }
             return
         }
@@ -190,9 +199,17 @@ extension TrackerNode {
         }
     }
 
-    mutating func snapshotReceived(_ snapshot: Snapshot, from node: NodeID, _ now: Instant) {
+    mutating func snapshotReceived(_ snapshot: Snapshot, from node: NodeID, sentIn sent: Epoch, _ now: Instant) {
+        // Sent in another reign than the one we follow: stale, as for a catch-up.
+        guard sent == epoch else {
+            if follower != nil, node == master { follower?.retryAt = now }
+            return
+        }
         // Corrupted in transit, or impossible: ask again later.
-        guard snapshot.isWellFormed, let store = snapshot.intactStore() else { return }
+        guard snapshot.isWellFormed, let store = snapshot.intactStore() else {
+            paths.count(.snapshotRefused)
+            return
+        }
         if let f = leader?.recovery?.fetching, f.node == node {
             let mine = replica.lastCommitted
             let isPrefix = mine.txid <= snapshot.lastCommitted.txid && snapshot.history.epoch(of: mine.txid) == mine.epoch
@@ -203,6 +220,8 @@ extension TrackerNode {
                 leader?.recovery?.ownDivergedTorrents += ownDivergedTorrents
             }
             installLocally(snapshot, store: store)
+            // What we prepared followed our old state, not this one.
+            if !isPrefix { prepared = nil }
             leader?.recovery?.fetching = nil
             leaderTick(now)
             return
@@ -243,6 +262,7 @@ extension TrackerNode {
 
     mutating func mergeDoneReceived(_ offerID: UInt64, _ now: Instant) {
         guard follower?.offer?.offerID == offerID else { return }
+        paths.count(.mergeCompleted)
         dropDivergedState(now)
     }
 

@@ -126,6 +126,7 @@ extension TrackerNode {
             // Not enough of the cluster to know what it committed: keep asking (once per
             // timeout, not per answer), serve nobody.
             if now >= r.deadline {
+                paths.count(.strictRecoveryHalted)
                 r.deadline = now + config.recoveryTimeout
                 broadcast(.coordinator(lastCommitted: replica.lastCommitted))
             }
@@ -136,19 +137,27 @@ extension TrackerNode {
         if let best = answers.max(by: { $0.last < $1.last }), replica.lastCommitted < best.last {
             r.fetching = (best.node, now + config.recoveryTimeout)
             leader?.recovery = r
+            paths.count(.recoveryFetched)
             send(.catchUpRequest(after: replica.lastCommitted), to: best.node)
             return
         }
         // Whatever anyone prepared right after our last commit may have been committed
         // by the old master: propose it again (applying an update twice is harmless).
+        // Only a transaction prepared on top of that very commit: one prepared after
+        // another branch's #n (a minority's own epoch) would apply that branch's older
+        // records over ours — the state checker caught an acknowledged announce rolled
+        // back so (seed 4851). A diverged branch comes back by merge, which keeps the
+        // newer record.
         var seen = Set<UInt64>()
         var recovered: [SwarmUpdate] = []
-        var candidates = answers.compactMap(\.prepared)
+        var candidates = answers.filter { $0.last == replica.lastCommitted }.compactMap(\.prepared)
         if let mine = prepared { candidates.append(mine) }
         for tx in candidates.sorted(by: { ($0.ref, $0.digest) < ($1.ref, $1.digest) })
         where tx.txid == replica.lastCommitted.txid + 1 && seen.insert(tx.digest).inserted {
             recovered += tx.updates
+            paths.count(.preparedReproposed)
         }
+        if !r.ownDivergedContent.isEmpty || !r.ownDivergedTorrents.isEmpty { paths.count(.recoveryMergedOwnState) }
         recovered += r.ownDivergedContent.map { .merge($0) }
         recovered += r.ownDivergedTorrents.filter { replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
         prepared = nil
@@ -225,6 +234,7 @@ extension TrackerNode {
             // Not a voter after all: it catches up, and the quorum is counted without it.
             membership.update(node) { $0.confirmed = .zero }
             if config.quorum == .live, let i = f.voters.firstIndex(of: node), f.votes[node] == nil {
+                paths.count(.notInSyncVoteCounted)
                 leader?.inFlight?.voters.remove(at: i)
                 let needed = majority(of: f.voters.count)
                 leader?.inFlight?.needed = needed
@@ -257,6 +267,7 @@ extension TrackerNode {
         guard var f = leader?.inFlight, let lastDigest = leader?.lastDigest else { return }
         if f.retries < config.voteRetries {
             f.retries += 1
+            paths.count(.prepareResent)
             f.deadline = now + config.voteTimeout
             leader?.inFlight = f
             broadcast(.prepare(f.tx, previous: f.previous, previousDigest: lastDigest))
@@ -264,6 +275,7 @@ extension TrackerNode {
         }
         let silent = f.voters.filter { f.votes[$0] == nil }
         for node in silent { membership.update(node) { $0.suspect = true } }
+        if !silent.isEmpty { paths.count(.silentVotersDropped) }
         if config.quorum == .live {
             // Silent voters count as down: the quorum is a majority of who is left.
             f.voters = f.voters.filter { f.votes[$0] != nil }
@@ -278,6 +290,9 @@ extension TrackerNode {
 
     mutating func commitInFlight(_ now: Instant) {
         guard let f = leader?.inFlight else { return }
+        paths.count(.transactionCommitted)
+        commitQuorums.append(CommitQuorum(ref: f.tx.ref, digest: f.tx.digest, voters: f.voters,
+                                        okVoters: f.votes.filter(\.value).keys.sorted(), ownVote: storeHealthy))
         commitLocally(f.tx)
         leader?.lastDigest = f.tx.digest
         leader?.inFlight = nil
@@ -302,6 +317,7 @@ extension TrackerNode {
 
     mutating func abortInFlight(reason: String, _ now: Instant) {
         guard let f = leader?.inFlight else { return }
+        paths.count(.transactionAborted)
         leader?.inFlight = nil
         broadcast(.abort(f.tx.ref, digest: f.tx.digest))
         var keep: [QueuedUpdate] = []
@@ -341,6 +357,7 @@ extension TrackerNode {
                       let free = membership.nextFreeID(after: Array(l.assignedIDs.values) + [id]) else { return }
                 assigned = free
                 leader?.assignedIDs[env.incarnation] = assigned
+                paths.count(.idAssigned)
             }
             broadcast(.idAssigned(incarnation: env.incarnation, id: assigned))
             return
@@ -355,8 +372,10 @@ extension TrackerNode {
             send(.catchUp(after: last, []), to: node)
             membership.update(node) { $0.confirmed = last }
         } else if replica.isPrefix(last), let txs = replica.transactions(after: last.txid) {
+            paths.count(.catchUpSent)
             send(.catchUp(after: last, txs), to: node)
         } else if hasState && !replica.isPrefix(last) {
+            paths.count(.mergeRequested)
             send(.mergeRequest, to: node)
         } else {
             let patience = snapshotPatience, last = replica.lastCommitted
@@ -364,6 +383,7 @@ extension TrackerNode {
             let recent = leader?.snapshotsSent.filter { now - $0.value.at < patience } ?? [:]
             leader?.snapshotsSent = recent
             leader?.snapshotsSent[node] = (last, now)
+            paths.count(.snapshotSent)
             send(.snapshot(replica.snapshot()), to: node)
         }
     }
@@ -380,8 +400,10 @@ extension TrackerNode {
         } else if follower != nil, node == master {
             // A recovering master fetches from us.
             if replica.isPrefix(after), let txs = replica.transactions(after: after.txid) {
+                if !txs.isEmpty { paths.count(.catchUpSent) }
                 send(.catchUp(after: after, txs), to: node)
             } else {
+                paths.count(.snapshotSent)
                 send(.snapshot(replica.snapshot()), to: node)
             }
         }

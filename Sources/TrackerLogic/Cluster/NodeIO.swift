@@ -45,7 +45,45 @@ public enum NodeAction: Hashable, Sendable {
     /// Check whether the store accepts writes again.
     case probeStore
     /// The node must stop: its id is taken, or it left.
-    case exit(reason: String)
+    case exit(reason: ExitReason)
+}
+
+/// Why a node stopped. Both hosts map it to the process's fate (exit status, the
+/// simulator's verdict) from this one definition.
+public enum ExitReason: Hashable, Sendable, CustomStringConvertible {
+    /// Clean shutdown: it told the others and emptied its store.
+    case leftCluster
+    /// Another live node uses its id.
+    case idInUse(NodeID)
+    /// Started with `--id auto`, no master to assign one, and no free id left.
+    case noFreeID
+
+    /// Stopping was asked for; anything else is a failure the operator must act on.
+    public var isClean: Bool { self == .leftCluster }
+    public var exitCode: Int32 { isClean ? 0 : 2 }
+
+    public var description: String {
+        switch self {
+        case .leftCluster: return "left the cluster"
+        case .idInUse(let id): return "node id \(id) is already used by a live node; choose another id or --id auto"
+        case .noFreeID: return "no free node id left to take; give one with --id"
+        }
+    }
+}
+
+extension NodeAction {
+    /// What the host reports back once this store action is done — the one rule both
+    /// hosts follow. Any failed write is reported (the node votes ERROR and probes until
+    /// the store heals); of the successes, only the epoch's (a candidate leads once its
+    /// epoch is durable) and a probe's: a committed transaction's write needs no answer.
+    public func storeOutcome(ok: Bool, detail: String = "") -> NodeEvent? {
+        switch self {
+        case .persist, .persistSnapshot, .wipeStore: return ok ? nil : .storeResult(ok: false, detail: detail)
+        case .persistEpoch(let epoch): return ok ? .epochStored(epoch) : .storeResult(ok: false, detail: detail)
+        case .probeStore: return .storeResult(ok: ok, detail: detail)
+        case .broadcast, .send, .beacon, .reply, .exit: return nil
+        }
+    }
 }
 
 /// What survives a crash: the stored repository and the highest epoch.

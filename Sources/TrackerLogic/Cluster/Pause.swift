@@ -21,6 +21,7 @@ extension TrackerNode {
         guard late > Milliseconds(config.keepaliveInterval.value / 2) else { return }
         membership.discount(pause: late, now: now)
         if case .master = state, late + config.keepaliveInterval >= config.downAfter {
+            paths.count(.pausedMasterSteppedDown)
             startElection(now)
             // The datagrams queued in its socket arrive now with nothing to tell their age:
             // whoever served meanwhile answered them (or they are too old) — not held.

@@ -43,6 +43,11 @@ public struct TrackerNode: Sendable {
     var held: HeldRequests
     /// Held requests this node handled after it came to serve (for the dashboard).
     public private(set) var answeredHeld: UInt64 = 0
+    /// How often this node took each protocol branch (the simulator's coverage table).
+    public internal(set) var paths = PathCounts()
+    /// What each commit of the last step was decided on (the simulator's checker holds
+    /// it against the votes actually sent). Emptied at every step.
+    public internal(set) var commitQuorums: [CommitQuorum] = []
     var out: [NodeAction] = []
 
     /// - Parameters:
@@ -74,6 +79,7 @@ public struct TrackerNode: Sendable {
                 epoch = max(epoch, s.lastCommitted.epoch, s.history.runs.last?.epoch ?? .zero)
             } else {
                 restoreProblems.append("stored repository names an impossible transaction \(s.lastCommitted); discarded (the master's state replaces it)")
+                paths.count(.restoredStateDiscarded)
             }
         }
         self.epoch = epoch
@@ -86,6 +92,7 @@ public struct TrackerNode: Sendable {
 
     public mutating func step(_ event: NodeEvent, now: Instant) -> [NodeAction] {
         if case .stopped = state { return [] }
+        if !commitQuorums.isEmpty { commitQuorums.removeAll(keepingCapacity: true) }
         if let due = wakeDue { discountPause(due: due, now) }
         let wasServing = isServing
         switch event {
@@ -244,6 +251,7 @@ public struct TrackerNode: Sendable {
     }
 
     mutating func installLocally(_ snapshot: Snapshot, store: SwarmStore) {
+        paths.count(.snapshotInstalled)
         replica.install(snapshot, store: store)
         out.append(.persistSnapshot(snapshot))
     }
@@ -290,7 +298,7 @@ public struct TrackerNode: Sendable {
             }
             // No master to assign an id: take the next free one ourselves.
             guard let free = membership.nextFreeID(after: [id]) else {
-                return stop(reason: "no free node id left to take; give one with --id")
+                return stop(reason: .noFreeID)
             }
             id = free
         }
@@ -366,10 +374,10 @@ public struct TrackerNode: Sendable {
         case .hello(let h): helloReceived(env, h, now)
         case .idAssigned: break
         case .idRefused(let inc, let refused):
-            if inc == incarnation, refused == id { stop(reason: "node id \(refused) is already used by a live node; choose another id or --id auto") }
+            if inc == incarnation, refused == id { stop(reason: .idInUse(refused)) }
         case .catchUpRequest(let after): catchUpRequested(by: env.from, after: after, now)
-        case .catchUp(let after, let txs): catchUpReceived(txs, after: after, from: env.from, now)
-        case .snapshot(let s): snapshotReceived(s, from: env.from, now)
+        case .catchUp(let after, let txs): catchUpReceived(txs, after: after, from: env.from, sentIn: env.epoch, now)
+        case .snapshot(let s): snapshotReceived(s, from: env.from, sentIn: env.epoch, now)
         case .snapshotAck(let ref): membership.update(env.from) { $0.confirmed = ref; $0.lastCommitted = ref }
         case .mergeRequest: mergeRequested(now)
         case .mergeOffer(let offer): mergeOfferReceived(offer, from: env.from, now)
@@ -394,7 +402,9 @@ public struct TrackerNode: Sendable {
         adopt(epoch: newEpoch)
         switch state {
         case .starting, .stopped, .modifying: return
-        case .master: stepDown(now)
+        case .master:
+            paths.count(.masterSteppedDown)
+            stepDown(now)
         case .slave, .candidate: break
         }
         if newEpoch.master != id {
@@ -432,9 +442,9 @@ public struct TrackerNode: Sendable {
         }
         guard m.lastHeard - c.firstHeard >= Milliseconds(config.keepaliveInterval.value * 9 / 10) else { return }
         if case .starting = state {
-            stop(reason: "node id \(id) is already used by a live node; choose another id or --id auto")
+            stop(reason: .idInUse(id))
         } else if incarnation > c.incarnation {
-            stop(reason: "node id \(id) is already used by a live node; choose another id or --id auto")
+            stop(reason: .idInUse(id))
         }
     }
 
@@ -445,7 +455,8 @@ public struct TrackerNode: Sendable {
         if case .slave(let f) = state, let m = f.master { sendHello(to: m, now) }
     }
 
-    mutating func stop(reason: String) {
+    mutating func stop(reason: ExitReason) {
+        if case .idInUse = reason { paths.count(.duplicateIDRefused) }
         state = .stopped
         out.append(.exit(reason: reason))
     }
@@ -457,6 +468,7 @@ public struct TrackerNode: Sendable {
             if !storeHealthy {
                 storeHealthy = true
                 nextProbe = nil
+                paths.count(.storeRewritten)
                 // Writes were skipped while the store failed: rewrite it whole, epoch too.
                 out.append(.persistSnapshot(replica.snapshot()))
                 out.append(.persistEpoch(epoch))
@@ -473,7 +485,7 @@ public struct TrackerNode: Sendable {
         broadcast(.leaving)
         replica.wipe()
         out.append(.wipeStore)
-        stop(reason: "left the cluster")
+        stop(reason: .leftCluster)
     }
 
     // MARK: peers
@@ -509,6 +521,7 @@ extension TrackerNode {
     mutating func answerHeld(_ now: Instant) {
         for r in held.takeUnanswered(now: now) {
             answeredHeld &+= 1
+            paths.count(.heldRequestAnswered)
             receivePeer(r.datagram, from: r.source, now)
         }
     }

@@ -1,0 +1,203 @@
+import NIOCore
+import TrackerLogic
+
+extension Simulator {
+    mutating func recordAck(peer p: Int, by slot: Int) {
+        guard let node = slots[slot].node else { return }
+        let key = peers[p].key
+        let hash = peers[p].infoHash
+        acknowledged += 1
+        var holders: [Int: Int] = [:]
+        if let ref = node.replica.lastTransaction(announcing: key, in: hash) {
+            for (s, gen) in appliedBy[ref] ?? [:] { holders[s] = gen }
+        }
+        holders[slot] = slots[slot].generation
+        if let record = node.replica.store[hash]?.peer(key) {
+            acked[key] = AckedAnnounce(at: record.lastAnnounce, stopped: false, holders: holders)
+            if let ref = node.replica.lastTransaction(announcing: key, in: hash) {
+                checker.acknowledged(key, infoHash: hash, ref: ref, at: record.lastAnnounce, now: now)
+            }
+        } else {
+            checker.acks[key] = nil
+            acked[key] = AckedAnnounce(at: nodeNow(slot), stopped: true, holders: holders)
+        }
+        ackedInfoHash[key] = hash
+    }
+
+
+    // MARK: invariants
+
+    mutating func fail(_ message: String) {
+        if violation == nil {
+            violation = "at \(now.milliseconds - Scenario.start.milliseconds)ms (event \(events)): \(message)"
+            note(-1, "VIOLATION \(message)")
+        }
+    }
+
+    /// After a step: the transactions the node applied, checked one by one (one
+    /// transaction id, one content) and by the state checker.
+    mutating func observeCommits(_ slot: Int, event: NodeEvent, wasSlave: Bool) {
+        guard let node = slots[slot].node else { return }
+        let last = node.replica.lastCommitted
+        let tracked = slots[slot].trackedLast
+        guard last != tracked else { return }
+        slots[slot].trackedLast = last
+        if last.txid == 0 { slots[slot].generation += 1; return }
+        if slots[slot].rejoining {
+            slots[slot].rejoining = false
+            coverage.count(.diskLossRejoined)
+        }
+        defer {
+            if violation == nil, let v = checker.reached(node.replica, slot: slot, expiredBefore: maxExpireCutoff) { fail(v) }
+        }
+        guard node.replica.isPrefix(tracked), let txs = node.replica.transactions(after: tracked.txid, limit: Int.max) else {
+            return  // a snapshot replaced the state
+        }
+        if let v = StateChecker.applied(txs, by: node, during: event, wasSlave: wasSlave) { return fail(v) }
+        for tx in txs {
+            commits += 1
+            let digest = tx.digest
+            if let known = appliedDigests[tx.ref], known != digest {
+                return fail("two different transactions committed as \(tx.ref)")
+            }
+            appliedDigests[tx.ref] = digest
+            appliedBy[tx.ref, default: [:]][slot] = slots[slot].generation
+            for case .expire(let before) in tx.updates where before > maxExpireCutoff { maxExpireCutoff = before }
+            for case .catalogue(.register(let t)) in tx.updates { committedTorrents[t.infoHash, default: [:]][slot] = slots[slot].generation }
+        }
+    }
+
+    mutating func checkStep(_ slot: Int) {
+        guard let node = slots[slot].node else { return }
+        if node.isServing != (slots[slot].held.servingSince != nil) {
+            slots[slot].held.servingSince = node.isServing ? now : nil
+            if node.isServing { queue.push(now + Self.heldAnswerTime, .checkHeld(slot, now)) }
+        }
+        if node.role == .master {
+            if let other = epochMasters[node.epoch], other != node.id {
+                return fail("two masters in epoch \(node.epoch): n\(other.rawValue) and n\(node.id.rawValue)")
+            }
+            epochMasters[node.epoch] = node.id
+        }
+        checkOneServerWithoutBroker()
+    }
+
+    /// With the broker down and the peer network whole, the nodes still hear each other's
+    /// keepalives there: two of them may serve at once only for the moment it takes the
+    /// lower epoch's master to hear the higher one (after a false suspicion under loss),
+    /// never for the outage. Without the peer network's keepalives every node was alone
+    /// and each served for the whole outage.
+    mutating func checkOneServerWithoutBroker() {
+        // The cheap conditions first: this runs after every step.
+        guard brokerDown, partitionSide == nil, peerNetworkSide == nil, oneWay == nil else {
+            twoServingSince = nil
+            return
+        }
+        let serving = slots.indices.filter { slots[$0].node?.isServing == true }
+        guard serving.count > 1 else {
+            twoServingSince = nil
+            return
+        }
+        let since = twoServingSince ?? now
+        twoServingSince = since
+        let slowest = slots.map(\.extraDelay).max() ?? 0
+        let bound = config.keepaliveInterval * 4 + Milliseconds(2 * (scenario.maxDelay + slowest))
+        if now - since > bound {
+            fail("\(serving.map { "s\($0)" }.joined(separator: " and ")) served together for \((now - since).value) ms "
+                 + "while the broker was down and the peer network whole (bound \(bound.value) ms)")
+        }
+    }
+
+
+    /// Why the live nodes are not (yet) one master and identical replicas, or nil.
+    func convergenceProblem() -> String? {
+        let live = slots.indices.filter { slots[$0].node != nil }
+        let masters = live.filter { slots[$0].node!.isServing }
+        guard masters.count == 1 else {
+            let roles = live.map { "s\($0)=\(slots[$0].node!.role)/\(slots[$0].node!.epoch)" }.joined(separator: " ")
+            return "after healing, \(masters.count) serving masters (\(roles))"
+        }
+        let m = slots[masters[0]].node!
+        // The digest every status page and snapshot check reads is kept change by change:
+        // it must equal a pass over the whole content.
+        for s in live where Digest.of(slots[s].node!.replica.store) != Digest.recomputed(slots[s].node!.replica.store) {
+            return "after healing, s\(s)'s kept digest differs from its content's"
+        }
+        for s in live where s != masters[0] {
+            let n = slots[s].node!
+            guard n.role == .slave, n.master == m.id else {
+                return "after healing, s\(s) is \(n.role) following \(n.master.map { "\($0)" } ?? "nobody"), not master \(m.id)"
+            }
+            guard n.replica == m.replica, n.replica.digest == m.replica.digest else {
+                return "after healing, s\(s) holds \(n.replica.lastCommitted) digest \(n.replica.digest), master holds \(m.replica.lastCommitted) digest \(m.replica.digest)"
+            }
+        }
+        return nil
+    }
+
+    /// Once faults are over, peers must be getting answers: some announce was answered
+    /// in the last half of the settling time.
+    mutating func checkService() {
+        let window = Milliseconds(scenario.settle.value / 2)
+        guard !peers.isEmpty, now - Scenario.start > window + Milliseconds.seconds(5) else { return }
+        if !peers.contains(where: { ($0.lastAnnounceReply ?? .zero) > now - window }) {
+            fail("no peer got an announce answered in the last \(window.value) ms")
+        }
+    }
+
+    mutating func checkAcknowledged() {
+        guard let ms = slots.indices.first(where: { slots[$0].node?.isServing == true }) else { return }
+        let m = slots[ms].node!
+        for key in acked.keys.sorted() {
+            let a = acked[key]!
+            guard !a.stopped, a.at >= maxExpireCutoff else { continue }
+            let survivors = a.holders.filter { slots[$0.key].generation == $0.value }
+            guard !survivors.isEmpty else { continue }
+            let record = m.replica.store[ackedInfoHash[key]!]?.peer(key)
+            guard let r = record, r.lastAnnounce >= a.at else {
+                return fail("acknowledged announce of \(key.ip) at \(a.at.milliseconds - Scenario.start.milliseconds)ms was lost (holders \(survivors.keys.sorted()))")
+            }
+        }
+    }
+
+    /// A registration a surviving replica committed is in the final master's catalogue,
+    /// unless the operator removed that torrent at some point (a union merge may then
+    /// legitimately keep or drop it).
+    mutating func checkRegistrations() {
+        guard let ms = slots.indices.first(where: { slots[$0].node?.isServing == true }), let m = slots[ms].node else { return }
+        let removed = Set(scenario.operatorActions.compactMap { a -> InfoHash? in
+            if case .unregister(let k) = a.change { return OperatorAction.torrent(k)?.infoHash }
+            return nil
+        })
+        for (hash, holders) in committedTorrents.sorted(by: { $0.key < $1.key }) where !removed.contains(hash) {
+            let survivors = holders.filter { slots[$0.key].generation == $0.value }
+            guard !survivors.isEmpty else { continue }
+            if m.replica.store.catalogue.torrents[hash] == nil {
+                return fail("registered torrent \(hash.hex) committed on \(survivors.keys.sorted().map { "s\($0)" }) was lost")
+            }
+        }
+    }
+
+    /// How long a new master may take to answer what it held (an announce commits first).
+    static let heldAnswerTime = Milliseconds(3000)
+
+    /// A request sent while no node served, received by a node after it last heard a
+    /// serving master and young enough when that node came to serve, is answered after
+    /// the node serves (by anyone: a retransmission answered counts too) — unless the node
+    /// stopped serving meanwhile. An insider with the key can fake a serving master; those
+    /// scenarios only check that nothing crashes or forks.
+    mutating func checkHeld(_ slot: Int, servingSince start: Instant) {
+        let receipts = slots[slot].held.receipts
+        slots[slot].held.receipts = []
+        guard slots[slot].held.servingSince == start, slots[slot].node?.isServing == true, adversary?.plan.kind != .insider else { return }
+        let cutoff = slots[slot].held.lastHeardServing
+        for r in receipts where r.at > cutoff && r.at > slots[slot].held.backlogUntil && r.at <= start
+            && start - r.at < config.heldRequestWindow {
+            guard let sent = unservedSends[r.request], (answeredAt[r.request] ?? .zero) >= sent else {
+                return fail("request of p\(r.request.peer) (transaction \(r.request.tid)) received by s\(slot) at "
+                    + "\(r.at.milliseconds - Scenario.start.milliseconds)ms while no master served was not answered within "
+                    + "\(Self.heldAnswerTime.value) ms of s\(slot) serving at \(start.milliseconds - Scenario.start.milliseconds)ms")
+            }
+        }
+    }
+}

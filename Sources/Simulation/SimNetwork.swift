@@ -1,0 +1,144 @@
+import NIOCore
+import TrackerLogic
+
+extension Simulator {
+    // MARK: network
+
+    /// Whether a broker frame from a to b is lost to a fault.
+    func blocked(_ a: Int, _ b: Int) -> Bool {
+        if brokerDown { return true }
+        if let side = partitionSide, side.contains(a) != side.contains(b) { return true }
+        if let w = oneWay, w.from == a, w.to == b { return true }
+        return false
+    }
+
+    /// Whether a keepalive on the peer network from a to b is lost to a fault.
+    func peerNetworkBlocked(_ a: Int, _ b: Int) -> Bool {
+        if let side = partitionSide, side.contains(a) != side.contains(b) { return true }
+        if let side = peerNetworkSide, side.contains(a) != side.contains(b) { return true }
+        if let w = oneWay, w.from == a, w.to == b { return true }
+        return false
+    }
+
+    mutating func delay(_ slots: Int...) -> Milliseconds {
+        let base = scenario.minDelay + Int64(rng.below(Int(scenario.maxDelay - scenario.minDelay) + 1))
+        return Milliseconds(base + slots.reduce(0) { $0 + self.slots[$1].extraDelay })
+    }
+
+    mutating func lost() -> Bool { !faultsOver && rng.chance(scenario.lossRate) }
+    mutating func duplicated() -> Bool { !faultsOver && rng.chance(scenario.duplicateRate) }
+
+    /// Whether this frame is corrupted on its way (drawn from the corruption stream).
+    mutating func corrupted() -> Bool { !faultsOver && scenario.corruptRate > 0 && corruption.chance(scenario.corruptRate) }
+
+    /// The frame as it arrives damaged: one bit flipped, or cut short.
+    mutating func damage(_ frame: ByteBuffer) -> ByteBuffer {
+        var bytes = Array(frame.readableBytesView)
+        guard !bytes.isEmpty else { return frame }
+        if corruption.chance(0.25) {
+            bytes.removeLast(1 + corruption.below(bytes.count))
+        } else {
+            bytes[corruption.below(bytes.count)] ^= UInt8(1) << UInt8(corruption.below(8))
+        }
+        return ByteBuffer(bytes: bytes)
+    }
+
+    mutating func deliverCluster(_ frame: ByteBuffer, from: Int, to: Int, beacon: Bool = false) {
+        guard slots[to].node != nil, !(beacon ? peerNetworkBlocked(from, to) : blocked(from, to)) else { return }
+        if lost() { return }
+        let serving = slots[from].node?.isServing == true
+        if corrupted() {
+            // The damaged copy arrives; the channel must drop it (the checker fails the seed
+            // if it does not). Nothing else about the delivery changes.
+            queue.push(now + delay(from, to), .cluster(to, damage(frame), fromAdversary: false, fromServing: serving,
+                                                      beacon: beacon, corrupted: true))
+            return
+        }
+        queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, fromServing: serving, beacon: beacon))
+        // A duplicate is dropped by the receiver's replay window.
+        if duplicated() { queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, fromServing: serving, beacon: beacon)) }
+    }
+
+    mutating func multicast(_ bytes: ByteBuffer, from peer: Int) {
+        // Connects and announces (scrapes are not held: they are cheap to resend).
+        if !slots.contains(where: { $0.node?.isServing == true }), let header = BEP15Codec.peekHeader(bytes),
+           header.action == .connect || header.action == .announce {
+            let key = RequestKey(peer: peer, tid: header.transactionID)
+            if unservedSends[key] == nil { unservedSends[key] = now }
+        }
+        for s in slots.indices where slots[s].node != nil {
+            if lost() { continue }
+            queue.push(now + delay(s), .peerDatagram(s, bytes, peers[peer].endpoint))
+        }
+    }
+
+
+    mutating func perform(_ action: NodeAction, from slot: Int) {
+        switch action {
+        case .broadcast(var env), .send(var env), .beacon(var env):
+            if case .send = action { checker.sent(env) }
+            if case .snapshot(let s) = env.message, let damaged = corruptedSnapshot(s) {
+                env.message = .snapshot(damaged)
+                coverage.count(.snapshotCorrupted)
+            }
+            // Every message crosses the wire format, so the codec is exercised all the time.
+            let bytes = ClusterCodec.encode(env)
+            traceDigest.add(UInt64(bytes.readableBytes), UInt64(env.message.name.utf8.count))
+            guard case .success(let decoded) = ClusterCodec.decode(bytes), decoded == env else {
+                return fail("cluster codec does not round-trip \(env.message.name)")
+            }
+            guard var channel = slots[slot].channel else { return }
+            let beacon: Bool
+            if case .beacon = action { beacon = true } else { beacon = false }
+            // A keepalive on the peer network is one datagram; the broker carries fragments.
+            let frames = beacon ? [channel.seal(env, now: nodeNow(slot))]
+                : channel.sealFragments(encoded: bytes, from: env.from, incarnation: env.incarnation, now: nodeNow(slot))
+            slots[slot].channel = channel
+            if frames.count > 1 { coverage.count(.fragmentedMessage) }
+            for frame in frames {
+                adversary?.capture(frame)
+                if beacon {
+                    for s in slots.indices where s != slot { deliverCluster(frame, from: slot, to: s, beacon: true) }
+                } else if case .send = action, let to = env.to {
+                    // Unicast reaches every live node holding that id (an impostor too).
+                    for s in slots.indices where s != slot && slots[s].node?.id == to { deliverCluster(frame, from: slot, to: s) }
+                } else {
+                    for s in slots.indices where s != slot { deliverCluster(frame, from: slot, to: s) }
+                }
+            }
+        case .reply(let response, let to):
+            guard let node = slots[slot].node, node.isServing else {
+                return fail("s\(slot) answered a peer while not a serving master")
+            }
+            guard let p = peerByEndpoint[to] else { return }
+            answeredAt[RequestKey(peer: p, tid: response.transactionID)] = now
+            if case .error = response { replies.append((now, slot, true)) } else { replies.append((now, slot, false)) }
+            if case .announce = response { recordAck(peer: p, by: slot) }
+            let bytes = BEP15Codec.encode(response)
+            if lost() { return }
+            queue.push(now + delay(slot), .reply(p, bytes))
+        case .persist, .persistSnapshot, .persistEpoch, .wipeStore, .probeStore:
+            performStore(action, from: slot)
+        case .exit(let reason):
+            exits.append((slot, reason))
+            if !reason.isClean && slot < scenario.nodes { fail("s\(slot) exited: \(reason)") }
+            retire(slot)
+            // An impostor that yielded is gone for good (nothing restarts it).
+            if slot >= scenario.nodes { slots[slot].exists = false }
+            slots[slot].node = nil
+        }
+    }
+
+    /// A snapshot damaged on the sender before it is sealed (memory, a re-encoding
+    /// relay): one peer's port flipped, the checksum left as it was — only the receiver's
+    /// check of the content against it can tell.
+    mutating func corruptedSnapshot(_ snapshot: Snapshot) -> Snapshot? {
+        // Snapshots are few: in a scenario with corruption, a third of them are hit.
+        guard !faultsOver, scenario.corruptRate > 0, corruption.chance(0.33),
+              let i = snapshot.content.indices.first(where: { !snapshot.content[$0].peers.isEmpty }) else { return nil }
+        var s = snapshot
+        let j = corruption.below(s.content[i].peers.count)
+        s.content[i].peers[j].endpoint.port ^= UInt16(1) << UInt16(corruption.below(16))
+        return s
+    }
+}

@@ -1,0 +1,146 @@
+import TrackerLogic
+
+/// Safety judged at the moment it could break, not at the end of a scenario.
+///
+/// Why: merges and recovery repair replicas before a scenario ends, so a violation that
+/// is later repaired leaves no trace in the end state. Like TigerBeetle's state checker,
+/// this looks at every step: (a) a commit had the quorum its mode demands, counted from
+/// the OK votes that were actually sent; (b) a replica applies commits only from the
+/// master of the epoch it follows; (c) two replicas whose last committed transaction is
+/// the same hold the same store (the kept digest covers all the content); (d) an
+/// acknowledged announce is in every replica that has committed past it. Each check
+/// answers a violation in words, or nil; the simulator fails the seed with the step.
+public struct StateChecker: Sendable {
+    struct VoteKey: Hashable, Sendable {
+        var master: NodeID
+        var ref: TxRef
+        var digest: UInt64
+    }
+
+    /// An acknowledged announce: the transaction that carried it and the time it holds.
+    struct Ack: Sendable {
+        var infoHash: InfoHash
+        var ref: TxRef
+        var at: Instant
+        /// The peer sent a stop since (committed or not, the announce may be gone).
+        var superseded = false
+    }
+
+    let quorum: QuorumMode
+    let clusterSize: Int
+    /// An insider holds the key and may forge votes the master rightly counts.
+    let votesAreForgeable: Bool
+    /// How far apart the nodes' clocks are: a later announce committed by another master
+    /// may carry an earlier time than the acknowledged one by up to this much.
+    let clockSpread: Milliseconds
+    /// OK votes sent, by the master they went to and the transaction they approve.
+    var okVotes: [VoteKey: Set<NodeID>] = [:]
+    /// The store's digest some replica held at each last committed transaction.
+    var stateAt: [TxRef: (digest: UInt64, slot: Int)] = [:]
+    var acks: [PeerKey: Ack] = [:]
+    /// When each peer last sent a stop.
+    var stops: [PeerKey: Instant] = [:]
+
+    public init(quorum: QuorumMode, clusterSize: Int, votesAreForgeable: Bool, clockSpread: Milliseconds) {
+        self.clockSpread = clockSpread
+        self.quorum = quorum
+        self.clusterSize = clusterSize
+        self.votesAreForgeable = votesAreForgeable
+    }
+
+    /// A peer sent a stop: its acknowledged announce may go once that commits.
+    public mutating func stopSent(by key: PeerKey, at now: Instant) {
+        stops[key] = now
+        acks[key]?.superseded = true
+    }
+
+    /// A master answered an announce committed in `ref`. A stop the peer sent shortly
+    /// before may still be on its way (datagrams overtake each other) and supersede it.
+    public mutating func acknowledged(_ key: PeerKey, infoHash: InfoHash, ref: TxRef, at: Instant, now: Instant) {
+        let recentStop = stops[key].map { now - $0 < Self.requestLifetime } ?? false
+        acks[key] = Ack(infoHash: infoHash, ref: ref, at: at, superseded: recentStop)
+    }
+
+    /// Longer than any request of a scenario stays in flight (BEP 15 retransmits after 15 s).
+    static let requestLifetime = Milliseconds(20_000)
+
+    /// A node sent a message: OK votes are remembered for (a).
+    public mutating func sent(_ env: ClusterEnvelope) {
+        guard case .vote(let txid, let digest, .ok) = env.message, let to = env.to else { return }
+        okVotes[VoteKey(master: to, ref: TxRef(epoch: env.epoch, txid: txid), digest: digest), default: []].insert(env.from)
+    }
+
+    /// (a) A master committed: the OK votes it counted were sent to it, by voters it asked,
+    /// and with its own (only while its store works) reach the quorum of its mode.
+    public mutating func committed(_ q: CommitQuorum, by master: NodeID) -> String? {
+        let key = VoteKey(master: master, ref: q.ref, digest: q.digest)
+        let sent = okVotes.removeValue(forKey: key) ?? []
+        guard !votesAreForgeable else { return nil }
+        if let phantom = q.okVoters.first(where: { !sent.contains($0) }) {
+            return "n\(master.rawValue) committed \(q.ref) counting an OK vote from n\(phantom.rawValue) that was never sent"
+        }
+        let counted = q.okVoters.filter { q.voters.contains($0) }.count + (q.ownVote ? 1 : 0)
+        let demanded = quorum == .strict ? clusterSize / 2 + 1 : (q.voters.count + 1) / 2 + 1
+        if counted < demanded {
+            return "n\(master.rawValue) committed \(q.ref) with \(counted) OK votes (voters \(q.voters.map(\.rawValue)), "
+                + "own \(q.ownVote)); \(quorum.rawValue) quorum demands \(demanded)"
+        }
+        return nil
+    }
+
+    /// (b) Transactions a node just applied came from the master of the epoch it follows:
+    /// a slave's from that master's messages of that epoch; a master's own from its
+    /// epoch, older ones only as recovery fetched from a node of its epoch.
+    public static func applied(_ txs: [Transaction], by node: TrackerNode, during event: NodeEvent, wasSlave: Bool) -> String? {
+        guard !txs.isEmpty else { return nil }
+        let source: ClusterEnvelope?
+        if case .cluster(let env) = event { source = env } else { source = nil }
+        let first = txs[0].ref, last = txs[txs.count - 1].ref
+        if let newer = txs.first(where: { $0.ref.epoch > node.epoch }) {
+            return "n\(node.id.rawValue) in epoch \(node.epoch) applied \(newer.ref) of a later epoch"
+        }
+        if node.role == .master {
+            for tx in txs where tx.ref.epoch == node.epoch && tx.ref.epoch.master != node.id {
+                return "n\(node.id.rawValue) leads \(node.epoch) yet applied \(tx.ref) it did not create"
+            }
+            if txs.contains(where: { $0.ref.epoch != node.epoch }), source?.epoch != node.epoch {
+                return "n\(node.id.rawValue) master of \(node.epoch) applied \(first)…\(last) from "
+                    + (source.map { "n\($0.from.rawValue) in \($0.epoch)" } ?? "no message")
+            }
+            return nil
+        }
+        guard node.role == .slave || wasSlave else {
+            return "n\(node.id.rawValue) applied \(first)…\(last) as \(node.role)"
+        }
+        guard let env = source, env.from == node.epoch.master, env.epoch == node.epoch else {
+            return "n\(node.id.rawValue) following \(node.epoch) applied \(first)…\(last) from "
+                + (source.map { "n\($0.from.rawValue) in \($0.epoch)" } ?? "no message")
+        }
+        return nil
+    }
+
+    /// (c) and (d), after a replica's last committed transaction changed.
+    public mutating func reached(_ replica: Replica, slot: Int, expiredBefore cutoff: Instant) -> String? {
+        let last = replica.lastCommitted
+        guard last.txid > 0 else { return nil }
+        let digest = replica.digest
+        if let seen = stateAt[last] {
+            if seen.digest != digest {
+                return "s\(slot) and s\(seen.slot) both hold \(last) with different stores (digest \(digest) vs \(seen.digest))"
+            }
+        } else {
+            stateAt[last] = (digest, slot)
+        }
+        for (key, ack) in acks where !ack.superseded && ack.at >= cutoff && ack.ref.txid <= last.txid {
+            // Only a replica whose history holds that transaction has committed past it.
+            guard replica.history.epoch(of: ack.ref.txid) == ack.ref.epoch else { continue }
+            let record = replica.store[ack.infoHash]?.peer(key)
+            guard let record, record.lastAnnounce >= ack.at - clockSpread else {
+                let held = record.map { "only its record of \($0.lastAnnounce.milliseconds - Scenario.start.milliseconds)ms" } ?? "no record of it"
+                return "s\(slot) holds \(last) but not the announce of \(key.ip) acknowledged in \(ack.ref) "
+                    + "at \(ack.at.milliseconds - Scenario.start.milliseconds)ms (\(held))"
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,139 @@
+/// The protocol's branches a node can take, counted as it takes them.
+///
+/// Why: the rare branches (an abort, a vote from a node that is behind, a re-proposed
+/// transaction, a refused snapshot) are where replicated systems hide their bugs, and a
+/// randomized simulator can stop reaching one of them without anyone noticing. Each node
+/// counts its own passages (a fixed array, no allocation per count); the simulator adds
+/// them up over a sweep and fails when a listed branch was never reached, and an operator
+/// reads the same counters on the node's status.
+public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
+    /// A candidate's epoch reached the disk and it leads.
+    case electionWon
+    /// A candidate's epoch write did not complete in time: it runs again.
+    case epochClaimLapsed
+    /// A paused master found the others had declared it down and stepped down at once.
+    case pausedMasterSteppedDown
+    /// A master learned of a higher epoch and stepped down.
+    case masterSteppedDown
+    /// Recovery fetched committed transactions from a follower ahead of the new master.
+    case recoveryFetched
+    /// Recovery proposed again a transaction some node had prepared (the old master may
+    /// have committed it).
+    case preparedReproposed
+    /// Recovery carried the new master's own diverged repository into a merge.
+    case recoveryMergedOwnState
+    /// Strict quorum: recovery heard fewer than a majority of the configured cluster and
+    /// serves nobody yet.
+    case strictRecoveryHalted
+    /// A transaction reached its quorum and was committed.
+    case transactionCommitted
+    /// A transaction missed its quorum and was aborted (the peers get a BEP 15 error).
+    case transactionAborted
+    /// A PREPARE was sent again because votes were missing at the timeout.
+    case prepareResent
+    /// Voters silent past every retry were counted as down.
+    case silentVotersDropped
+    /// A follower voted that it is not in sync (its log does not end where the PREPARE
+    /// continues).
+    case voteNotInSync
+    /// The master took a not-in-sync vote into account (fewer voters, new quorum).
+    case notInSyncVoteCounted
+    /// A follower voted ERROR because its store fails.
+    case voteStoreFailed
+    /// A follower learned from the next PREPARE of a COMMIT it missed, and applied it.
+    case missedCommitApplied
+    /// The master sent a node the tail of its log.
+    case catchUpSent
+    /// A follower applied a log tail.
+    case catchUpApplied
+    /// A catch-up answered another state than the receiver's: ignored, asked again.
+    case staleCatchUpIgnored
+    /// The master sent a node its whole repository.
+    case snapshotSent
+    /// A snapshot was installed.
+    case snapshotInstalled
+    /// A snapshot whose checksum or shape is wrong was refused.
+    case snapshotRefused
+    /// The master asked a diverged node for its repository.
+    case mergeRequested
+    /// A diverged node's repository was merged into the master's and the node dropped it.
+    case mergeCompleted
+    /// A node found its id used by another live node and stopped.
+    case duplicateIDRefused
+    /// The master gave a node started with `--id auto` an id.
+    case idAssigned
+    /// A store that failed accepts writes again and is rewritten whole.
+    case storeRewritten
+    /// A new master answered a request held while no master served.
+    case heldRequestAnswered
+    /// A restarted node found its stored state unusable and discarded it.
+    case restoredStateDiscarded
+
+    public var description: String {
+        switch self {
+        case .electionWon: return "election won"
+        case .epochClaimLapsed: return "epoch claim lapsed"
+        case .pausedMasterSteppedDown: return "paused master stepped down"
+        case .masterSteppedDown: return "master stepped down"
+        case .recoveryFetched: return "recovery fetched from a follower"
+        case .preparedReproposed: return "prepared transaction re-proposed"
+        case .recoveryMergedOwnState: return "recovery merged own diverged state"
+        case .strictRecoveryHalted: return "strict-mode recovery halted"
+        case .transactionCommitted: return "transaction committed"
+        case .transactionAborted: return "transaction aborted"
+        case .prepareResent: return "prepare resent"
+        case .silentVotersDropped: return "silent voters dropped"
+        case .voteNotInSync: return "vote not-in-sync sent"
+        case .notInSyncVoteCounted: return "vote not-in-sync counted"
+        case .voteStoreFailed: return "vote store-failed sent"
+        case .missedCommitApplied: return "missed commit applied"
+        case .catchUpSent: return "log-tail catch-up sent"
+        case .catchUpApplied: return "log-tail catch-up applied"
+        case .staleCatchUpIgnored: return "stale catch-up ignored"
+        case .snapshotSent: return "snapshot sent"
+        case .snapshotInstalled: return "snapshot installed"
+        case .snapshotRefused: return "snapshot refused (checksum)"
+        case .mergeRequested: return "merge requested"
+        case .mergeCompleted: return "merge of a diverged replica completed"
+        case .duplicateIDRefused: return "duplicate id refused"
+        case .idAssigned: return "id assigned"
+        case .storeRewritten: return "store rewritten after failure"
+        case .heldRequestAnswered: return "held request answered"
+        case .restoredStateDiscarded: return "restored state discarded"
+        }
+    }
+}
+
+/// How often a node took each `ProtocolPath`.
+public struct PathCounts: Sendable, Equatable {
+    var counts = [UInt64](repeating: 0, count: ProtocolPath.allCases.count)
+
+    public init() {}
+
+    public subscript(_ path: ProtocolPath) -> UInt64 {
+        get { counts[path.rawValue] }
+        set { counts[path.rawValue] = newValue }
+    }
+
+    mutating func count(_ path: ProtocolPath) { counts[path.rawValue] &+= 1 }
+
+    /// Adds another node's counts (a sweep's total).
+    public mutating func add(_ other: PathCounts) {
+        for i in counts.indices { counts[i] &+= other.counts[i] }
+    }
+}
+
+/// What a master decided a commit on: the voters it asked, those whose OK it counted, and
+/// whether it counted itself. The simulator's checker holds it against the votes that
+/// were actually sent.
+public struct CommitQuorum: Sendable, Hashable {
+    public var ref: TxRef
+    public var digest: UInt64
+    public var voters: [NodeID]
+    public var okVoters: [NodeID]
+    public var ownVote: Bool
+
+    public init(ref: TxRef, digest: UInt64, voters: [NodeID], okVoters: [NodeID], ownVote: Bool) {
+        self.ref = ref; self.digest = digest; self.voters = voters; self.okVoters = okVoters; self.ownVote = ownVote
+    }
+}
