@@ -141,7 +141,7 @@ public final class SQLiteRepository {
             return
         }
         do {
-            try db.write { db in
+            try transaction(syncing: writes.contains(where: Self.needsFullSync)) { db in
                 for write in writes { try Self.perform(write, db) }
             }
         } catch {
@@ -151,9 +151,32 @@ public final class SQLiteRepository {
 
     public func perform(_ write: StoreWrite) throws {
         do {
-            try db.write { db in try Self.perform(write, db) }
+            try transaction(syncing: Self.needsFullSync(write)) { db in try Self.perform(write, db) }
         } catch {
             throw RepositoryError("\(write.name) failed on \(path): \(error)")
+        }
+    }
+
+    /// Whether a write must survive a power loss, not only a killed process. A candidate
+    /// leads once its epoch write is done; under `synchronous = NORMAL` a power loss may
+    /// roll that write back, and the restarted node could claim the same epoch a second
+    /// time. One fsync per election is cheap; commits stay unsynced (the other replicas
+    /// hold them).
+    public static func needsFullSync(_ write: StoreWrite) -> Bool {
+        if case .epoch = write { return true } else { return false }
+    }
+
+    /// One SQL transaction; with `syncing`, committed under `synchronous = FULL` (the WAL
+    /// is synced before the commit returns), then back to NORMAL.
+    func transaction(syncing: Bool, _ body: (Database) throws -> Void) throws {
+        guard syncing else { return try db.write(body) }
+        try db.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            defer { try? db.execute(sql: "PRAGMA synchronous = NORMAL") }
+            try db.inTransaction {
+                try body(db)
+                return .commit
+            }
         }
     }
 

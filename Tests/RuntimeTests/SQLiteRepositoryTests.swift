@@ -147,6 +147,26 @@ import TrackerRuntime
 
     /// Commits that queued up go to SQLite in one transaction: all of them land, in
     /// order, or (a full disk) none of them does.
+    /// The epoch write is committed synced (it must survive a power loss); the
+    /// connection goes back to unsynced commits afterwards, and a batch holding an
+    /// epoch lands whole like any other.
+    @Test func epochWritesAreSyncedAndLandWithTheirBatch() throws {
+        #expect(SQLiteRepository.needsFullSync(.epoch(epoch)))
+        #expect(!SQLiteRepository.needsFullSync(.wipe) && !SQLiteRepository.needsFullSync(.probe))
+        let path = tempPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let repo = try SQLiteRepository(path: path)
+        var replica = Replica()
+        let tx = Transaction(ref: TxRef(epoch: epoch, txid: 1), updates: [])
+        _ = replica.commit(tx)
+        let later = Epoch(term: 2, master: NodeID(3))
+        try repo.perform([.epoch(later), .commit(CommitRows(tx, replica: replica))])
+        try repo.perform(.epoch(Epoch(term: 3, master: NodeID(1))))
+        let reopened = try SQLiteRepository(path: path).load()
+        #expect(reopened.epoch == Epoch(term: 3, master: NodeID(1)))
+        #expect(reopened.snapshot?.lastCommitted == tx.ref)
+    }
+
     @Test func aBatchOfCommitsLandsWholeOrNotAtAll() throws {
         let repo = try SQLiteRepository(path: tempPath())
         var replica = Replica()
