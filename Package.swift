@@ -73,7 +73,8 @@ let package = Package(
         ),
         .testTarget(
             name: "ProtocolTests",
-            dependencies: ["TrackerLogic", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["TrackerLogic", .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "RuntimeTests",

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # libFuzzer over the decoders that read bytes from strangers.
 #   scripts/fuzz.sh TARGET SECONDS     TARGET: bep15 | cluster | stomp | all
-# Builds the libraries with coverage instrumentation (-sanitize=fuzzer) into
-# .build-fuzz, links each target in Fuzz/ with swiftc directly (an executable target
-# built by SwiftPM would bring a `main` of its own), then runs it on a copy of its
+# Builds TrackerLogic and its dependencies with coverage instrumentation
+# (-sanitize=fuzzer) into .build-fuzz, links each target in Fuzz/ with swiftc directly
+# (an executable target built by SwiftPM would bring a `main` of its own; the STOMP
+# target compiles the runtime's frame decoder, which needs NIOCore only, into itself
+# instead of instrumenting the whole runtime), then runs it on a copy of its
 # committed seed corpus (Fuzz/corpus/TARGET) for SECONDS. Crashes are written to
 # .build-fuzz/crashes/TARGET and fail the script.
 set -euo pipefail
@@ -15,11 +17,11 @@ case "$target" in bep15|cluster|stomp) targets=("$target") ;; all) targets=(bep1
 
 scratch=.build-fuzz
 swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer -Xcc -fsanitize=fuzzer-no-link \
-    --target TrackerRuntime >/dev/null
+    --target TrackerLogic >/dev/null
 bin="$scratch/$(uname -m)-unknown-linux-gnu/release"
 objects=() modulemaps=()
 while IFS= read -r -d '' o; do objects+=("$o"); done < <(find "$bin" -name '*.o' -path '*.build/*' \
-    ! -path '*/tracker.build/*' ! -path '*-tool.build/*' ! -path '*Tests.build/*' ! -path '*PackageTests*' \
+    ! -path '*/tracker.build/*' ! -path '*/TrackerRuntime.build/*' ! -path '*/Simulation.build/*' ! -path '*-tool.build/*' ! -path '*Tests.build/*' ! -path '*PackageTests*' \
     ! -path '*PackageDiscovered*' -print0)
 # Each C module once: SwiftPM writes its own module map for some packages that also ship
 # one (TOMLKit's CTOML), and clang refuses a module defined twice.
@@ -37,9 +39,11 @@ status=0
 for t in "${targets[@]}"; do
     source_file="Fuzz/$(tr '[:lower:]' '[:upper:]' <<< "${t:0:1}")${t:1}Fuzz.swift"
     [ "$t" = bep15 ] && source_file=Fuzz/BEP15Fuzz.swift
+    extra_sources=()
+    [ "$t" = stomp ] && extra_sources=(Sources/Runtime/STOMP/StompFrame.swift)
     exe="$bin/fuzz-$t"
     swiftc -O -sanitize=fuzzer -parse-as-library -module-name "Fuzz_$t" -I "$bin/Modules" "${modulemaps[@]}" \
-        "$source_file" "${objects[@]}" -lsqlite3 -o "$exe" 2> "$scratch/link-$t.log" \
+        "$source_file" "${extra_sources[@]}" "${objects[@]}" -o "$exe" 2> "$scratch/link-$t.log" \
         || { cat "$scratch/link-$t.log" >&2; exit 1; }
     corpus="$scratch/corpus/$t"; crashes="$scratch/crashes/$t"
     mkdir -p "$corpus" "$crashes"

@@ -37,10 +37,9 @@ extension Simulator {
     /// After a step: the transactions the node applied, checked one by one (one
     /// transaction id, one content) and by the state checker.
     mutating func observeCommits(_ slot: Int, event: NodeEvent, wasSlave: Bool) {
-        guard let node = slots[slot].node else { return }
-        let last = node.replica.lastCommitted
+        // Most steps commit nothing: compare before touching the rest of the node.
         let tracked = slots[slot].trackedLast
-        guard last != tracked else { return }
+        guard let last = slots[slot].inspect({ $0.replica.lastCommitted }), last != tracked, let node = slots[slot].node else { return }
         slots[slot].trackedLast = last
         if last.txid == 0 { slots[slot].generation += 1; return }
         if slots[slot].rejoining {
@@ -68,16 +67,16 @@ extension Simulator {
     }
 
     mutating func checkStep(_ slot: Int) {
-        guard let node = slots[slot].node else { return }
-        if node.isServing != (slots[slot].held.servingSince != nil) {
-            slots[slot].held.servingSince = node.isServing ? now : nil
-            if node.isServing { queue.push(now + Self.heldAnswerTime, .checkHeld(slot, now)) }
+        guard let (isServing, role, epoch, id) = slots[slot].inspect({ ($0.isServing, $0.role, $0.epoch, $0.id) }) else { return }
+        if isServing != (slots[slot].held.servingSince != nil) {
+            slots[slot].held.servingSince = isServing ? now : nil
+            if isServing { queue.push(now + Self.heldAnswerTime, .checkHeld(slot, now)) }
         }
-        if node.role == .master {
-            if let other = epochMasters[node.epoch], other != node.id {
-                return fail("two masters in epoch \(node.epoch): n\(other.rawValue) and n\(node.id.rawValue)")
+        if role == .master {
+            if let other = epochMasters[epoch], other != id {
+                return fail("two masters in epoch \(epoch): n\(other.rawValue) and n\(id.rawValue)")
             }
-            epochMasters[node.epoch] = node.id
+            epochMasters[epoch] = id
         }
         checkOneServerWithoutBroker()
     }
@@ -93,7 +92,7 @@ extension Simulator {
             twoServingSince = nil
             return
         }
-        let serving = slots.indices.filter { slots[$0].node?.isServing == true }
+        let serving = slots.indices.filter { slots[$0].isServing }
         guard serving.count > 1 else {
             twoServingSince = nil
             return
@@ -111,7 +110,7 @@ extension Simulator {
 
     /// Why the live nodes are not (yet) one master and identical replicas, or nil.
     func convergenceProblem() -> String? {
-        let live = slots.indices.filter { slots[$0].node != nil }
+        let live = slots.indices.filter { slots[$0].isRunning }
         let masters = live.filter { slots[$0].node!.isServing }
         guard masters.count == 1 else {
             let roles = live.map { "s\($0)=\(slots[$0].node!.role)/\(slots[$0].node!.epoch)" }.joined(separator: " ")
@@ -146,7 +145,7 @@ extension Simulator {
     }
 
     mutating func checkAcknowledged() {
-        guard let ms = slots.indices.first(where: { slots[$0].node?.isServing == true }) else { return }
+        guard let ms = slots.indices.first(where: { slots[$0].isServing }) else { return }
         let m = slots[ms].node!
         for key in acked.keys.sorted() {
             let a = acked[key]!
@@ -164,7 +163,7 @@ extension Simulator {
     /// unless the operator removed that torrent at some point (a union merge may then
     /// legitimately keep or drop it).
     mutating func checkRegistrations() {
-        guard let ms = slots.indices.first(where: { slots[$0].node?.isServing == true }), let m = slots[ms].node else { return }
+        guard let ms = slots.indices.first(where: { slots[$0].isServing }), let m = slots[ms].node else { return }
         let removed = Set(scenario.operatorActions.compactMap { a -> InfoHash? in
             if case .unregister(let k) = a.change { return OperatorAction.torrent(k)?.infoHash }
             return nil
@@ -189,7 +188,7 @@ extension Simulator {
     mutating func checkHeld(_ slot: Int, servingSince start: Instant) {
         let receipts = slots[slot].held.receipts
         slots[slot].held.receipts = []
-        guard slots[slot].held.servingSince == start, slots[slot].node?.isServing == true, adversary?.plan.kind != .insider else { return }
+        guard slots[slot].held.servingSince == start, slots[slot].isServing, adversary?.plan.kind != .insider else { return }
         let cutoff = slots[slot].held.lastHeardServing
         for r in receipts where r.at > cutoff && r.at > slots[slot].held.backlogUntil && r.at <= start
             && start - r.at < config.heldRequestWindow {

@@ -64,13 +64,13 @@ extension Simulator {
         }
         // As in the runtime, a failing disk loses every write, the epoch's too.
         guard let event = action.storeOutcome(ok: ok, detail: ok ? "" : "disk failure"),
-              let incarnation = slots[slot].node?.incarnation else { return }
+              let incarnation = slots[slot].inspect({ $0.incarnation }) else { return }
         queue.push(now, .store(slot, incarnation, event))
     }
 
     /// A crash that takes the disk's newest writes (or all of them) with it.
     mutating func crashLosingWrites(_ slot: Int, lastWrites: Int) {
-        guard slots[slot].node != nil else { return }
+        guard slots[slot].isRunning else { return }
         apply(.crash(slot))
         let before = slots[slot].disk.lastTxid
         slots[slot].disk.lose(lastWrites: lastWrites)

@@ -20,9 +20,12 @@ extension Simulator {
         return false
     }
 
-    mutating func delay(_ slots: Int...) -> Milliseconds {
+    /// A frame's delay from one node to another: the network's, plus each end's slowness.
+    mutating func delay(_ from: Int, _ to: Int) -> Milliseconds { delay(from) + Milliseconds(slots[to].extraDelay) }
+
+    mutating func delay(_ slot: Int) -> Milliseconds {
         let base = scenario.minDelay + Int64(rng.below(Int(scenario.maxDelay - scenario.minDelay) + 1))
-        return Milliseconds(base + slots.reduce(0) { $0 + self.slots[$1].extraDelay })
+        return Milliseconds(base + slots[slot].extraDelay)
     }
 
     mutating func lost() -> Bool { !faultsOver && rng.chance(scenario.lossRate) }
@@ -44,9 +47,9 @@ extension Simulator {
     }
 
     mutating func deliverCluster(_ frame: ByteBuffer, from: Int, to: Int, beacon: Bool = false) {
-        guard slots[to].node != nil, !(beacon ? peerNetworkBlocked(from, to) : blocked(from, to)) else { return }
+        guard slots[to].isRunning, !(beacon ? peerNetworkBlocked(from, to) : blocked(from, to)) else { return }
         if lost() { return }
-        let serving = slots[from].node?.isServing == true
+        let serving = slots[from].isServing
         if corrupted() {
             // The damaged copy arrives; the channel must drop it (the checker fails the seed
             // if it does not). Nothing else about the delivery changes.
@@ -61,12 +64,12 @@ extension Simulator {
 
     mutating func multicast(_ bytes: ByteBuffer, from peer: Int) {
         // Connects and announces (scrapes are not held: they are cheap to resend).
-        if !slots.contains(where: { $0.node?.isServing == true }), let header = BEP15Codec.peekHeader(bytes),
+        if !slots.contains(where: { $0.isServing }), let header = BEP15Codec.peekHeader(bytes),
            header.action == .connect || header.action == .announce {
             let key = RequestKey(peer: peer, tid: header.transactionID)
             if unservedSends[key] == nil { unservedSends[key] = now }
         }
-        for s in slots.indices where slots[s].node != nil {
+        for s in slots.indices where slots[s].isRunning {
             if lost() { continue }
             queue.push(now + delay(s), .peerDatagram(s, bytes, peers[peer].endpoint))
         }
@@ -87,13 +90,14 @@ extension Simulator {
             guard case .success(let decoded) = ClusterCodec.decode(bytes), decoded == env else {
                 return fail("cluster codec does not round-trip \(env.message.name)")
             }
-            guard var channel = slots[slot].channel else { return }
             let beacon: Bool
             if case .beacon = action { beacon = true } else { beacon = false }
+            let nodeTime = nodeNow(slot)
             // A keepalive on the peer network is one datagram; the broker carries fragments.
-            let frames = beacon ? [channel.seal(env, now: nodeNow(slot))]
-                : channel.sealFragments(encoded: bytes, from: env.from, incarnation: env.incarnation, now: nodeNow(slot))
-            slots[slot].channel = channel
+            // Sealed in place (a copy of the channel would copy its counters on write).
+            guard let frames = beacon ? (slots[slot].channel?.seal(env, now: nodeTime)).map({ [$0] })
+                    : slots[slot].channel?.sealFragments(encoded: bytes, from: env.from, incarnation: env.incarnation, now: nodeTime)
+            else { return }
             if frames.count > 1 { coverage.count(.fragmentedMessage) }
             for frame in frames {
                 adversary?.capture(frame)
@@ -101,13 +105,13 @@ extension Simulator {
                     for s in slots.indices where s != slot { deliverCluster(frame, from: slot, to: s, beacon: true) }
                 } else if case .send = action, let to = env.to {
                     // Unicast reaches every live node holding that id (an impostor too).
-                    for s in slots.indices where s != slot && slots[s].node?.id == to { deliverCluster(frame, from: slot, to: s) }
+                    for s in slots.indices where s != slot && slots[s].nodeID == to { deliverCluster(frame, from: slot, to: s) }
                 } else {
                     for s in slots.indices where s != slot { deliverCluster(frame, from: slot, to: s) }
                 }
             }
         case .reply(let response, let to):
-            guard let node = slots[slot].node, node.isServing else {
+            guard slots[slot].isServing else {
                 return fail("s\(slot) answered a peer while not a serving master")
             }
             guard let p = peerByEndpoint[to] else { return }

@@ -36,7 +36,11 @@ public struct SimulationReport: Sendable, CustomStringConvertible {
 }
 
 
-struct SimSlot {
+/// One node's place in the world: its process (if running), disk, channel and what the
+/// checks watch. A reference: the simulator reads and steps a slot's node after every
+/// event, and a slot held by value (over a kilobyte, dozens of references) was copied
+/// whole at each of those reads. A `Simulator` is therefore not copied (none is).
+final class SimSlot {
     var node: TrackerNode?
     var disk = SimDisk()
     var exists = false
@@ -53,6 +57,17 @@ struct SimSlot {
     var rejoining = false
     /// The node's process is stopped until then: what reaches it waits.
     var pausedUntil: Instant?
+
+    /// Reads the running node in place. A plain read of `node` copies the whole value
+    /// (about a kilobyte, dozens of retains), and the simulator reads it after every event.
+    func inspect<R>(_ body: (inout TrackerNode) -> R) -> R? { node?.inPlace(body) }
+    var isRunning: Bool { inspect { _ in true } ?? false }
+    var isServing: Bool { inspect { $0.isServing } ?? false }
+    var nodeID: NodeID? { inspect { $0.id } }
+}
+
+extension TrackerNode {
+    fileprivate mutating func inPlace<R>(_ body: (inout TrackerNode) -> R) -> R { body(&self) }
 }
 
 /// Per node process: requests it received that no node could answer when they were sent
@@ -170,7 +185,7 @@ public struct Simulator {
         self.scenario = scenario
         self.rng = SeededGenerator(seed: scenario.seed ^ 0x5349_4D55_4C41_5445)
         self.tracing = trace
-        self.slots = Array(repeating: SimSlot(), count: scenario.nodes)
+        self.slots = (0..<scenario.nodes).map { _ in SimSlot() }
         var c = ClusterConfig()
         c.quorum = scenario.quorum
         c.clusterSize = scenario.nodes
@@ -280,7 +295,7 @@ public struct Simulator {
 
     /// The serving master's slot, if exactly one node serves.
     public var servingSlot: Int? {
-        let serving = slots.indices.filter { slots[$0].node?.isServing == true }
+        let serving = slots.indices.filter { slots[$0].isServing }
         return serving.count == 1 ? serving[0] : nil
     }
 
@@ -312,7 +327,7 @@ public struct Simulator {
     func nodeNow(_ slot: Int) -> Instant { now + Milliseconds(drift(slot)) }
 
     func slot(of id: NodeID) -> Int? {
-        slots.indices.first { slots[$0].node?.id == id } ?? (Int(id.rawValue) - 1 < scenario.nodes ? Int(id.rawValue) - 1 : nil)
+        slots.indices.first { slots[$0].nodeID == id } ?? (Int(id.rawValue) - 1 < scenario.nodes ? Int(id.rawValue) - 1 : nil)
     }
 
     mutating func startNode(_ slot: Int, incarnation: UInt64? = nil) {
@@ -334,27 +349,31 @@ public struct Simulator {
     }
 
     mutating func scheduleTick(_ slot: Int) {
-        guard let node = slots[slot].node else { return }
-        let wake = node.nextWake(now: nodeNow(slot)) - Milliseconds(drift(slot))
+        let nodeTime = nodeNow(slot)
+        guard let nodeWake = slots[slot].inspect({ $0.nextWake(now: nodeTime) }) else { return }
+        let wake = nodeWake - Milliseconds(drift(slot))
         if let s = slots[slot].scheduledTick, s > now, s <= wake { return }
         slots[slot].scheduledTick = wake
         queue.push(wake, .tick(slot))
     }
 
     mutating func step(_ slot: Int, _ event: NodeEvent, label: @autoclosure () -> String) {
-        guard var node = slots[slot].node else { return }
-        slots[slot].node = nil  // the only reference while it steps: no copy-on-write of its state
-        let wasSlave = node.role == .slave
-        let actions = node.step(event, now: nodeNow(slot))
-        slots[slot].node = node
+        let nodeTime = nodeNow(slot)
+        guard let wasSlave = slots[slot].inspect({ $0.role == .slave }),
+              // Stepped in place: a node is about a kilobyte of state with dozens of
+              // references, and this runs for every event of every scenario.
+              let actions = slots[slot].node?.step(event, now: nodeTime),
+              let id = slots[slot].nodeID else { return }
         traceDigest.add(UInt64(bitPattern: now.milliseconds), UInt64(slot), UInt64(actions.count))
-        if tracing { trace.append("\(now.milliseconds - Scenario.start.milliseconds)ms s\(slot) [\(node.role) \(node.epoch)] \(label()) -> \(actions.map(describe).joined(separator: ", "))") }
-        for q in node.commitQuorums {
-            if let v = checker.committed(q, by: node.id) { return fail(v) }
+        if tracing, let node = slots[slot].node {
+            trace.append("\(now.milliseconds - Scenario.start.milliseconds)ms s\(slot) [\(node.role) \(node.epoch)] \(label()) -> \(actions.map(describe).joined(separator: ", "))")
+        }
+        for q in slots[slot].inspect({ $0.commitQuorums }) ?? [] {
+            if let v = checker.committed(q, by: id) { return fail(v) }
         }
         observeCommits(slot, event: event, wasSlave: wasSlave)
         for action in actions { perform(action, from: slot) }
-        if slots[slot].node != nil { checkStep(slot) }
+        if slots[slot].isRunning { checkStep(slot) }
         scheduleTick(slot)
     }
 
@@ -379,9 +398,10 @@ public struct Simulator {
             slots[s].scheduledTick = nil
             step(s, .tick, label: "tick")
         case .cluster(let s, let frame, let fromAdversary, let fromServing, let beacon, let corrupted):
-            guard let node = slots[s].node, var channel = slots[s].channel else { return }
-            let opened = channel.open(frame, ownID: node.id, now: nodeNow(s))
-            slots[s].channel = channel
+            let nodeTime = nodeNow(s)
+            // Opened in place: a copy would share the replay windows and copy them on write.
+            guard let ownID = slots[s].nodeID,
+                  let opened = slots[s].channel?.open(frame, ownID: ownID, now: nodeTime) else { return }
             if fromAdversary {
                 hostileDelivered += 1
                 if case .failure = opened { hostileRejected += 1 }
@@ -411,12 +431,12 @@ public struct Simulator {
                 adversary = a
                 return
             }
-            let master = servingSlot.flatMap { s in slots[s].node.map { (id: $0.id, epoch: $0.epoch) } }
-            let ids = slots.compactMap { $0.node?.id }
+            let master = servingSlot.flatMap { s in slots[s].inspect { (id: $0.id, epoch: $0.epoch) } }
+            let ids = slots.compactMap { $0.nodeID }
             let frame = a.forge(now: now, master: master, ids: ids)
             // Published on the topic: every live node gets it, after a delay of the
             // adversary's own drawing (the nodes' randomness is not touched).
-            for s in slots.indices where slots[s].node != nil {
+            for s in slots.indices where slots[s].isRunning {
                 queue.push(now + Milliseconds(1) + Milliseconds(Int64(a.rng.below(Int(scenario.maxDelay) + 1))),
                            .cluster(s, frame, fromAdversary: true, fromServing: false))
             }
@@ -424,7 +444,7 @@ public struct Simulator {
             adversary = a
         case .operatorAction(let i):
             let action = scenario.operatorActions[i]
-            guard action.slot < slots.count, slots[action.slot].node != nil else { return }
+            guard action.slot < slots.count, slots[action.slot].isRunning else { return }
             switch action.change {
             case .register(let k):
                 guard let t = OperatorAction.torrent(k) else { return fail("simulated torrent \(k) does not parse") }
@@ -434,7 +454,7 @@ public struct Simulator {
                 step(action.slot, .submit(.unregister(t.infoHash)), label: "OPERATOR \(action)")
             }
         case .peerDatagram(let s, let bytes, let from):
-            if let node = slots[s].node, !node.isServing, let p = peerByEndpoint[from],
+            if slots[s].inspect({ $0.isServing }) == false, let p = peerByEndpoint[from],
                let header = BEP15Codec.peekHeader(bytes), unservedSends[RequestKey(peer: p, tid: header.transactionID)] != nil {
                 slots[s].held.receipts.append(HeldReceipt(request: RequestKey(peer: p, tid: header.transactionID), at: now))
             }
@@ -447,7 +467,7 @@ public struct Simulator {
             if let v { fail(v) }
             schedulePeer(p, at: now + Milliseconds(Int64(200 + rng.below(1500))))
         case .store(let s, let incarnation, let outcome):
-            guard slots[s].node?.incarnation == incarnation else { return }
+            guard slots[s].inspect({ $0.incarnation }) == incarnation else { return }
             step(s, outcome, label: "store: \(outcome)")
         case .peerWake(let p):
             guard peers[p].wakeAt == nil || peers[p].wakeAt! <= now else { return }
@@ -477,7 +497,7 @@ public struct Simulator {
                 if slots[s].disk.failing {
                     slots[s].disk.failing = false
                 }
-                if slots[s].exists && slots[s].node == nil { startNode(s) }
+                if slots[s].exists && !slots[s].isRunning { startNode(s) }
             }
             note(-1, "FAULTS END: network healed, every node up")
         }
@@ -504,11 +524,11 @@ public struct Simulator {
             guard let original = slots[s].node, original.role != .starting else { return }
             _ = startExtraNode(id: original.id, incarnation: original.incarnation &+ 1)
         case .pause(let s, let span):
-            guard slots[s].node != nil else { return }
+            guard slots[s].isRunning else { return }
             slots[s].pausedUntil = now + Milliseconds(span)
             slots[s].held.backlogUntil = now + Milliseconds(span) + config.keepaliveInterval
         case .restart(let s), .join(let s):
-            if slots[s].node == nil { startNode(s) }
+            if !slots[s].isRunning { startNode(s) }
         case .shutdown(let s):
             step(s, .shutdown, label: "shutdown")
             retire(s)

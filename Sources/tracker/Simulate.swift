@@ -10,7 +10,8 @@ struct Simulate: ParsableCommand {
             smaller scenario that fails the same way and prints it as a line). --scenario 'LINE' runs such a line. \
             --seeds A..B sweeps a range in child processes (--jobs at once): a node that traps is that seed's \
             failure and the sweep goes on; --coverage prints how often each protocol path was taken. Exits non-zero on \
-            any failure.
+            any failure. --vary-hashing runs each chunk twice, under two hashing seeds, and fails seeds whose traces \
+            differ (a run that depends on a Dictionary's or Set's order cannot be replayed).
             """)
 
     @Option(help: "Replay one scenario.") var seed: UInt64?
@@ -20,6 +21,7 @@ struct Simulate: ParsableCommand {
     @Flag(help: "Reduce a failing scenario to a smaller one with the same failure.") var shrink = false
     @Flag(help: "Print how often each protocol path was taken (and fail if a required one never was).") var coverage = false
     @Option(help: "Child processes at once for --seeds (default: the number of cores).") var jobs: Int?
+    @Flag(help: "With --seeds: run every seed under two hashing seeds and fail those whose traces differ.") var varyHashing = false
     /// Runs seeds in this process, one `done S` line after each (the parent's protocol).
     @Flag(help: .hidden) var worker = false
 
@@ -28,6 +30,7 @@ struct Simulate: ParsableCommand {
             throw ValidationError("give exactly one of --seed, --seeds or --scenario")
         }
         if shrink && seeds != nil { throw ValidationError("--shrink takes one scenario: --seed or --scenario") }
+        if varyHashing && seeds == nil { throw ValidationError("--vary-hashing takes a sweep: --seeds") }
         if let jobs, jobs < 1 || jobs > 256 { throw ValidationError("--jobs must be between 1 and 256") }
     }
 
@@ -85,7 +88,7 @@ struct Simulate: ParsableCommand {
             let report = Simulator.run(seed: s)
             total.add(report.coverage)
             if !report.passed { print(report) }
-            print("done \(s)")
+            print("done \(s) \(String(report.traceHash, radix: 16))")
             fflush(nil)
         }
         print("coverage \(total.encoded)")
@@ -108,8 +111,14 @@ struct Simulate: ParsableCommand {
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
         DispatchQueue.concurrentPerform(iterations: jobs) { _ in
             while let seeds = state.next() {
-                let (output, normal, how) = Self.runChild(executable: executable, seeds: seeds)
+                let (output, normal, how) = Self.runChild(executable: executable, seeds: seeds,
+                                                          deterministicHashing: varyHashing ? false : nil)
                 state.record(seeds, output, normal, how)
+                if varyHashing {
+                    // Swift seeds its hashing per process unless told otherwise.
+                    let (fixed, _, _) = Self.runChild(executable: executable, seeds: seeds, deterministicHashing: true)
+                    state.compareHashOrder(seeds, fixed)
+                }
             }
         }
         let ledger = state.ledger
@@ -129,7 +138,7 @@ struct Simulate: ParsableCommand {
     }
 
     /// Runs one chunk in a child: what it printed, whether it ended normally, and how not.
-    static func runChild(executable: String, seeds: ClosedRange<UInt64>) -> (String, Bool, String) {
+    static func runChild(executable: String, seeds: ClosedRange<UInt64>, deterministicHashing: Bool? = nil) -> (String, Bool, String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["simulate", "--seeds", "\(seeds.lowerBound)..\(seeds.upperBound)", "--worker"]
@@ -137,6 +146,12 @@ struct Simulate: ParsableCommand {
         // takes seconds per trap), its message on stderr is enough.
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
+        // nil: as this process was started; true: one fixed hashing seed; false: the usual per-process one.
+        switch deterministicHashing {
+        case true?: environment["SWIFT_DETERMINISTIC_HASHING"] = "1"
+        case false?: environment["SWIFT_DETERMINISTIC_HASHING"] = nil
+        case nil: break
+        }
         process.environment = environment
         let pipe = Pipe()
         process.standardOutput = pipe
@@ -163,6 +178,11 @@ struct Simulate: ParsableCommand {
         func record(_ seeds: ClosedRange<UInt64>, _ output: String, _ normal: Bool, _ how: String) {
             lock.lock(); defer { lock.unlock() }
             if let rest = ledger.record(seeds: seeds, output: output, exitedNormally: normal, how: how) { pending.append(rest) }
+        }
+
+        func compareHashOrder(_ seeds: ClosedRange<UInt64>, _ output: String) {
+            lock.lock(); defer { lock.unlock() }
+            ledger.compareHashOrder(seeds: seeds, output: output)
         }
     }
 }

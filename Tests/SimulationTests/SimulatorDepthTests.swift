@@ -162,6 +162,18 @@ struct SimulatorDepthTests {
         #expect(ledger.finished == 3 + 3 + 2 + 1)
     }
 
+    @Test func aSeedWhoseTraceDependsOnTheHashingSeedFails() {
+        var ledger = SweepLedger()
+        let c = Coverage().encoded
+        #expect(ledger.record(seeds: 1...3, output: "done 1 a1\ndone 2 b2\ndone 3 c3\ncoverage \(c)\n", exitedNormally: true) == nil)
+        #expect(ledger.traceHashes[2] == 0xb2)
+        // The same seeds in another process: seed 2 took another path; a line without a
+        // hash (an older worker) and seeds outside the chunk are not compared.
+        ledger.compareHashOrder(seeds: 1...3, output: "done 1 a1\ndone 2 b3\ndone 3\ndone 9 ff\ncoverage \(c)\n")
+        #expect(ledger.failures.map(\.seed) == [2])
+        #expect(ledger.failures.first?.text.contains("depends on hash order (trace b2 in one process, b3 in another)") == true)
+    }
+
     // MARK: the new faults, survived
 
     func calm(_ nodes: Int, _ faults: [(Int64, Scenario.Fault)], quorum: QuorumMode = .live) -> Scenario {

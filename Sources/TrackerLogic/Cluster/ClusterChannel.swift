@@ -70,7 +70,7 @@ public struct ClusterChannel: Sendable {
     private var reassembly = FragmentReassembly()
     /// HMAC-SHA256 already keyed (its inner and outer pads hashed), one per key: each
     /// frame copies one instead of hashing the key again (a quarter of the simulator's time).
-    private let macs: [HMAC<SHA256>]
+    private let macs: [FrameMAC]
 
     public init(keys: [ClusterKey], maxAge: Milliseconds = .seconds(30), startedAt: Instant,
                 fragmentBytes: Int = ClusterChannel.defaultFragmentBytes) {
@@ -78,7 +78,7 @@ public struct ClusterChannel: Sendable {
         self.maxAge = maxAge
         self.startedAt = startedAt
         self.fragmentBytes = min(max(fragmentBytes, 64), 16 << 20)
-        macs = self.keys.map { HMAC<SHA256>(key: SymmetricKey(data: $0.bytes)) }
+        macs = self.keys.map { FrameMAC(key: $0.bytes) }
     }
 
     // MARK: sending
@@ -122,9 +122,8 @@ public struct ClusterChannel: Sendable {
         b.writeInteger(nextSequence)
         nextSequence &+= 1
         writeBody(&b)
-        var mac = macs[0]
-        b.withUnsafeReadableBytes { mac.update(data: $0) }
-        mac.finalize().withUnsafeBytes { _ = b.writeBytes($0) }
+        let tag = b.withUnsafeReadableBytes { macs[0].tag($0) }
+        tag.withUnsafeBytes { _ = b.writeBytes($0) }
         return b
     }
 
@@ -141,11 +140,9 @@ public struct ClusterChannel: Sendable {
               let sequence = header.readInteger(as: UInt64.self) else { return .failure(.malformed) }
         guard let k = keys.firstIndex(where: { $0.id == keyID }) else { return .failure(.unknownKey) }
         let signedLength = frame.readableBytes - Self.tagBytes
-        var mac = macs[k]
         let authentic = frame.withUnsafeReadableBytes { raw in
-            mac.update(data: UnsafeRawBufferPointer(rebasing: raw[..<signedLength]))
-            // Constant-time comparison (`HashedAuthenticationCode ==` over bytes).
-            return mac.finalize() == UnsafeRawBufferPointer(rebasing: raw[signedLength...])
+            macs[k].isValid(UnsafeRawBufferPointer(rebasing: raw[signedLength...]),
+                            for: UnsafeRawBufferPointer(rebasing: raw[..<signedLength]))
         }
         guard authentic else { return .failure(.badTag) }
         let sentAt = Instant(milliseconds: sentAtRaw)
@@ -207,28 +204,39 @@ struct ReplayWindows: Sendable {
 
     mutating func accept(sender: NodeID, incarnation: UInt64, sequence: UInt64, now: Instant) -> Bool {
         let key = Key(sender: sender, incarnation: incarnation)
-        guard var w = entries[key] else {
-            if entries.count >= Self.maxEntries, let oldest = entries.min(by: { $0.value.lastHeard < $1.value.lastHeard })?.key {
-                entries[oldest] = nil
-            }
-            var seen = [UInt64](repeating: 0, count: Int(Self.width / 64))
-            seen[0] = 1
-            entries[key] = Window(highest: sequence, seen: seen, lastHeard: now)
-            return true
+        // In place: a window copied out of the table would copy its bitmap on every frame.
+        if let accepted = entries[key]?.accept(sequence, now: now) { return accepted }
+        if entries.count >= Self.maxEntries, let oldest = entries.min(by: { Self.older($0, than: $1) })?.key {
+            entries[oldest] = nil
         }
-        w.lastHeard = now
-        if sequence > w.highest {
-            w.shift(by: sequence - w.highest)
-            w.highest = sequence
-            w.seen[0] |= 1
+        var seen = [UInt64](repeating: 0, count: Int(Self.width / 64))
+        seen[0] = 1
+        entries[key] = Window(highest: sequence, seen: seen, lastHeard: now)
+        return true
+    }
+
+    /// Least recently heard first; ties by key, so which window goes never depends on
+    /// the table's (per-process) hash order.
+    static func older(_ a: (key: Key, value: Window), than b: (key: Key, value: Window)) -> Bool {
+        (a.value.lastHeard, a.key.sender.rawValue, a.key.incarnation) < (b.value.lastHeard, b.key.sender.rawValue, b.key.incarnation)
+    }
+}
+
+extension ReplayWindows.Window {
+    /// Accepts `sequence` unless it was seen or is older than the window.
+    mutating func accept(_ sequence: UInt64, now: Instant) -> Bool {
+        if sequence > highest {
+            shift(by: sequence - highest)
+            highest = sequence
+            seen[0] |= 1
         } else {
-            let back = w.highest - sequence
-            guard back < Self.width else { return false }
+            let back = highest - sequence
+            guard back < ReplayWindows.width else { return false }
             let (word, bit) = (Int(back / 64), back % 64)
-            guard w.seen[word] & (1 << bit) == 0 else { return false }
-            w.seen[word] |= 1 << bit
+            guard seen[word] & (1 << bit) == 0 else { return false }
+            seen[word] |= 1 << bit
         }
-        entries[key] = w
+        lastHeard = now
         return true
     }
 }

@@ -107,7 +107,11 @@ public struct FragmentReassembly: Sendable {
             }
             partial = p
         } else {
-            if partials.count >= Self.maxPartials, let oldest = partials.min(by: { $0.value.lastHeard < $1.value.lastHeard })?.key {
+            // Least recently fed first; ties by key, never by the table's per-process hash order.
+            if partials.count >= Self.maxPartials, let oldest = partials.min(by: {
+                ($0.value.lastHeard, $0.key.sender.rawValue, $0.key.incarnation, $0.key.transfer)
+                    < ($1.value.lastHeard, $1.key.sender.rawValue, $1.key.incarnation, $1.key.transfer)
+            })?.key {
                 partials[oldest] = nil
             }
             partial = Partial(pieces: Array(repeating: nil, count: Int(f.count)), lastHeard: now)

@@ -117,6 +117,12 @@ public struct Membership: Sendable {
 
     /// When the next member would be declared down, for arming a timer.
     public func nextExpiry(after now: Instant, downAfter: Milliseconds) -> Instant? {
-        members.values.map { $0.lastHeard + downAfter + Milliseconds(1) }.filter { $0 > now }.min()
+        // Asked after every step of every node: one pass, no intermediate arrays.
+        var soonest: Instant?
+        for member in members.values {
+            let expiry = member.lastHeard + downAfter + Milliseconds(1)
+            if expiry > now, soonest.map({ expiry < $0 }) ?? true { soonest = expiry }
+        }
+        return soonest
     }
 }
