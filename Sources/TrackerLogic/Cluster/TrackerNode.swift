@@ -42,7 +42,7 @@ public struct TrackerNode: Sendable {
     /// Requests received while not serving, for this node to answer if it comes to serve.
     var held: HeldRequests
     /// Held requests this node handled after it came to serve (for the dashboard).
-    public private(set) var answeredHeld: UInt64 = 0
+    public var answeredHeld: UInt64 { paths[.heldRequestAnswered] }
     /// How often this node took each protocol branch (the simulator's coverage table).
     public internal(set) var paths = PathCounts()
     /// What each commit of the last step was decided on (the simulator's checker holds
@@ -520,7 +520,6 @@ extension TrackerNode {
     /// Just came to serve: answer what arrived while nobody did, through the normal path.
     mutating func answerHeld(_ now: Instant) {
         for r in held.takeUnanswered(now: now) {
-            answeredHeld &+= 1
             paths.count(.heldRequestAnswered)
             receivePeer(r.datagram, from: r.source, now)
         }
