@@ -115,8 +115,12 @@ public struct TrackerNode: Sendable {
             }
         }
         wakeDue = nextWake(now: now)
-        defer { out.removeAll(keepingCapacity: true) }
-        return out
+        // Handed over whole: emptying it "keeping capacity" while the caller holds the
+        // same buffer allocated a fresh one at every step, even a step with no action (a
+        // follower holding a peer datagram, thousands a second).
+        let actions = out
+        out = []
+        return actions
     }
 
     /// When the node next needs a `.tick`, at the latest.
