@@ -14,7 +14,7 @@ public struct SweepLedger: Sendable {
     /// Seeds whose result is known (passed, failed or died).
     public private(set) var finished: UInt64 = 0
     /// Each finished seed's trace hash.
-    public private(set) var traceHashes: [UInt64: UInt64?] = [:]
+    public private(set) var traceHashes: [UInt64: UInt64] = [:]
 
     public init() {}
 
@@ -31,7 +31,7 @@ public struct SweepLedger: Sendable {
                 block = []
                 done = s
                 finished += 1
-                traceHashes[s] = hash
+                if let hash { traceHashes[s] = hash }
             } else if line.hasPrefix("coverage "), let c = Coverage(encoded: String(line.dropFirst(9))) {
                 coverage.add(c)
                 sawCoverage = true
@@ -54,7 +54,7 @@ public struct SweepLedger: Sendable {
     /// (its hashing seed is fixed at launch) and which makes its failures unreplayable.
     public mutating func compareHashOrder(seeds: ClosedRange<UInt64>, output: String) {
         for line in output.split(separator: "\n", omittingEmptySubsequences: true) {
-            guard let (s, other) = Self.done(line), seeds.contains(s), let first = traceHashes[s], let other, let first,
+            guard let (s, other) = Self.done(line), seeds.contains(s), let first = traceHashes[s], let other,
                   first != other else { continue }
             failures.append((s, "FAIL seed \(s): the run depends on hash order (trace \(String(first, radix: 16)) in one process, "
                              + "\(String(other, radix: 16)) in another): an unordered collection is walked where order matters\n"

@@ -51,7 +51,7 @@ public struct ClusterChannel: Sendable {
         return m == magic && v == version
     }
     public static let headerBytes = 2 + 1 + 4 + 8 + 8
-    public static let tagBytes = 32
+    public static let tagBytes = FrameMAC.tagBytes
 
     /// Signs with the first key; accepts any of them (at most two: old and new during a
     /// rotation).
@@ -188,9 +188,11 @@ struct ReplayWindows: Sendable {
     static let width: UInt64 = 1024
     static let maxEntries = 4096
 
-    struct Key: Hashable, Sendable {
+    struct Key: Hashable, Comparable, Sendable {
         var sender: NodeID
         var incarnation: UInt64
+
+        static func < (a: Key, b: Key) -> Bool { (a.sender.rawValue, a.incarnation) < (b.sender.rawValue, b.incarnation) }
     }
 
     struct Window: Sendable {
@@ -206,19 +208,15 @@ struct ReplayWindows: Sendable {
         let key = Key(sender: sender, incarnation: incarnation)
         // In place: a window copied out of the table would copy its bitmap on every frame.
         if let accepted = entries[key]?.accept(sequence, now: now) { return accepted }
-        if entries.count >= Self.maxEntries, let oldest = entries.min(by: { Self.older($0, than: $1) })?.key {
+        // Least recently heard first; ties by key, so which window goes never depends on
+        // the table's (per-process) hash order.
+        if entries.count >= Self.maxEntries, let oldest = entries.min(by: { ($0.value.lastHeard, $0.key) < ($1.value.lastHeard, $1.key) })?.key {
             entries[oldest] = nil
         }
         var seen = [UInt64](repeating: 0, count: Int(Self.width / 64))
         seen[0] = 1
         entries[key] = Window(highest: sequence, seen: seen, lastHeard: now)
         return true
-    }
-
-    /// Least recently heard first; ties by key, so which window goes never depends on
-    /// the table's (per-process) hash order.
-    static func older(_ a: (key: Key, value: Window), than b: (key: Key, value: Window)) -> Bool {
-        (a.value.lastHeard, a.key.sender.rawValue, a.key.incarnation) < (b.value.lastHeard, b.key.sender.rawValue, b.key.incarnation)
     }
 }
 

@@ -70,10 +70,14 @@ public struct FragmentReassembly: Sendable {
 
     public init(maxMessageBytes: Int = 512 << 20) { self.maxMessageBytes = maxMessageBytes }
 
-    struct Key: Hashable, Sendable {
+    struct Key: Hashable, Comparable, Sendable {
         var sender: NodeID
         var incarnation: UInt64
         var transfer: UInt64
+
+        static func < (a: Key, b: Key) -> Bool {
+            (a.sender.rawValue, a.incarnation, a.transfer) < (b.sender.rawValue, b.incarnation, b.transfer)
+        }
     }
 
     struct Partial: Sendable {
@@ -108,10 +112,7 @@ public struct FragmentReassembly: Sendable {
             partial = p
         } else {
             // Least recently fed first; ties by key, never by the table's per-process hash order.
-            if partials.count >= Self.maxPartials, let oldest = partials.min(by: {
-                ($0.value.lastHeard, $0.key.sender.rawValue, $0.key.incarnation, $0.key.transfer)
-                    < ($1.value.lastHeard, $1.key.sender.rawValue, $1.key.incarnation, $1.key.transfer)
-            })?.key {
+            if partials.count >= Self.maxPartials, let oldest = partials.min(by: { ($0.value.lastHeard, $0.key) < ($1.value.lastHeard, $1.key) })?.key {
                 partials[oldest] = nil
             }
             partial = Partial(pieces: Array(repeating: nil, count: Int(f.count)), lastHeard: now)
