@@ -15,6 +15,8 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case hostileFrameRejected
     /// A message crossed the broker in fragments.
     case fragmentedMessage
+    /// A node that woke from a pause dropped a peer datagram queued in its socket.
+    case pauseBacklogDiscarded
 
     public var description: String {
         switch self {
@@ -24,6 +26,7 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .diskLossRejoined: return "disk-loss rejoin"
         case .hostileFrameRejected: return "hostile frame rejected"
         case .fragmentedMessage: return "message sent in fragments"
+        case .pauseBacklogDiscarded: return "pause backlog discarded"
         }
     }
 }

@@ -115,7 +115,12 @@ extension Simulator {
                 return fail("s\(slot) answered a peer while not a serving master")
             }
             guard let p = peerByEndpoint[to] else { return }
-            answeredAt[RequestKey(peer: p, tid: response.transactionID)] = now
+            let key = RequestKey(peer: p, tid: response.transactionID)
+            if answeredAt[key] != nil, slots[slot].backlogRead.contains(key), !retransmitted.contains(key) {
+                return fail("s\(slot) answered p\(p)'s transaction \(key.tid) a second time: it read the request from what "
+                            + "its socket queued while it was stopped, and another master had answered it")
+            }
+            answeredAt[key] = now
             if case .error = response { replies.append((now, slot, true)) } else { replies.append((now, slot, false)) }
             if case .announce = response { recordAck(peer: p, by: slot) }
             let bytes = BEP15Codec.encode(response)
@@ -123,6 +128,8 @@ extension Simulator {
             queue.push(now + delay(slot), .reply(p, bytes))
         case .persist, .persistSnapshot, .persistEpoch, .wipeStore, .probeStore:
             performStore(action, from: slot)
+        case .discardPeerBacklog:
+            slots[slot].discardingBacklog = slots[slot].peerBacklog > 0
         case .exit(let reason):
             exits.append((slot, reason))
             if !reason.isClean && slot < scenario.nodes { fail("s\(slot) exited: \(reason)") }

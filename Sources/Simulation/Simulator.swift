@@ -57,6 +57,17 @@ final class SimSlot {
     var rejoining = false
     /// The node's process is stopped until then: what reaches it waits.
     var pausedUntil: Instant?
+    /// Peer datagrams queued in its socket during the last pause: read one a millisecond
+    /// after it wakes (the broker's backlog at once), so a node that comes to serve fast
+    /// still has some of them to read, as a real one does.
+    var peerBacklog = 0
+    /// How many of them the last pause queued (the next one is read that many ms late).
+    var backlogPosition = 0
+    /// The node asked for its peer backlog to be dropped (`NodeAction.discardPeerBacklog`).
+    var discardingBacklog = false
+    /// Requests this process read from the backlog of its last pause (what it answers of
+    /// them must not have been answered already).
+    var backlogRead: Set<RequestKey> = []
 
     /// Reads the running node in place. A plain read of `node` copies the whole value
     /// (about a kilobyte, dozens of retains), and the simulator reads it after every event.
@@ -87,7 +98,9 @@ enum SimEvent {
     case tick(Int)
     /// A sealed frame for a node: from the broker, or (`beacon`) a keepalive on the peer network.
     case cluster(Int, ByteBuffer, fromAdversary: Bool, fromServing: Bool, beacon: Bool = false, corrupted: Bool = false)
-    case peerDatagram(Int, ByteBuffer, PeerEndpoint)
+    /// `backlogOf`: it waited in the socket of this stopped process (an incarnation); the
+    /// socket dies with the process.
+    case peerDatagram(Int, ByteBuffer, PeerEndpoint, backlogOf: UInt64? = nil)
     case reply(Int, ByteBuffer)
     /// What a node hears back from its disk (for the incarnation that asked).
     case store(Int, UInt64, NodeEvent)
@@ -173,6 +186,8 @@ public struct Simulator {
     /// last answered by anyone.
     var unservedSends: [RequestKey: Instant] = [:]
     var answeredAt: [RequestKey: Instant] = [:]
+    /// Requests a peer sent more than once (each copy may be answered).
+    var retransmitted: Set<RequestKey> = []
     var violation: String?
     var traceDigest = Digest()
     var tracing: Bool
@@ -341,6 +356,8 @@ public struct Simulator {
         slots[slot].node = node
         slots[slot].held = HeldWatch()  // a new process holds nothing
         slots[slot].pausedUntil = nil
+        slots[slot].discardingBacklog = false
+        slots[slot].backlogRead = []
         slots[slot].channel = ClusterChannel(keys: [clusterKey], startedAt: nodeNow(slot), fragmentBytes: scenario.fragmentBytes)
         slots[slot].trackedLast = node.replica.lastCommitted
         slots[slot].scheduledTick = nil
@@ -386,6 +403,13 @@ public struct Simulator {
                 if case .tick = event {
                     guard slots[s].scheduledTick == now else { return }
                     slots[s].scheduledTick = until
+                }
+                if case .peerDatagram(_, let bytes, let from, let queued) = event {
+                    if queued == nil { slots[s].peerBacklog += 1 }
+                    slots[s].backlogPosition += 1
+                    let process = queued ?? slots[s].inspect { $0.incarnation }
+                    queue.push(until + Milliseconds(Int64(slots[s].backlogPosition)), .peerDatagram(s, bytes, from, backlogOf: process))
+                    return
                 }
                 queue.push(until, event)
                 return
@@ -453,7 +477,19 @@ public struct Simulator {
                 guard let t = OperatorAction.torrent(k) else { return }
                 step(action.slot, .submit(.unregister(t.infoHash)), label: "OPERATOR \(action)")
             }
-        case .peerDatagram(let s, let bytes, let from):
+        case .peerDatagram(let s, let bytes, let from, let backlogOf):
+            if let process = backlogOf {
+                slots[s].peerBacklog -= 1
+                guard slots[s].inspect({ $0.incarnation }) == process else { return }
+                if slots[s].discardingBacklog {
+                    coverage.count(.pauseBacklogDiscarded)
+                    if slots[s].peerBacklog == 0 { slots[s].discardingBacklog = false }
+                    return note(s, "backlog datagram from \(from) discarded")
+                }
+                if let p = peerByEndpoint[from], let header = BEP15Codec.peekHeader(bytes) {
+                    slots[s].backlogRead.insert(RequestKey(peer: p, tid: header.transactionID))
+                }
+            }
             if slots[s].inspect({ $0.isServing }) == false, let p = peerByEndpoint[from],
                let header = BEP15Codec.peekHeader(bytes), unservedSends[RequestKey(peer: p, tid: header.transactionID)] != nil {
                 slots[s].held.receipts.append(HeldReceipt(request: RequestKey(peer: p, tid: header.transactionID), at: now))
@@ -474,6 +510,9 @@ public struct Simulator {
             peers[p].wakeAt = nil
             if draining { return }
             if let bytes = peers[p].wake(now: now, rng: &rng) {
+                if let o = peers[p].outstanding, o.attempt > 0 {
+                    retransmitted.insert(RequestKey(peer: p, tid: o.request.transactionID))
+                }
                 // A stop may remove the peer once committed, acknowledged or not — and it
                 // may overtake an announce sent before it (see `StateChecker.stopSent`).
                 if BEP15Codec.peekHeader(bytes)?.action == .announce, bytes.readableBytes >= 84,
@@ -526,6 +565,9 @@ public struct Simulator {
         case .pause(let s, let span):
             guard slots[s].isRunning else { return }
             slots[s].pausedUntil = now + Milliseconds(span)
+            slots[s].discardingBacklog = false
+            slots[s].backlogPosition = 0
+            slots[s].backlogRead = []
             slots[s].held.backlogUntil = now + Milliseconds(span) + config.keepaliveInterval
         case .restart(let s), .join(let s):
             if !slots[s].isRunning { startNode(s) }
@@ -570,7 +612,7 @@ extension SimEvent {
     /// The node slot whose process handles this event, if one does.
     var slot: Int? {
         switch self {
-        case .tick(let s), .cluster(let s, _, _, _, _, _), .peerDatagram(let s, _, _), .store(let s, _, _): return s
+        case .tick(let s), .cluster(let s, _, _, _, _, _), .peerDatagram(let s, _, _, _), .store(let s, _, _): return s
         case .reply, .peerWake, .fault, .endFaults, .adversaryWake, .operatorAction, .checkHeld: return nil
         }
     }

@@ -23,6 +23,7 @@ extension Simulator {
         case .persistEpoch(let e): return "persist epoch \(e)"
         case .wipeStore: return "wipe store"
         case .probeStore: return "probe store"
+        case .discardPeerBacklog: return "discard peer backlog"
         case .exit(let r): return "exit (\(r))"
         }
     }

@@ -96,6 +96,7 @@ import TrackerLogic
         let first = n1.step(.peer(connect, from: peer), now: woke)
         #expect(replies(first) == 0)
         #expect(startsElection(first))
+        #expect(first.first == .discardPeerBacklog, "the rest of the backlog is dropped unread")
         let servingOnWake = n1.isServing
         #expect(!servingOnWake)
         var later: [NodeAction] = []
@@ -109,5 +110,27 @@ import TrackerLogic
         let servingAgain = n1.isServing
         #expect(servingAgain, "alone, it leads again")
         #expect(replies(later) == 0, "the backlog is not answered when it serves again")
+    }
+
+    /// A follower's backlog was the master's to answer; read later, nothing would tell it
+    /// from fresh requests (a follower that comes to lead holds what it reads), so the host
+    /// drops it.
+    @Test func aPausedFollowerDropsItsBacklog() {
+        var (n2, last) = settledFollower()
+        #expect(n2.step(.tick, now: last + Milliseconds(3000)).contains(.discardPeerBacklog))
+    }
+
+    /// A master paused too briefly for anyone to replace it still owns its backlog: nobody
+    /// else answered it.
+    @Test func aMasterPausedBrieflyKeepsItsBacklog() {
+        let (serving, t) = servingMaster()
+        var n1 = serving
+        // Late by 700 ms: a pause (over half an interval), but not long enough to be replaced.
+        let woke = n1.nextWake(now: t) + Milliseconds(700)
+        let connect = BEP15Codec.encode(.connect(ConnectRequest(transactionID: 7)))
+        let actions = n1.step(.peer(connect, from: peer), now: woke)
+        #expect(!actions.contains(.discardPeerBacklog))
+        #expect(replies(actions) == 1)
+        #expect(!startsElection(actions))
     }
 }

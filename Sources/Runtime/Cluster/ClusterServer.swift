@@ -80,6 +80,11 @@ public final class ClusterServer: @unchecked Sendable {
     var storeFailing = false
     var inPeerRead = false
     var repliesPending = false
+    /// Set by `.discardPeerBacklog`: peer datagrams are dropped unread until the receive
+    /// queue is down to a read's worth (what is left arrived after the wake), or until then.
+    var discardingBacklogUntil: Instant?
+    /// When the discard began and the running total then (for its log line).
+    var discardStart: (at: Instant, total: Int) = (.zero, 0)
     public private(set) var stats = ClusterServerStats()
     /// The dashboard's exporter, when there is one: commit latencies go to its histogram.
     var metrics: NodeMetrics?
@@ -224,6 +229,11 @@ public final class ClusterServer: @unchecked Sendable {
             store(.wipe, for: action)
         case .probeStore:
             store(.probe, for: action)
+        case .discardPeerBacklog:
+            discardingBacklogUntil = WallClock.now() + settings.cluster.keepaliveInterval
+            discardStart = (WallClock.now(), stats.backlogDiscarded)
+            logger.notice("woke from a pause; dropping the peer datagrams queued meanwhile (another master answers them)",
+                          metadata: ["queued-bytes": "\(sockets.receive.receiveQueueBytes().map { "\($0)" } ?? "unknown")"])
         case .exit(let reason):
             logger.notice("node stopped", metadata: ["reason": "\(reason)"])
             teardown(code: reason.exitCode)
@@ -295,6 +305,13 @@ public final class ClusterServer: @unchecked Sendable {
         // hold it, so that whoever serves next answers what arrived while nobody did.
         guard !stopping, !silenced, let endpoint = PeerEndpoint(source) else { return }
         if ClusterChannel.isFrame(data) { return beaconReceived(data) }
+        if let until = discardingBacklogUntil {
+            if WallClock.now() < until {
+                stats.backlogDiscarded += 1
+                return
+            }
+            endBacklogDiscard()
+        }
         inPeerRead = true
         step(.peer(data, from: endpoint))
         inPeerRead = false
@@ -302,6 +319,20 @@ public final class ClusterServer: @unchecked Sendable {
 
     func peerReadComplete() {
         if repliesPending { flushReplies() }
+        // The socket is read in bursts; once what is still queued is less than a burst,
+        // the rest arrived after the wake.
+        if discardingBacklogUntil != nil, let queued = sockets.receive.receiveQueueBytes(), queued <= Self.drainedQueueBytes {
+            endBacklogDiscard()
+        }
+    }
+
+    /// A receive queue this short holds no pause backlog (about 32 small datagrams).
+    static let drainedQueueBytes = 64 << 10
+
+    func endBacklogDiscard() {
+        discardingBacklogUntil = nil
+        logger.notice("peer backlog dropped", metadata: ["datagrams": "\(stats.backlogDiscarded - discardStart.total)",
+                                                         "ms": "\((WallClock.now() - discardStart.at).value)"])
     }
 
     /// A keepalive from the peer network (our own comes back too: the group loops).
@@ -379,6 +410,8 @@ public struct ClusterServerStats: Sendable {
     /// Cluster frames dropped by the channel, per reason.
     public var rejected: [ClusterRejection: Int] = [:]
     public var storeFailures = 0
+    /// Peer datagrams dropped unread after a pause another master served through (total).
+    public var backlogDiscarded = 0
     /// Writes handed to the writer thread and not yet done: how far the disk trails memory.
     public var storeBacklog = 0
     /// Announces answered (as master).

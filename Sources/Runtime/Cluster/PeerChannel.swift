@@ -149,6 +149,22 @@ extension Channel {
     }
 }
 
+extension Channel {
+    /// Bytes waiting in the socket's receive queue: the first field of SO_MEMINFO, an array
+    /// of 32-bit counters (the kernel's receive allocation, datagram overhead included).
+    /// The kernel copies as many bytes as asked; NIO asks for one `SocketOptionValue`, so
+    /// the first four bytes of it are that field. Nil where the channel cannot say.
+    func receiveQueueBytes() -> Int? {
+        #if os(Linux)
+        let memInfo = ChannelOptions.socket(SocketOptionLevel(SOL_SOCKET), SocketOptionName(SO_MEMINFO))
+        guard let options = syncOptions, let value = try? options.getOption(memInfo) else { return nil }
+        return Int(withUnsafeBytes(of: value) { $0.loadUnaligned(as: UInt32.self) })
+        #else
+        return nil
+        #endif
+    }
+}
+
 extension IPAddress {
     public var isIPv4Multicast: Bool {
         if case .v4(let bits) = self { return bits >> 28 == 0xE }

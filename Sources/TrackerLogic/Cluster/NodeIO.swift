@@ -44,6 +44,10 @@ public enum NodeAction: Hashable, Sendable {
     case wipeStore
     /// Check whether the store accepts writes again.
     case probeStore
+    /// Drop the peer datagrams queued in the node's socket now, unread: they arrived while
+    /// the node was stopped and another master served them (see `Pause.swift`). Only the
+    /// host can tell a queued datagram from a fresh one.
+    case discardPeerBacklog
     /// The node must stop: its id is taken, or it left.
     case exit(reason: ExitReason)
 }
@@ -81,7 +85,7 @@ extension NodeAction {
         case .persist, .persistSnapshot, .wipeStore: return ok ? nil : .storeResult(ok: false, detail: detail)
         case .persistEpoch(let epoch): return ok ? .epochStored(epoch) : .storeResult(ok: false, detail: detail)
         case .probeStore: return .storeResult(ok: ok, detail: detail)
-        case .broadcast, .send, .beacon, .reply, .exit: return nil
+        case .broadcast, .send, .beacon, .reply, .discardPeerBacklog, .exit: return nil
         }
     }
 }
