@@ -399,15 +399,16 @@ public struct Simulator {
     mutating func handle(_ event: SimEvent) {
         if let s = event.slot, let until = slots[s].pausedUntil {
             if until > now {
-                // A stopped process: everything waits in its sockets, in order.
+                // A stopped process: everything waits in its sockets, in order; the broker's
+                // backlog is read at the wake, the peer socket's one datagram a millisecond.
                 if case .tick = event {
                     guard slots[s].scheduledTick == now else { return }
                     slots[s].scheduledTick = until
                 }
-                if case .peerDatagram(_, let bytes, let from, let queued) = event {
+                if case .peerDatagram(_, let bytes, let from, let queued) = event,
+                   let process = queued ?? slots[s].inspect({ $0.incarnation }) {
                     if queued == nil { slots[s].peerBacklog += 1 }
                     slots[s].backlogPosition += 1
-                    let process = queued ?? slots[s].inspect { $0.incarnation }
                     queue.push(until + Milliseconds(Int64(slots[s].backlogPosition)), .peerDatagram(s, bytes, from, backlogOf: process))
                     return
                 }

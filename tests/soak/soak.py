@@ -39,15 +39,15 @@ class Checker(threading.Thread):
         self.client = GroupClient(target)
         self.torrent = os.urandom(20)
         self.sent = {}  # tid -> (time, peer or None for a connect)
-        self.replies = {}  # tid -> [(time, action)]
+        self.replies = {}  # tid -> [(time, action, "ip:port" it came from)]
         self.stop_flag = False
 
     def record(self, window):
-        for data, _ in self.client.collect(window):
+        for data, source in self.client.collect(window):
             if len(data) < 8:
                 continue
             action, tid = struct.unpack(">II", data[:8])
-            self.replies.setdefault(tid, []).append((time.time(), action))
+            self.replies.setdefault(tid, []).append((time.time(), action, f"{source[0]}:{source[1]}"))
             if action == 0 and len(data) == 16 and tid in self.sent and self.sent[tid][1] is None:
                 self.client.connection_id = struct.unpack(">Q", data[8:])[0]
             if action == 3 and b"connection" in data[8:]:
@@ -73,7 +73,7 @@ class Checker(threading.Thread):
 
     def acked(self):
         return [self.sent[t][1] for t, r in self.replies.items()
-                if t in self.sent and self.sent[t][1] is not None and any(a == 1 for _, a in r)]
+                if t in self.sent and self.sent[t][1] is not None and any(a == 1 for _, a, _ in r)]
 
 
 def bench(target, seconds, concurrency):
@@ -189,8 +189,11 @@ def main():
         if lost:
             fail(f"{len(lost)} acknowledged announces are missing from the replicas")
         if doubles:
-            fail(f"{len(doubles)} requests were answered more than once, e.g. "
-                 f"{[(t, [(round(at - checker.sent[t][0], 2), a) for at, a in r]) for t, r in list(doubles.items())[:3]]}")
+            # Which node answered: each replies from its own address (group mode).
+            senders = {(n.api() or {}).get("replyFrom"): n.node_id for n in nodes}
+            fail(f"{len(doubles)} requests were answered more than once, e.g. (transaction, sent at s, "
+                 f"[(reply after s, action, node)]) "
+                 f"{[(t, round(checker.sent[t][0] - start, 2), [(round(at - checker.sent[t][0], 2), a, senders.get(src, src)) for at, a, src in r]) for t, r in list(doubles.items())[:3]]}")
     finally:
         if checker:
             checker.stop_flag = True

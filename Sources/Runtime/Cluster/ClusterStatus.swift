@@ -36,6 +36,7 @@ extension ClusterServer {
         s.aborts = stats.aborts
         s.heldAnswered = Int(clamping: node.answeredHeld)
         s.beacons = stats.beacons
+        s.backlogDiscarded = stats.backlogDiscarded
         s.protocolPaths = Dictionary(uniqueKeysWithValues: ProtocolPath.allCases.map { ($0.description, node.paths[$0]) })
         s.broker = NodeStatus.BrokerStatus(
             connected: stomp?.isReady ?? false, connectedTo: stomp?.connectedTo.map { "stomp://\($0)" }, sent: stomp?.stats.sent ?? 0, received: stomp?.stats.received ?? 0,

@@ -76,6 +76,8 @@ public struct NodeStatus: Codable, Sendable {
     var heldAnswered = 0
     /// Keepalives heard on the peer network.
     var beacons = 0
+    /// Peer datagrams dropped unread from its socket after a pause (another master's).
+    var backlogDiscarded = 0
     /// How often this node's process took each protocol branch (elections, aborts,
     /// catch-ups, snapshots, merges, …), by the branch's name.
     var protocolPaths: [String: UInt64] = [:]
