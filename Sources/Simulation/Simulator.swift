@@ -591,7 +591,9 @@ public struct Simulator {
         }
     }
 
-    mutating func runUntil(_ end: Instant, stop: (Simulator) -> Bool) {
+    /// `stop` gets the simulator in place: passed by value, the whole world (every slot,
+    /// peer and queued event) was copied after every event.
+    mutating func runUntil(_ end: Instant, stop: (inout Simulator) -> Bool) {
         while violation == nil, let (time, event) = queue.pop() {
             if time > end {
                 queue.push(time, event)
@@ -603,7 +605,7 @@ public struct Simulator {
                 return fail("more than \(Self.eventBudget) events: a livelock or a message storm")
             }
             handle(event)
-            if stop(self) { break }
+            if stop(&self) { break }
         }
     }
 

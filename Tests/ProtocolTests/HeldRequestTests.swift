@@ -120,4 +120,17 @@ import TrackerLogic
         let (actions, _) = electUntilServing(&n2, from: lastHeard + Milliseconds(60))
         #expect(replies(actions).map(\.0.transactionID) == [3, 4, 5])
     }
+
+    /// The ring grows as requests come (16, 32, then the capacity of 40) and, once full,
+    /// drops the oldest: the newest 40 of 100, in order.
+    @Test func theHoldGrowsToItsCapacityThenDropsTheOldest() {
+        var config = ClusterConfig()
+        config.heldRequests = 40
+        var (n2, lastHeard) = followerOfADeadMaster(config)
+        for tid in UInt32(1)...100 {
+            _ = n2.step(.peer(connect(tid), from: late), now: lastHeard + Milliseconds(Int64(tid)))
+        }
+        let (actions, _) = electUntilServing(&n2, from: lastHeard + Milliseconds(100))
+        #expect(replies(actions).map(\.0.transactionID) == Array(61...100))
+    }
 }

@@ -14,10 +14,14 @@ public final class NodeMetrics: Sendable {
 
     public init() {
         commitLatency = registry.makeDurationHistogram(
-            name: "tracker_commit_latency_seconds",
+            descriptor: Self.metric("tracker_commit_latency_seconds", "PREPARE sent to COMMIT decided, on the master"),
             buckets: [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
-                      .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2)],
-            help: "PREPARE sent to COMMIT decided, on the master")
+                      .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2)])
+    }
+
+    /// Our names are whole already (unit included): no namespace or unit is appended.
+    static func metric(_ name: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
     }
 
     func observeCommit(_ latency: Milliseconds) {
@@ -47,14 +51,14 @@ public final class NodeMetrics: Sendable {
                 let key = name + labels.map { "|\($0.0)=\($0.1)" }.joined()
                 let delta = value - (last[key] ?? 0)
                 last[key] = value
-                let counter = registry.makeCounter(name: name, labels: labels, help: help)
+                let counter = registry.makeCounter(descriptor: Self.metric(name, help), labels: labels)
                 // A count below the last one means the service restarted and counts from zero.
                 counter.increment(by: Int64(delta >= 0 ? delta : value))
             }
         }
         let roles = ["starting", "slave", "candidate", "master", "stopped"]
         for role in roles {
-            registry.makeGauge(name: "tracker_role", labels: [("role", role)], help: "1 for the node's current role")
+            registry.makeGauge(descriptor: Self.metric("tracker_role", "1 for the node's current role"), labels: [("role", role)])
                 .set(to: status.role == role ? 1.0 : 0.0)
         }
         let gauges: [(String, Double, String)] = [
@@ -71,7 +75,7 @@ public final class NodeMetrics: Sendable {
             ("tracker_store_healthy", status.storeHealthy ? 1 : 0, "0 while the disk refuses writes"),
             ("tracker_cluster_members", Double(status.members.count), "Nodes this node has heard"),
         ]
-        for (name, value, help) in gauges { registry.makeGauge(name: name, help: help).set(to: value) }
+        for (name, value, help) in gauges { registry.makeGauge(descriptor: Self.metric(name, help)).set(to: value) }
         return registry.emitToBuffer()
     }
 }

@@ -71,14 +71,27 @@ struct HeldRequests: Sendable {
         case .announce: guard datagram.readableBytes >= BEP15Codec.announceRequestSize else { return }; isConnect = false
         case .scrape, .error, nil: return
         }
-        if slots.isEmpty { slots = Array(repeating: nil, count: capacity) }  // allocated on first use
         dropExpired(now)
         if count == capacity { removeOldest() }
         // Copied: the runtime's receive buffer is not ours to keep.
         let request = Request(datagram: ByteBuffer(bytes: datagram.readableBytesView), source: source,
                               receivedAt: now, isConnect: isConnect, transactionID: header.transactionID)
+        if count == slots.count { grow() }
         slots[(head + count) % slots.count] = request
         count += 1
+    }
+
+    /// The ring doubles up to `capacity` as requests come: most nodes hold a few between
+    /// two elections, and allocating the whole ring at the first one (4,096 entries by
+    /// default) cost the simulator more than holding them.
+    private mutating func grow() {
+        let size = min(max(slots.count * 2, 16), capacity)
+        var bigger: [Request?] = []
+        bigger.reserveCapacity(size)
+        for i in 0..<count { bigger.append(slots[(head + i) % slots.count]) }
+        bigger.append(contentsOf: repeatElement(nil, count: size - count))
+        slots = bigger
+        head = 0
     }
 
     /// The requests no serving master can have answered and a client may still wait on,

@@ -128,7 +128,7 @@ struct PeerTable<Address: StoredAddress>: Sendable {
             let record = stored[i].record
             if shouldRemove(record) {
                 removed.append(record)
-                remove(at: i)
+                _ = remove(at: i)
             } else {
                 i += 1
             }
