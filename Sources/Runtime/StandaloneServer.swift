@@ -2,11 +2,12 @@
 import Glibc
 #endif
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import TrackerLogic
 
-/// Hands datagrams to the host on its loop and writes its replies.
+/// Hands datagrams to the host and writes its replies, on the loop of its socket.
 final class StandaloneHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
     typealias OutboundOut = AddressedEnvelope<ByteBuffer>
@@ -30,41 +31,60 @@ final class StandaloneHandler: ChannelInboundHandler {
     }
 }
 
-/// A single tracker on one UDP socket (no cluster), with the same dashboard as a
-/// cluster node: Stop closes the socket and forgets the swarms, Start binds it again,
-/// a provoked failure drops every request. All state lives on the host's loop.
+/// The tracker while its service runs, shared by the serving loops.
+struct StandaloneService {
+    var tracker: StandaloneTracker
+    var silenced = false
+    var stats = ClusterServerStats()
+}
+
+/// A single tracker (no cluster), with the same dashboard as a cluster node: Stop closes
+/// the sockets and forgets the swarms, Start binds them again, a provoked failure drops
+/// every request.
+///
+/// With `threads` > 1 each event loop reads its own SO_REUSEPORT socket on the same
+/// address (the kernel spreads sources over them), and all of them answer from one
+/// tracker under one lock: a peer sees the same swarms whichever socket its address
+/// hashed to. The lock covers deciding and applying a request; reading, encoding and
+/// sending, most of the cost of a datagram, run in parallel. Everything else (config,
+/// sockets, history, timers) lives on the first loop.
 public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     let bind: PeerEndpoint
+    let threads: Int
     /// Read again from the config file at each Start (on the loop).
     var config: TrackerConfig
     var reload: (@Sendable () throws -> TrackerConfig)?
     let connectionIDKeys: [SipHash24]
+    let group: EventLoopGroup
     let loop: EventLoop
     let logger: Logger
-    var tracker: StandaloneTracker?
-    var channel: Channel?
-    var silenced = false
-    var stats = ClusterServerStats()
+    let service = NIOLockedValueBox<StandaloneService?>(nil)
+    var channels: [Channel] = []
     var history = ServiceHistory()
     public let metrics = NodeMetrics()
     var timers: [RepeatedTask] = []
     let startedAt = WallClock.now()
 
-    init(bind: PeerEndpoint, config: TrackerConfig, connectionIDKeys: [SipHash24], loop: EventLoop, logger: Logger) {
-        self.bind = bind; self.config = config; self.connectionIDKeys = connectionIDKeys; self.loop = loop; self.logger = logger
+    init(bind: PeerEndpoint, threads: Int, config: TrackerConfig, connectionIDKeys: [SipHash24], group: EventLoopGroup, logger: Logger) {
+        self.bind = bind; self.threads = threads; self.config = config; self.connectionIDKeys = connectionIDKeys
+        self.group = group; self.loop = group.next(); self.logger = logger
     }
 
-    /// Binds the socket and serves until SIGINT or SIGTERM.
+    /// Binds the sockets and serves until SIGINT or SIGTERM.
+    /// `threads`: event loops, each with its own socket (from `--threads`, at least 1).
     /// `connectionIDKeys`: from `--connection-id-key-file`; nil draws a random key, so ids
     /// are secret and last as long as the process.
-    public static func run(bind: PeerEndpoint, config: TrackerConfig, connectionIDKeys: [SipHash24]? = nil,
+    public static func run(bind: PeerEndpoint, threads: Int = 1, config: TrackerConfig, connectionIDKeys: [SipHash24]? = nil,
                            dashboard: DashboardSettings? = nil, logger: Logger,
                            reload: (@Sendable () throws -> TrackerConfig)? = nil) async throws {
         let problems = config.problems
         guard problems.isEmpty else { throw ConfigurationError(problems.joined(separator: "; ")) }
+        guard (1...StandaloneHost.maxThreads).contains(threads) else {
+            throw ConfigurationError("threads must be 1 to \(StandaloneHost.maxThreads) (got \(threads))")
+        }
         let keys = connectionIDKeys ?? [SipHash24(k0: WallClock.randomSeed(), k1: WallClock.randomSeed())]
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let host = StandaloneHost(bind: bind, config: config, connectionIDKeys: keys, loop: group.next(), logger: logger)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let host = StandaloneHost(bind: bind, threads: threads, config: config, connectionIDKeys: keys, group: group, logger: logger)
         host.reload = reload
         let web = try await DashboardServer.start(dashboard, after: { try await host.startService() }, undo: { await host.stopService() },
                                                   backend: host, group: group, logger: logger)
@@ -78,6 +98,9 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         logger.info("stopped")
     }
 
+    /// More loops than this only add lock contention.
+    public static let maxThreads = 64
+
     /// `reloading`: read the config file again first (Start on the dashboard).
     func startService(reloading: Bool = false) async throws {
         if reloading, let reload {
@@ -86,47 +109,53 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
             try await loop.submit { [self] in self.config = fresh }.get()
         }
         let config = try await loop.submit { [self] in self.config }.get()
-        let channel: Channel
+        var bound: [Channel] = []
         do {
-            channel = try await DatagramBootstrap(group: loop)
-                .channelOption(.socketOption(.so_reuseaddr), value: 1)
-                .channelOption(.datagramVectorReadMessageCount, value: 32)
-                .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))
-                .channelInitializer { [self] channel in
-                    channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(StandaloneHandler(host: self)) }
-                }
-                .bind(to: bind.socketAddress()).get()
+            // One socket per loop: the first binds, the others join its address (port 0 included).
+            for _ in 0..<threads {
+                let address = bound.first?.localAddress ?? bind.socketAddress()
+                bound.append(try await DatagramBootstrap(group: group.next())
+                    .channelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .channelOption(.socket(SocketOptionLevel(SOL_SOCKET), SocketOptionName(SO_REUSEPORT)), value: threads > 1 ? 1 : 0)
+                    .channelOption(.datagramVectorReadMessageCount, value: 32)
+                    .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))
+                    .channelInitializer { [self] channel in
+                        channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(StandaloneHandler(host: self)) }
+                    }
+                    .bind(to: address).get())
+            }
         } catch {
+            for channel in bound { try? await channel.close() }
             throw ConfigurationError("cannot bind UDP \(bind): \(error)")
         }
-        try await loop.submit { [self] in
-            self.channel = channel
-            tracker = StandaloneTracker(
-                handler: PeerRequestHandler(config: config, connectionIDs: ConnectionIDPolicy(keys: connectionIDKeys, lifetimeSeconds: config.connectionIDLifetimeSeconds)),
-                seed: WallClock.randomSeed())
-            stats = ClusterServerStats()
+        let tracker = StandaloneTracker(
+            handler: PeerRequestHandler(config: config, connectionIDs: ConnectionIDPolicy(keys: connectionIDKeys, lifetimeSeconds: config.connectionIDLifetimeSeconds)),
+            seed: WallClock.randomSeed())
+        try await loop.submit { [self, bound] in
+            channels = bound
+            service.withLockedValue { $0 = StandaloneService(tracker: tracker) }
             history.resetCounters()
             history.note(WallClock.now(), kind: "service", text: "service started")
         }.get()
-        logger.info("tracker listening", metadata: ["udp": "\(bind)", "interval": "\(config.announceInterval)s",
+        logger.info("tracker listening", metadata: ["udp": "\(bind)", "threads": "\(threads)", "interval": "\(config.announceInterval)s",
                                                     "peer-timeout": "\(config.effectivePeerTimeout)"])
     }
 
     func stopService() async {
-        let channel = try? await loop.submit { [self] () -> Channel? in
-            defer { self.channel = nil; tracker = nil; silenced = false }
-            if self.channel != nil {
+        let closing = (try? await loop.submit { [self] () -> [Channel] in
+            defer { channels = [] }
+            if let stats = service.withLockedValue({ service in defer { service = nil }; return service?.stats }) {
                 logger.info("served peers", metadata: ["datagrams": "\(stats.datagrams)", "error-replies": "\(stats.errorReplies)"])
                 history.note(WallClock.now(), kind: "service", text: "service stopped")
             }
-            return self.channel
-        }.get()
-        try? await channel?.close()
+            return channels
+        }.get()) ?? []
+        for channel in closing { try? await channel.close() }
     }
 
     func startTimers() {
         timers.append(loop.scheduleRepeatedTask(initialDelay: .seconds(5), delay: .seconds(5)) { [weak self] _ in
-            self?.tracker?.tick(now: WallClock.now())
+            self?.service.withLockedValue { $0?.tracker.tick(now: WallClock.now()) }
         })
         timers.append(loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { [weak self] _ in
             guard let self else { return }
@@ -134,37 +163,47 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         })
     }
 
-    /// On the loop, from the handler.
+    /// On the loop of the socket that read the datagram, from the handler.
     func receive(_ datagram: ByteBuffer, from address: SocketAddress) -> TrackerResponse? {
-        stats.datagrams += 1
-        guard !silenced, let source = PeerEndpoint(address), let response = tracker?.receive(datagram, from: source, now: WallClock.now()) else {
-            return nil
+        let source = PeerEndpoint(address)
+        let now = WallClock.now()
+        let response = service.withLockedValue { service -> TrackerResponse? in
+            service?.stats.datagrams += 1
+            guard let source, service?.silenced == false, let response = service?.tracker.receive(datagram, from: source, now: now) else {
+                return nil
+            }
+            switch response {
+            case .error: service?.stats.errorReplies += 1
+            case .announce: service?.stats.replies += 1; service?.stats.announces += 1
+            default: service?.stats.replies += 1
+            }
+            return response
         }
-        switch response {
-        case .error(let e):
-            stats.errorReplies += 1
+        if case .error(let e) = response, let source {
             logger.debug("peer error reply", metadata: ["peer": "\(source)", "message": "\(e.message)"])
-        case .announce: stats.replies += 1; stats.announces += 1
-        default: stats.replies += 1
         }
         return response
     }
 
     func statusOnLoop() -> NodeStatus {
+        let running = !channels.isEmpty
         var s = NodeStatus()
         s.mode = "standalone"
-        s.service = channel == nil ? "stopped" : (silenced ? "failed" : "running")
-        s.role = channel == nil ? "stopped" : "standalone"
-        s.serving = channel != nil && !silenced
+        s.role = running ? "standalone" : "stopped"
         s.inSync = true
-        s.peerService = "udp \(bind)"
+        s.peerService = "udp \(bind)" + (threads > 1 ? " (\(threads) sockets)" : "")
         s.replyFrom = "\(bind)"
-        s.swarms = tracker?.store.swarmCount ?? 0
-        s.peers = tracker?.store.peerCount ?? 0
-        s.datagrams = stats.datagrams
-        s.replies = stats.replies
-        s.errorReplies = stats.errorReplies
-        s.announces = stats.announces
+        service.withLockedValue { service in
+            let silenced = service?.silenced ?? false
+            s.service = running ? (silenced ? "failed" : "running") : "stopped"
+            s.serving = running && !silenced
+            s.swarms = service?.tracker.store.swarmCount ?? 0
+            s.peers = service?.tracker.store.peerCount ?? 0
+            s.datagrams = service?.stats.datagrams ?? 0
+            s.replies = service?.stats.replies ?? 0
+            s.errorReplies = service?.stats.errorReplies ?? 0
+            s.announces = service?.stats.announces ?? 0
+        }
         s.uptimeMs = (WallClock.now() - startedAt).value
         return s
     }
@@ -177,35 +216,38 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
 
     public func settings() async -> [SettingRow] {
         let config = (try? await loop.submit { [self] in self.config }.get()) ?? config
-        return [SettingRow(key: "mode", value: "standalone"), SettingRow(key: "udp", value: "\(bind)")] + config.settingRows
+        return [SettingRow(key: "mode", value: "standalone"), SettingRow(key: "udp", value: "\(bind)"),
+                SettingRow(key: "threads", value: "\(threads)")] + config.settingRows
     }
 
     public func swarmRows() async -> [SwarmRow] {
-        (try? await loop.submit { [self] in tracker.map { SwarmListing.rows($0.store) } ?? [] }.get()) ?? []
+        service.withLockedValue { $0.map { SwarmListing.rows($0.tracker.store) } } ?? []
     }
 
     public func swarm(_ infoHash: InfoHash, page: Int, pageSize: Int) async -> (SwarmRow, ListPage<PeerRow>)? {
-        (try? await loop.submit { [self] () -> (SwarmRow, ListPage<PeerRow>)? in
-            tracker.flatMap { SwarmListing.detail($0.store, infoHash, now: WallClock.now(), page: page, pageSize: pageSize) }
-        }.get()) ?? nil
+        service.withLockedValue { service in
+            service.flatMap { SwarmListing.detail($0.tracker.store, infoHash, now: WallClock.now(), page: page, pageSize: pageSize) }
+        }
     }
 
     public func torrents() async -> [TorrentRow] {
-        (try? await loop.submit { [self] in tracker.map { TorrentRow.rows($0.store.catalogue) } ?? [] }.get()) ?? []
+        service.withLockedValue { $0.map { TorrentRow.rows($0.tracker.store.catalogue) } } ?? []
     }
 
     public func torrent(_ infoHash: InfoHash) async -> RegisteredTorrent? {
-        (try? await loop.submit { [self] in tracker?.store.catalogue.torrents[infoHash] }.get()) ?? nil
+        service.withLockedValue { $0?.tracker.store.catalogue.torrents[infoHash] }
     }
 
     public func change(_ change: CatalogueChange) async throws(ControlRefusal) -> String {
         let refusal: String?
         do {
             refusal = try await loop.submit { [self] () -> String? in
-                guard tracker != nil else { return "the tracker service is stopped" }
-                if let refusal = tracker?.apply(change) { return refusal }
-                history.note(WallClock.now(), kind: "catalogue", text: change.doneMessage)
-                return nil
+                let outcome = service.withLockedValue { service -> String? in
+                    guard service != nil else { return "the tracker service is stopped" }
+                    return service?.tracker.apply(change)
+                }
+                if outcome == nil { history.note(WallClock.now(), kind: "catalogue", text: change.doneMessage) }
+                return outcome
             }.get()
         } catch { refusal = "the node is shutting down" }
         if let refusal { throw ControlRefusal(refusal) }
@@ -217,7 +259,9 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     }
 
     public func control(_ request: ServiceControl) async throws(ControlRefusal) -> String {
-        let state = try? await loop.submit { [self] in (running: channel != nil, silenced: silenced) }.get()
+        let state = try? await loop.submit { [self] in
+            (running: !channels.isEmpty, silenced: service.withLockedValue { $0?.silenced ?? false })
+        }.get()
         guard let state else { throw ControlRefusal("the node is shutting down") }
         switch request {
         case .start:
@@ -233,7 +277,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
             let silence = request == .provoke
             guard state.silenced != silence else { throw ControlRefusal(silence ? "a failure is already provoked" : "no failure to recover from") }
             try? await loop.submit { [self] in
-                silenced = silence
+                service.withLockedValue { $0?.silenced = silence }
                 history.note(WallClock.now(), kind: "service", text: silence ? "failure provoked" : "recovered")
             }.get()
             return silence ? "the tracker is silent: requests are dropped" : "the tracker answers again"

@@ -49,8 +49,12 @@ public struct PeerRequestHandler: Sendable {
     /// with 16 bytes for 16, and an error to an unproven request is cut to the request's
     /// size (or not sent). Connects and announces beyond the source's rate limit get no
     /// reply at all.
+    ///
+    /// `capacityCheckedAtApply`: leave the capacity check (tracker or swarm full) to
+    /// whoever applies the announce at once, as `SwarmStore.announce` does for a cluster of
+    /// one; a master checks here, against the state its transaction will be prepared on.
     public func decide(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant, store: SwarmStore,
-                       limiter: inout SourceRateLimiter) -> PeerRequestDecision {
+                       limiter: inout SourceRateLimiter, capacityCheckedAtApply: Bool = false) -> PeerRequestDecision {
         let source = PeerEndpoint(ip: source.ip.unmapped, port: source.port)
         let size = datagram.readableBytes
         let request: TrackerRequest
@@ -77,7 +81,7 @@ public struct PeerRequestHandler: Sendable {
             if config.onlyRegistered, !store.catalogue.isRegistered(r.infoHash) {
                 return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: Self.unregisteredMessage)))
             }
-            if r.event != .stopped, let full = capacityProblem(r, source: source, store: store) {
+            if !capacityCheckedAtApply, r.event != .stopped, let full = capacityProblem(r, source: source, store: store) {
                 return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: full)))
             }
             var ip = source.ip
@@ -99,10 +103,18 @@ public struct PeerRequestHandler: Sendable {
     /// Why a new announce cannot be held: the tracker or the swarm is full.
     func capacityProblem(_ r: AnnounceRequest, source: PeerEndpoint, store: SwarmStore) -> String? {
         let ip = config.trustAnnouncedIP && r.ip != 0 && source.ip.family == .v4 ? IPAddress.v4(r.ip) : source.ip
-        guard let (peers, holdsPeer) = store.occupancy(of: r.infoHash, holding: PeerKey(peerID: r.peerID, ip: ip)) else {
-            return store.swarmCount >= config.maxSwarms ? "tracker is full (\(config.maxSwarms) swarms); retry later" : nil
+        let occupancy = store.occupancy(of: r.infoHash, holding: PeerKey(peerID: r.peerID, ip: ip))
+        return capacityProblem(peers: occupancy?.peers, swarms: store.swarmCount, holdsPeer: { occupancy?.holdsKey == true })
+    }
+
+    /// The same, from the announce's swarm: how many peers it holds (nil: no such swarm
+    /// yet), how many swarms there are, and whether the announcing peer is already in
+    /// the swarm (asked only of a full swarm: it is a lookup).
+    public func capacityProblem(peers: Int?, swarms: Int, holdsPeer: () -> Bool) -> String? {
+        guard let peers else {
+            return swarms >= config.maxSwarms ? "tracker is full (\(config.maxSwarms) swarms); retry later" : nil
         }
-        guard peers >= config.maxPeersPerSwarm, !holdsPeer else { return nil }
+        guard peers >= config.maxPeersPerSwarm, !holdsPeer() else { return nil }
         return "swarm is full (\(config.maxPeersPerSwarm) peers); retry later"
     }
 
@@ -128,10 +140,13 @@ public struct PeerRequestHandler: Sendable {
         let swarm = store[pending.update.infoHash]
         let peers = pending.update.event == .stopped ? [] :
             swarm?.selectPeers(for: pending.update.key, count: pending.peersWanted, rng: &rng) ?? []
-        return .announce(AnnounceResponse(
+        return answer(pending, AnnounceAnswer(peers: peers, swarm: swarm))
+    }
+
+    public func answer(_ pending: PendingAnnounce, _ answer: AnnounceAnswer) -> TrackerResponse {
+        .announce(AnnounceResponse(
             transactionID: pending.transactionID, interval: config.announceInterval,
-            leechers: UInt32(clamping: swarm?.leechers ?? 0), seeders: UInt32(clamping: swarm?.seeders ?? 0),
-            peers: peers))
+            leechers: UInt32(clamping: answer.leechers), seeders: UInt32(clamping: answer.seeders), peers: answer.peers))
     }
 
     /// The BEP 15 error a peer gets when its announce could not be committed.
@@ -158,12 +173,14 @@ public struct StandaloneTracker: Sendable {
 
     /// Returns the reply to send to the datagram's source, if any.
     public mutating func receive(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant) -> TrackerResponse? {
-        switch handler.decide(datagram, from: source, now: now, store: store, limiter: &limiter) {
+        switch handler.decide(datagram, from: source, now: now, store: store, limiter: &limiter, capacityCheckedAtApply: true) {
         case .reply(let response):
             return response
         case .commit(let pending):
-            store.apply(.announce(pending.update))
-            return handler.answer(pending, store: store, rng: &rng)
+            switch store.announce(pending.update, wanting: pending.peersWanted, rng: &rng, admit: handler.capacityProblem) {
+            case .refused(let reason): return handler.refusal(pending, reason: reason)
+            case .applied(let answer): return handler.answer(pending, answer)
+            }
         case .drop:
             return nil
         }

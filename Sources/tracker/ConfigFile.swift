@@ -138,6 +138,7 @@ enum ConfigFile {
 
         # --- peers
         # udp = "127.0.0.1:6969"          # standalone node: where peers send requests
+        # threads = 2                     # standalone node: event loops, one SO_REUSEPORT socket each
         group = "239.255.42.99:6969"      # cluster: the multicast group peers send to
         # vip = "10.0.0.100:6969"         # shared service address (libtorrent, aria2 need it)
         interface = "lo"                  # interface to join the group on

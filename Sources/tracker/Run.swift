@@ -85,6 +85,9 @@ struct Run: AsyncParsableCommand {
     @Option(help: "UDP address to serve peers on (standalone node), e.g. 127.0.0.1:6969 or [::1]:6969.")
     var udp: String?
 
+    @Option(help: "Standalone node: event loops, each reading its own SO_REUSEPORT socket on the --udp address (1-\(StandaloneHost.maxThreads)).")
+    var threads: Int = 1
+
     @Option(help: "Cluster node id (1…4294967295), or 'auto' to get one from the master.")
     var id: String = "auto"
 
@@ -171,9 +174,12 @@ struct Run: AsyncParsableCommand {
             let bind: EndpointArgument
             do { bind = try EndpointArgument(parsing: udp ?? "127.0.0.1:6969") } catch { throw ValidationError("--udp: \(error)") }
             let idKeys = try connectionIDKeyFile.map { [try Self.readKey($0, flag: "connection-id-key-file", logger: logger).connectionIDKey] }
-            try await StandaloneHost.run(bind: bind.endpoint, config: try service.config(), connectionIDKeys: idKeys,
+            try await StandaloneHost.run(bind: bind.endpoint, threads: threads, config: try service.config(), connectionIDKeys: idKeys,
                                          dashboard: try dashboard(), logger: logger, reload: reloadService)
             return
+        }
+        guard threads == 1 else {
+            throw ValidationError("--threads is for a standalone node: a cluster node serves peers on one loop, in the order it commits")
         }
         let settings = try clusterSettings(logger: logger)
         let reloadCluster: (@Sendable () throws -> ClusterNodeSettings)? = config == nil ? nil : { @Sendable in

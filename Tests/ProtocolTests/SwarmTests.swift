@@ -100,6 +100,39 @@ struct SwarmTests {
         b.apply(announce(3, ip: "10.0.0.3", left: 5))
         #expect(a != b)
     }
+
+    /// A cluster of one admits, applies and answers in one access; it must end where
+    /// the master's three steps (check, apply, answer) end, answer for answer.
+    @Test func announceInOneAccessMatchesApplyThenAnswer() throws {
+        var rng = SeededGenerator(seed: 7)
+        var oneAccess = SwarmStore(), threeSteps = SwarmStore()
+        var rngA = SeededGenerator(seed: 9), rngB = SeededGenerator(seed: 9)
+        let maxPeers = 12, maxSwarms = 3
+        for step in 0..<2_000 {
+            let hash = InfoHash(a: rng.next() % 4, b: 0, c: 0)
+            let events: [AnnounceEvent] = [.none, .none, .none, .started, .completed, .stopped]
+            guard case .announce(let a) = announce(UInt32(rng.next() % 20), ip: "10.0.\(rng.next() % 2).1", left: Int64(rng.next() % 3),
+                                                   event: events[Int(rng.next() % 6)], at: Int64(step), hash: hash) else { continue }
+            let admit = { (peers: Int?, swarms: Int, holds: () -> Bool) -> String? in
+                guard let peers else { return swarms >= maxSwarms ? "tracker full" : nil }
+                return peers >= maxPeers && !holds() ? "swarm full" : nil
+            }
+            let outcome = oneAccess.announce(a, wanting: 5, rng: &rngA, admit: admit)
+            let occupancy = threeSteps.occupancy(of: hash, holding: a.key)
+            let expected: AnnounceOutcome
+            if a.event != .stopped, let refusal = admit(occupancy?.peers, threeSteps.swarmCount, { occupancy?.holdsKey == true }) {
+                expected = .refused(refusal)
+            } else {
+                threeSteps.apply(.announce(a))
+                let swarm = threeSteps[hash]
+                let peers = a.event == .stopped ? [] : swarm?.selectPeers(for: a.key, count: 5, rng: &rngB) ?? []
+                expected = .applied(AnnounceAnswer(peers: peers, seeders: swarm?.seeders ?? 0, leechers: swarm?.leechers ?? 0))
+            }
+            #expect(outcome == expected, "step \(step)")
+            #expect(oneAccess == threeSteps, "step \(step)")
+        }
+        #expect(oneAccess.swarmCount == maxSwarms)
+    }
 }
 
 @Suite("Peer request handling")

@@ -161,7 +161,7 @@ def main():
     parser.add_argument("--json", help="write every measurement to this file")
     a = parser.parse_args()
     if a.smoke:
-        a.seconds, a.rounds, a.concurrency = 2, 1, "256"
+        a.seconds, a.rounds, a.concurrency, a.threads = 2, 1, "256", "1,2"
     levels = [int(c) for c in a.concurrency.split(",")]
     threads = [int(t) for t in a.threads.split(",")]
     work = tempfile.mkdtemp(prefix="bench-suite-")
