@@ -32,56 +32,122 @@ public final class StoreWriter: @unchecked Sendable {
         return Result { try repository.load() }
     }
 
-    /// Writes submitted and not yet taken by the writer thread, in order.
-    private let pending = NIOLockedValueBox<(writes: [(StoreWrite, EventLoopPromise<Void>)], draining: Bool)>(([], false))
+    /// What the writer thread and the loop share.
+    struct Queue {
+        /// Writes submitted and not yet taken by the writer thread, in order.
+        var writes: [(StoreWrite, EventLoopPromise<Void>)] = []
+        /// A drain is queued on the writer thread or running.
+        var draining = false
+        /// A drain is scheduled on the loop, `commitInterval` after the last one.
+        var scheduled = false
+        /// Write until the queue is empty, without waiting: a write other than a commit
+        /// is queued (an epoch must be on disk before its candidate leads), or `drain()`
+        /// was called.
+        var urgent = false
+    }
+
+    private let queue = NIOLockedValueBox(Queue())
     /// Most commits one SQLite transaction takes from the queue.
     static let maxBatch = 64
+    /// How long commits gather before they go to SQLite together. A commit dirties a
+    /// B-tree page per peer it touches, and one SQLite transaction writes each dirty page
+    /// once: at ~16,000 announces a second the writers took most of a 3-node cluster's
+    /// CPU, and waiting for more commits per transaction gave the event loops ~20 % more
+    /// throughput. It bounds what a node killed with -9 loses from its disk (the other
+    /// replicas hold it; the node catches up when it rejoins); votes never wait for it.
+    public static let commitInterval = TimeAmount.milliseconds(50)
 
     /// Runs `write` after every earlier one; the future fails with the reason. Commits
-    /// that queue up while the writer is busy go to SQLite together (one transaction:
-    /// under load the disk keeps up with fewer, larger writes).
+    /// go to SQLite together, every `commitInterval` (one transaction: under load the
+    /// disk keeps up with fewer, larger writes); any other write goes at once, with the
+    /// commits queued before it.
     public func submit(_ write: StoreWrite) -> EventLoopFuture<Void> {
         let promise = loop.makePromise(of: Void.self)
-        let startDrain = pending.withLockedValue { state in
-            state.writes.append((write, promise))
-            defer { state.draining = true }
-            return !state.draining
+        let start = queue.withLockedValue { q -> Start in
+            q.writes.append((write, promise))
+            if case .commit = write {} else { q.urgent = true }
+            return nextStart(&q)
         }
-        if startDrain {
-            pool.submit { [self] state in
-                if case .active = state { writeQueued() } else { failQueued() }
-            }
-        }
+        begin(start)
         return promise.futureResult
     }
 
-    /// On the writer thread: until the queue is empty, takes the next run of commits (or
-    /// one other write) and performs it.
+    private enum Start { case none, now, later }
+
+    /// Under the lock, when the queue is not being drained: what starts the next drain.
+    private func nextStart(_ q: inout Queue) -> Start {
+        guard !q.draining, !q.writes.isEmpty else { return .none }
+        if q.urgent {
+            q.draining = true
+            return .now
+        }
+        guard !q.scheduled else { return .none }
+        q.scheduled = true
+        return .later
+    }
+
+    private func begin(_ start: Start) {
+        switch start {
+        case .none: break
+        case .now:
+            pool.submit { [self] state in
+                if case .active = state { writeQueued() } else { failQueued() }
+            }
+        case .later:
+            loop.scheduleTask(in: Self.commitInterval) { [self] in
+                let start = queue.withLockedValue { q -> Start in
+                    q.scheduled = false
+                    guard !q.draining, !q.writes.isEmpty else { return .none }
+                    q.draining = true
+                    return .now
+                }
+                begin(start)
+            }
+        }
+    }
+
+    /// On the writer thread: takes the next run of commits (or one other write) and
+    /// performs it, until the queue is empty or holds less than a batch of commits that
+    /// may wait.
     private func writeQueued() {
         while true {
-            let batch: [(StoreWrite, EventLoopPromise<Void>)] = pending.withLockedValue { state in
-                guard !state.writes.isEmpty else {
-                    state.draining = false
+            let batch: [(StoreWrite, EventLoopPromise<Void>)] = queue.withLockedValue { q in
+                guard !q.writes.isEmpty else {
+                    (q.draining, q.urgent) = (false, false)
                     return []
                 }
                 var n = 1
-                if case .commit = state.writes[0].0 {
-                    while n < min(state.writes.count, Self.maxBatch), case .commit = state.writes[n].0 { n += 1 }
+                if case .commit = q.writes[0].0 {
+                    while n < min(q.writes.count, Self.maxBatch), case .commit = q.writes[n].0 { n += 1 }
                 }
-                defer { state.writes.removeFirst(n) }
-                return Array(state.writes.prefix(n))
+                defer { q.writes.removeFirst(n) }
+                return Array(q.writes.prefix(n))
             }
             guard !batch.isEmpty else { return }
             let result = Result { try perform(batch.map(\.0)) }
             for (_, promise) in batch { promise.completeWith(result) }
+            let next = queue.withLockedValue { q -> Start? in
+                if q.writes.isEmpty {
+                    q.draining = false
+                    q.urgent = false
+                    return Start.none
+                }
+                if q.urgent || q.writes.count >= Self.maxBatch { return nil }
+                // Only commits, fewer than a batch: they wait for the next interval.
+                q.draining = false
+                return nextStart(&q)
+            }
+            guard let next else { continue }
+            begin(next)
+            return
         }
     }
 
     /// The pool is shut down: nothing more will be written.
     private func failQueued() {
-        let queued = pending.withLockedValue { state in
-            defer { state = ([], false) }
-            return state.writes
+        let queued = queue.withLockedValue { q in
+            defer { q = Queue() }
+            return q.writes
         }
         for (_, promise) in queued { promise.fail(RepositoryError("the store writer has stopped")) }
     }
@@ -100,10 +166,16 @@ public final class StoreWriter: @unchecked Sendable {
         try repository.perform(writes)
     }
 
-    /// Completes when every write submitted before it is done (the pool has one thread
-    /// and runs its tasks in order; a drain under way empties the queue before it ends).
+    /// Completes when every write submitted before it is done, commits waiting for their
+    /// interval included (the pool has one thread and runs its tasks in order; an urgent
+    /// drain empties the queue before it ends).
     public func drain() -> EventLoopFuture<Void> {
-        pool.runIfActive(eventLoop: loop) {}
+        let start = queue.withLockedValue { q -> Start in
+            if !q.writes.isEmpty { q.urgent = true }
+            return nextStart(&q)
+        }
+        begin(start)
+        return pool.runIfActive(eventLoop: loop) {}
     }
 
     public func shutdown() { try? pool.syncShutdownGracefully() }
