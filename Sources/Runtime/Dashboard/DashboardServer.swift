@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import ServiceLifecycle
 import Logging
 import NIOCore
 import NIOPosix
@@ -220,14 +221,14 @@ enum DashboardRoutes {
     }
 
     /// Server-sent events: the node and its trackers table at once, then every second,
-    /// until the browser goes away. The page reconnects by itself (EventSource does).
+    /// until the browser goes away or the server stops. The page reconnects by itself (EventSource does).
     static func events(_ backend: DashboardBackend) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
         let body = ResponseBody { writer in
             try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
-            while !Task.isCancelled {
+            while !Task.isCancelled && !Task.isShuttingDownGracefully {
                 let status = await backend.status()
                 let frame = StatusFrame(node: status, trackers: TrackerRow.rows(status))
                 let data = (try? encoder.encode(frame)) ?? Data()
@@ -269,13 +270,21 @@ enum DashboardRoutes {
     }
 }
 
-/// The dashboard's HTTP server: Hummingbird on the node's event loop group, run as a
-/// task that `stop()` cancels.
+/// The dashboard's HTTP server: Hummingbird on the node's event loop group, in a service
+/// group that `stop()` shuts down gracefully: the listener closes, requests under way
+/// finish and event streams end at their next tick. (Cancelling the server instead made
+/// Hummingbird log an error at every clean stop.) Whatever is still running after
+/// `gracefulStopSeconds` is cancelled.
 public final class DashboardServer: Sendable {
     let task: Task<Void, Error>
+    let services: ServiceGroup
     public let boundAddress: String
 
-    private init(task: Task<Void, Error>, boundAddress: String) { self.task = task; self.boundAddress = boundAddress }
+    static let gracefulStopSeconds = 3
+
+    private init(task: Task<Void, Error>, services: ServiceGroup, boundAddress: String) {
+        self.task = task; self.services = services; self.boundAddress = boundAddress
+    }
 
     /// Binds and serves; throws a clear error when the address cannot be bound.
     public static func start(_ settings: DashboardSettings, backend: DashboardBackend, group: EventLoopGroup,
@@ -290,18 +299,21 @@ public final class DashboardServer: Sendable {
             onServerRunning: { channel in bound.succeed(channel.localAddress.map { "\($0)" } ?? "\(settings.endpoint)") },
             eventLoopGroupProvider: .shared(group),
             logger: hbLogger)
+        var configuration = ServiceGroupConfiguration(services: [app], logger: hbLogger)
+        configuration.maximumGracefulShutdownDuration = .seconds(gracefulStopSeconds)
+        let services = ServiceGroup(configuration: configuration)
         let task = Task {
-            do { try await app.run() } catch {
+            do { try await services.run() } catch {
                 bound.fail(ConfigurationError("cannot serve HTTP on \(settings.endpoint): \(error)"))
                 throw error
             }
         }
         let address = try await bound.futureResult.get()
-        return DashboardServer(task: task, boundAddress: address)
+        return DashboardServer(task: task, services: services, boundAddress: address)
     }
 
     public func stop() async {
-        task.cancel()
+        await services.triggerGracefulShutdown()
         _ = await task.result
     }
 }
