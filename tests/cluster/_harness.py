@@ -199,10 +199,16 @@ class Cluster:
         fail(f"cluster {self.name} did not converge within {timeout}s: {last}")
 
     def wait_equal_rows(self, nodes, timeout=10.0):
+        """The nodes' SQLite files once they are equal and each holds everything its node
+        has committed in memory (`lastCommitted` of /api/node). Files being equal is not
+        enough: a node writes its commits in groups (up to 50 ms later), so every file can
+        briefly agree on a state one group behind what was acknowledged."""
         deadline = time.time() + timeout
         while time.time() < deadline:
+            committed = [(n.api() or {}).get("lastCommitted") for n in nodes]
             rows = [n.rows() for n in nodes]
-            if all(r == rows[0] for r in rows):
+            on_disk = [(r["last_txid"] or (0,))[0] for r in rows]
+            if all(r == rows[0] for r in rows) and all(c is not None and c == d for c, d in zip(committed, on_disk)):
                 return rows[0]
             time.sleep(0.2)
         summary = [(n.node_id, {k: (len(v) if isinstance(v, list) else v) for k, v in n.rows().items()}) for n in nodes]

@@ -111,9 +111,11 @@ def main():
         flow.join()
         rows = cluster.wait_equal_rows(cluster.live(), timeout=20)
         stored = {bytes.fromhex(r[1]) for r in rows["peers"]}
-        lost = [p for _, p in flow.acked if p not in stored]
+        lost = [(t, p) for t, p in flow.acked if p not in stored]
         if lost:
-            fail(f"{len(lost)} of {len(flow.acked)} acknowledged announces are missing from the SQLite files")
+            when = ", ".join(f"{t - flow.acked[-1][0]:+.2f} s" for t, _ in lost[:10])
+            fail(f"{len(lost)} of {len(flow.acked)} acknowledged announces are missing from the SQLite files "
+                 f"(acknowledged at {when} from the last acknowledgement)")
         log(f"{len(flow.acked)} announces acknowledged across both kills; every one in all 3 SQLite files "
             f"(equal, {len(rows['peers'])} peers)")
         print(f"RESULT broker_network_acked={len(flow.acked)} lost=0 pause_kill_b={gap_b:.2f}s pause_kill_a={gap_a:.2f}s")
