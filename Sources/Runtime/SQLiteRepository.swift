@@ -70,6 +70,19 @@ public struct RepositoryError: Error, CustomStringConvertible {
 public final class SQLiteRepository {
     let db: DatabaseQueue
     public let path: String
+    /// Info hashes whose `swarms` row this writer knows exists, so an announce into a
+    /// known swarm skips its `INSERT OR IGNORE` (a B-tree descent per announce, ~10 % of
+    /// the writer's CPU). Only ever a subset of the rows: it learns a row after writing
+    /// it, forgets it when deleting it, starts empty, and is replaced only when a SQLite
+    /// transaction commits (a rolled-back one leaves the rows, and this set, as before).
+    private var knownSwarms = Set<InfoHash>()
+
+    /// Pages the WAL grows to before SQLite copies them back into the database (the
+    /// default is 1,000). Announces rewrite rows all over the peers B-tree; a page
+    /// rewritten many times between two checkpoints is copied once, so a larger WAL cut
+    /// the writer's CPU per announce by ~20 % and its time by ~50 % (`tracker bench
+    /// --store`). 16,384 pages of 4 KiB: the WAL file stays under 64 MiB.
+    static let checkpointPages = 16_384
 
     public init(path: String) throws {
         self.path = path
@@ -82,6 +95,7 @@ public final class SQLiteRepository {
             // an fsync per transaction; a power loss may drop the last commits, which the
             // other replicas hold. A larger page cache keeps the B-trees out of pread.
             try db.execute(sql: "PRAGMA synchronous = NORMAL; PRAGMA cache_size = -32768; PRAGMA mmap_size = 268435456")
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.checkpointPages); PRAGMA journal_size_limit = \(Self.checkpointPages * 4096)")
         }
         do {
             db = try DatabaseQueue(path: path, configuration: config)
@@ -140,18 +154,22 @@ public final class SQLiteRepository {
             if let write = writes.first { try perform(write) }
             return
         }
+        var known = knownSwarms
         do {
             try transaction(syncing: writes.contains(where: Self.needsFullSync)) { db in
-                for write in writes { try Self.perform(write, db) }
+                for write in writes { try Self.perform(write, db, &known) }
             }
+            knownSwarms = known
         } catch {
             throw RepositoryError("\(writes.count) writes (\(writes.map(\.name).joined(separator: ", "))) failed on \(path): \(error)")
         }
     }
 
     public func perform(_ write: StoreWrite) throws {
+        var known = knownSwarms
         do {
-            try transaction(syncing: Self.needsFullSync(write)) { db in try Self.perform(write, db) }
+            try transaction(syncing: Self.needsFullSync(write)) { db in try Self.perform(write, db, &known) }
+            knownSwarms = known
         } catch {
             throw RepositoryError("\(write.name) failed on \(path): \(error)")
         }
@@ -180,23 +198,25 @@ public final class SQLiteRepository {
         }
     }
 
-    static func perform(_ write: StoreWrite, _ db: Database) throws {
+    static func perform(_ write: StoreWrite, _ db: Database, _ known: inout Set<InfoHash>) throws {
         switch write {
-        case .commit(let rows): try apply(rows, db)
-        case .snapshot(let s): try replace(with: s, db)
+        case .commit(let rows): try apply(rows, db, &known)
+        case .snapshot(let s): try replace(with: s, db, &known)
         case .epoch(let e):
             let stored = try meta("epoch", db).map { Epoch(packed: UInt64(bitPattern: $0)) } ?? .zero
             // Only ever upwards — except over an impossible stored value (a forged
             // term that once reached the disk), which the node has reported and reset.
             if e > stored || !stored.isWellFormed { try setMeta("epoch", Int64(bitPattern: e.packed), db) }
-        case .wipe: try wipe(db, keepEpoch: true)
+        case .wipe:
+            try wipe(db, keepEpoch: true)
+            known = []
         case .probe:
             // A real write: a read-only or full disk fails here, not on the next commit.
             try setMeta("probe", Int64(try meta("probe", db) ?? 0) &+ 1, db)
         }
     }
 
-    static func apply(_ rows: CommitRows, _ db: Database) throws {
+    static func apply(_ rows: CommitRows, _ db: Database, _ known: inout Set<InfoHash>) throws {
         // Swarm rows: a peer written needs its swarm to exist; a peer removed or a
         // completion added needs the row recounted (or dropped when the swarm is empty).
         var present = Set<InfoHash>(), recount = Set<InfoHash>()
@@ -214,7 +234,7 @@ public final class SQLiteRepository {
             case .swarm(let hash, let content):
                 try run(db, "DELETE FROM peers WHERE info_hash = ?", [hash.hex])
                 try run(db, "DELETE FROM completions WHERE info_hash = ?", [hash.hex])
-                if let content { try insert(content, db) }
+                if let content { try insert(content, db, &known) }
                 recount.insert(hash)
             case .expire(let before):
                 try run(db, "DELETE FROM peers WHERE last_announce < ?", [before.milliseconds])
@@ -224,11 +244,14 @@ public final class SQLiteRepository {
             }
         }
         if !rows.expires {
-            for hash in recount { try refreshSwarm(hash.hex, db) }
-            for hash in present.subtracting(recount) {
+            for hash in recount { try refreshSwarm(hash, db, &known) }
+            for hash in present.subtracting(recount) where !known.contains(hash) {
                 try run(db, "INSERT OR IGNORE INTO swarms(info_hash, completed) VALUES (?, 0)", [hash.hex])
+                known.insert(hash)
             }
         } else {
+            // Rows come and go in bulk here: forget them all rather than track which.
+            known = []
             try db.execute(sql: """
                 INSERT OR IGNORE INTO swarms(info_hash) SELECT DISTINCT info_hash FROM peers
                 UNION SELECT DISTINCT info_hash FROM completions
@@ -246,16 +269,19 @@ public final class SQLiteRepository {
 
     /// Keeps the swarms row in step with its peers and completions; an empty swarm is gone,
     /// as in memory.
-    static func refreshSwarm(_ hash: String, _ db: Database) throws {
+    static func refreshSwarm(_ infoHash: InfoHash, _ db: Database, _ known: inout Set<InfoHash>) throws {
+        let hash = infoHash.hex
         let completed = try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM completions WHERE info_hash = ?"), arguments: [hash]) ?? 0
         let hasPeers = try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS(SELECT 1 FROM peers WHERE info_hash = ?)"), arguments: [hash]) ?? false
         if completed == 0 && !hasPeers {
             try run(db, "DELETE FROM swarms WHERE info_hash = ?", [hash])
+            known.remove(infoHash)
         } else {
             try run(db, """
                 INSERT INTO swarms(info_hash, completed) VALUES (?, ?)
                 ON CONFLICT(info_hash) DO UPDATE SET completed = excluded.completed
                 """, [hash, completed])
+            known.insert(infoHash)
         }
     }
 
@@ -267,13 +293,13 @@ public final class SQLiteRepository {
                              r.uploaded, r.downloaded, r.left, r.lastAnnounce.milliseconds])
     }
 
-    static func insert(_ content: SwarmMerge, _ db: Database) throws {
+    static func insert(_ content: SwarmMerge, _ db: Database, _ known: inout Set<InfoHash>) throws {
         let hash = content.infoHash.hex
         for r in content.peers { try upsert(r, in: hash, db) }
         for key in content.completed {
             try run(db, "INSERT OR IGNORE INTO completions(info_hash, peer_id, ip) VALUES (?, ?, ?)", [hash, key.peerID.hex, key.ip.description])
         }
-        try refreshSwarm(hash, db)
+        try refreshSwarm(content.infoHash, db, &known)
     }
 
     static func insert(_ t: RegisteredTorrent, _ db: Database) throws {
@@ -281,9 +307,10 @@ public final class SQLiteRepository {
                 [t.infoHash.hex, t.metadata.name, Data(t.file), t.registeredAt.milliseconds])
     }
 
-    static func replace(with snapshot: Snapshot, _ db: Database) throws {
+    static func replace(with snapshot: Snapshot, _ db: Database, _ known: inout Set<InfoHash>) throws {
         try wipe(db, keepEpoch: true)
-        for content in snapshot.content { try insert(content, db) }
+        known = []
+        for content in snapshot.content { try insert(content, db, &known) }
         for t in snapshot.torrents { try insert(t, db) }
         try setLastCommitted(snapshot.lastCommitted, history: snapshot.history, db)
     }

@@ -45,22 +45,31 @@ public struct Bytes20: Hashable, Comparable, Sendable, CustomStringConvertible {
         buffer.writeInteger(c)
     }
 
-    public var bytes: [UInt8] {
-        var buffer = ByteBuffer()
-        write(to: &buffer)
-        return buffer.readBytes(length: 20)!
+    public var bytes: [UInt8] { (0..<20).map(byte) }
+
+    /// Byte `i` (0..<20) in wire order: the words are big-endian.
+    private func byte(_ i: Int) -> UInt8 {
+        switch i {
+        case ..<8: UInt8(truncatingIfNeeded: a >> (56 - 8 * i))
+        case ..<16: UInt8(truncatingIfNeeded: b >> (56 - 8 * (i - 8)))
+        default: UInt8(truncatingIfNeeded: c >> (24 - 8 * (i - 16)))
+        }
     }
 
+    /// Forty lowercase hex digits, written straight into the string's storage: the
+    /// SQLite writer makes two of these per announce it stores.
     public var hex: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(40)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0xF)])
+        String(unsafeUninitializedCapacity: 40) { out in
+            for i in 0..<20 {
+                let v = byte(i)
+                out[2 * i] = Self.hexDigit(v >> 4)
+                out[2 * i + 1] = Self.hexDigit(v & 0xF)
+            }
+            return 40
         }
-        return String(decoding: out, as: UTF8.self)
     }
+
+    private static func hexDigit(_ n: UInt8) -> UInt8 { n < 10 ? 0x30 &+ n : 0x57 &+ n }
 
     public var description: String { hex }
 

@@ -25,7 +25,14 @@ struct Bench: AsyncParsableCommand {
     var completedPercent: Int = 0
     @Flag(help: "Send nothing: time each stage of a snapshot transfer (take, seal in fragments, open, install, write to SQLite, load) of --torrents × --peers-per-torrent peers in this process.")
     var transfer = false
-    @Option(help: "With --transfer: where the temporary SQLite file goes.") var directory: String = "/tmp"
+    @Flag(help: "Send nothing: write --announces re-announces of a --torrents × --peers-per-torrent repository to SQLite as a cluster node's store writer does, and report the writer's CPU per announce.")
+    var store = false
+    @Option(help: "With --store: re-announces written after the repository is filled.") var announces: Int = 200_000
+    @Option(name: .customLong("per-transaction"), help: "With --store: announces per committed transaction.")
+    var perTransaction: Int = 100
+    @Option(name: .customLong("per-write"), help: "With --store: committed transactions per SQLite write (the writer's group commit).")
+    var perWrite: Int = 10
+    @Option(help: "With --transfer or --store: where the temporary SQLite file goes.") var directory: String = "/tmp"
 
     func validate() throws {
         guard duration > 0 else { throw ValidationError("--duration must be positive") }
@@ -34,6 +41,9 @@ struct Bench: AsyncParsableCommand {
         guard (1...64).contains(sockets) else { throw ValidationError("--sockets must be 1…64") }
         guard peersPerTorrent > 0 else { throw ValidationError("--peers-per-torrent must be positive") }
         guard (0...100).contains(completedPercent) else { throw ValidationError("--completed-percent must be 0…100") }
+        guard (1...100_000_000).contains(announces) else { throw ValidationError("--announces must be 1…100,000,000") }
+        guard (1...65_535).contains(perTransaction) else { throw ValidationError("--per-transaction must be 1…65535") }
+        guard (1...65_535).contains(perWrite) else { throw ValidationError("--per-write must be 1…65535") }
         let peers = torrents.multipliedReportingOverflow(by: peersPerTorrent)
         guard !peers.overflow, peers.partialValue <= 100_000_000 else {
             throw ValidationError("--torrents × --peers-per-torrent must be at most 100,000,000")
@@ -48,6 +58,18 @@ struct Bench: AsyncParsableCommand {
                 print(result.json)
             } catch {
                 print("transfer: \(error)")
+                throw ExitCode(1)
+            }
+            return
+        }
+        if store {
+            do {
+                let result = try StoreBench.run(torrents: torrents, peersPerTorrent: peersPerTorrent, announces: announces,
+                                                perTransaction: perTransaction, perWrite: perWrite, seed: seed, directory: directory)
+                print(result)
+                print(result.json)
+            } catch {
+                print("store: \(error)")
                 throw ExitCode(1)
             }
             return

@@ -4,6 +4,18 @@ import TrackerLogic
 
 @Suite("BEP 15 byte layouts")
 struct CodecVectorTests {
+    /// An info hash's twenty bytes and forty hex digits, in wire order (the SQLite rows
+    /// and the dashboard show the digits).
+    @Test func bytes20InWireOrderAndHex() throws {
+        let bytes: [UInt8] = [0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF, 0x00, 0xFF, 0x10, 0x0F, 0xA0, 0x0A, 0x7F, 0x80, 0xDE, 0xAD, 0xBE, 0xEF]
+        let value = try #require(Bytes20(bytes: bytes))
+        #expect(value.bytes == bytes)
+        #expect(value.hex == "0123456789abcdef00ff100fa00a7f80deadbeef")
+        #expect(Bytes20(hex: "0123456789ABCDEF00FF100FA00A7F80DEADBEEF") == value)
+        #expect(Bytes20(a: 0, b: 0, c: 0).hex == String(repeating: "0", count: 40))
+        #expect(Bytes20(a: .max, b: .max, c: .max).hex == String(repeating: "f", count: 40))
+    }
+
     @Test func connectRequestBytes() throws {
         let request = TrackerRequest.connect(ConnectRequest(transactionID: 0xDEAD_BEEF))
         let expected = bytes("0000041727101980 00000000 deadbeef")

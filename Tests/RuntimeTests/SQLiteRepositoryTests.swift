@@ -92,6 +92,43 @@ import TrackerRuntime
         }
     }
 
+    /// The writer remembers which swarms rows exist and skips inserting them again; a
+    /// swarm that emptied (its last peer stopped, or expired) loses its row and must get
+    /// it back on its next announce, in a later write or in the same one.
+    @Test func aSwarmThatEmptiedGetsItsRowBack() throws {
+        let repo = try SQLiteRepository(path: tempPath())
+        var replica = Replica()
+        var txid: UInt64 = 0
+        func announce(_ event: AnnounceEvent, at t: Int64) -> SwarmUpdate {
+            .announce(Announce(infoHash: hash(1), peerID: PeerID(a: 1, b: 1, c: 1), endpoint: PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881),
+                               uploaded: 0, downloaded: 0, left: 10, event: event, at: Instant(milliseconds: t)))
+        }
+        func commit(_ groups: [[SwarmUpdate]]) throws {
+            var writes: [StoreWrite] = []
+            for updates in groups {
+                txid += 1
+                let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: updates)
+                replica.commit(tx)
+                writes.append(.commit(CommitRows(tx, replica: replica)))
+            }
+            try repo.perform(writes)
+        }
+        try commit([[announce(.started, at: 100)]])
+        #expect(try repo.counts() == (1, 1))
+        try commit([[announce(.stopped, at: 200)]])
+        #expect(try repo.counts() == (0, 0))
+        try commit([[announce(.started, at: 300)]])
+        try expectSame(repo, replica)
+        try commit([[.expire(before: Instant(milliseconds: 1000))]])
+        #expect(try repo.counts() == (0, 0))
+        try commit([[announce(.none, at: 2000)]])
+        try expectSame(repo, replica)
+        try commit([[announce(.stopped, at: 2100)], [announce(.started, at: 2200)]])
+        try expectSame(repo, replica)
+        try commit([[.expire(before: Instant(milliseconds: 5000))], [announce(.started, at: 5100)]])
+        try expectSame(repo, replica)
+    }
+
     @Test func snapshotWipeAndEpoch() throws {
         let path = tempPath()
         let repo = try SQLiteRepository(path: path)
@@ -185,13 +222,21 @@ import TrackerRuntime
         let before = try repo.load()
         try repo.limitSize(extraPages: 0)
         var big = replica
-        let small = Transaction(ref: TxRef(epoch: epoch, txid: 41), updates: [randomUpdate(&rng, at: 9100)])
+        // The commit that fits opens a swarm no row holds yet: after the rollback the
+        // writer must not believe that row exists.
+        let small = Transaction(ref: TxRef(epoch: epoch, txid: 41), updates: [
+            .announce(Announce(infoHash: hash(50), peerID: PeerID(a: 5, b: 5, c: 5), endpoint: PeerEndpoint(ip: .v4(0x0A00_0005), port: 5),
+                               uploaded: 0, downloaded: 0, left: 1, event: .started, at: Instant(milliseconds: 9100)))])
         big.commit(small)
         let first = StoreWrite.commit(CommitRows(small, replica: big))
         let huge = Transaction(ref: TxRef(epoch: epoch, txid: 42), updates: moreThanAFullDiskTakes(at: 9200))
         big.commit(huge)
-        #expect(throws: RepositoryError.self) { try repo.perform([first, .commit(CommitRows(huge, replica: big))]) }
+        let failing = [first, StoreWrite.commit(CommitRows(huge, replica: big))]
+        #expect(throws: RepositoryError.self) { try repo.perform(failing) }
         #expect(try repo.load() == before, "the commit that fitted was not kept without the one that did not")
+        try repo.limitSize(extraPages: 1 << 20)
+        try repo.perform(failing)
+        try expectSame(repo, big)
     }
 
     @Test func corruptFileIsAnErrorNotACrash() throws {
