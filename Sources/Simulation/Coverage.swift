@@ -65,7 +65,7 @@ public struct Coverage: Sendable, Equatable {
         let node: [ProtocolPath] = [.electionWon, .epochClaimLapsed, .pausedMasterSteppedDown, .masterSteppedDown,
                                     .recoveryFetched, .preparedReproposed, .recoveryMergedOwnState, .strictRecoveryHalted,
                                     .transactionCommitted, .transactionAborted, .prepareResent, .silentVotersDropped,
-                                    .voteNotInSync, .voteStoreFailed, .missedCommitApplied, .catchUpSent,
+                                    .voteNotInSync, .voteStoreFailed, .candidateVoteCounted, .missedCommitApplied, .catchUpSent,
                                     .catchUpApplied, .staleCatchUpIgnored, .snapshotSent, .snapshotInstalled, .snapshotRefused,
                                     .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered]
         return node.map { ($0.description, 20) } + [(ProtocolPath.notInSyncVoteCounted.description, 5)]

@@ -62,7 +62,9 @@ def main():
         status = small.api()
         if status is None or status["storeHealthy"]:
             fail(f"node 1 should report an unhealthy store while its disk is full: {status}")
-        if answered < 3900:
+        # Every one: the other follower and the master are a majority. (Before the master
+        # counted the OK of a follower one vote behind, a batch of 100 was sometimes refused.)
+        if answered < 4000:
             fail(f"only {answered} of 4000 announces answered while one node's disk was full{detail}")
         log(f"node 1's disk filled: writes failed and were logged, node still running; "
             f"{answered}/4000 announces answered by the cluster{detail}")

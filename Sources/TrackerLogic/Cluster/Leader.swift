@@ -27,6 +27,13 @@ struct InFlight: Sendable {
     var previous: TxRef
     var items: [QueuedUpdate]
     var voters: [NodeID]
+    /// Live followers not confirmed at `previous` when the PREPARE left, typically one
+    /// whose OK for the transaction before arrived after that one committed. A follower
+    /// votes OK only when it holds `previous`, so an OK from one of them is as good as a
+    /// voter's: it joins the voters. Until each has voted (or the vote timed out) the
+    /// transaction is not given up, so one follower's ERROR (a full disk) does not abort
+    /// what the other would have carried.
+    var candidates: [NodeID] = []
     var votes: [NodeID: Bool] = [:]
     var needed: Int
     var deadline: Instant
@@ -219,9 +226,11 @@ extension TrackerNode {
         l.retryAfter = nil
         let previous = replica.lastCommitted
         let tx = Transaction(ref: TxRef(epoch: epoch, txid: previous.txid + 1), updates: items.map(\.update))
-        let voters = brokerLiveMembers(now).filter { $0.confirmed == previous && !$0.suspect && $0.role == .slave }.map(\.id)
+        let live = brokerLiveMembers(now).filter { !$0.suspect && $0.role == .slave }
+        let voters = live.filter { $0.confirmed == previous }.map(\.id)
         let needed = config.quorum == .strict ? majority(of: config.clusterSize) : majority(of: voters.count + 1)
-        l.inFlight = InFlight(tx: tx, previous: previous, items: items, voters: voters, needed: needed,
+        l.inFlight = InFlight(tx: tx, previous: previous, items: items, voters: voters,
+                              candidates: live.filter { $0.confirmed != previous }.map(\.id), needed: needed,
                               deadline: now + config.voteTimeout)
         leader = l
         broadcast(.prepare(tx, previous: previous, previousDigest: l.lastDigest))
@@ -242,6 +251,23 @@ extension TrackerNode {
                 return
             }
         }
+        if let i = f.candidates.firstIndex(of: node) {
+            leader?.inFlight?.candidates.remove(at: i)
+            if verdict == .ok {
+                paths.count(.candidateVoteCounted)
+                membership.update(node) { $0.confirmed = f.previous }
+                leader?.inFlight?.voters.append(node)
+                leader?.inFlight?.votes[node] = true
+                // A live quorum is a majority of the followers in sync: one more of them
+                // raises it.
+                if config.quorum == .live {
+                    let needed = majority(of: f.voters.count + 2)
+                    leader?.inFlight?.needed = needed
+                }
+            }
+            evaluateVotes(now)
+            return
+        }
         guard f.voters.contains(node) else {
             if verdict == .ok { membership.update(node) { $0.confirmed = f.previous } }
             return
@@ -253,7 +279,7 @@ extension TrackerNode {
     mutating func evaluateVotes(_ now: Instant) {
         guard let f = leader?.inFlight else { return }
         let ok = f.votes.values.filter { $0 }.count + (storeHealthy ? 1 : 0)
-        let pending = f.voters.count - f.votes.count
+        let pending = f.voters.count - f.votes.count + f.candidates.count
         if ok >= f.needed {
             commitInFlight(now)
         } else if ok + pending < f.needed {
@@ -275,6 +301,8 @@ extension TrackerNode {
         }
         let silent = f.voters.filter { f.votes[$0] == nil }
         for node in silent { membership.update(node) { $0.suspect = true } }
+        // Candidates were never counted on: a silent one is only no longer waited for.
+        f.candidates = []
         if !silent.isEmpty { paths.count(.silentVotersDropped) }
         if config.quorum == .live {
             // Silent voters count as down: the quorum is a majority of who is left.

@@ -40,6 +40,9 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case notInSyncVoteCounted
     /// A follower voted ERROR because its store fails.
     case voteStoreFailed
+    /// The master counted an OK from a follower it had not counted on as a voter (its
+    /// previous OK came after that transaction committed).
+    case candidateVoteCounted
     /// A follower learned from the next PREPARE of a COMMIT it missed, and applied it.
     case missedCommitApplied
     /// The master sent a node the tail of its log.
@@ -86,6 +89,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .voteNotInSync: return "vote not-in-sync sent"
         case .notInSyncVoteCounted: return "vote not-in-sync counted"
         case .voteStoreFailed: return "vote store-failed sent"
+        case .candidateVoteCounted: return "vote from a follower behind by one vote counted"
         case .missedCommitApplied: return "missed commit applied"
         case .catchUpSent: return "log-tail catch-up sent"
         case .catchUpApplied: return "log-tail catch-up applied"
