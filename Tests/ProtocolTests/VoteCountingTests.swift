@@ -70,9 +70,10 @@ import TrackerLogic
     func isAnnounce(_ r: TrackerResponse) -> Bool { if case .announce = r { return true } else { return false } }
     func isError(_ r: TrackerResponse) -> Bool { if case .error = r { return true } else { return false } }
 
-    /// n1's OK commits tx 1 and n2's comes after: n2 is not a voter for tx 2. n1 votes
-    /// ERROR (its disk is full); n2's OK still makes a majority with the master's own.
-    @Test func anOKFromAFollowerOneVoteBehindCarriesTheTransaction() throws {
+    /// The case found on real nodes, up to its turning point: n1's OK commits tx 1 and
+    /// n2's comes after, so n2 is not a voter for tx 2; n1 votes ERROR on tx 2 (its disk
+    /// is full). Nothing is answered yet: n2 may still vote OK.
+    func secondTransactionWithItsOnlyVoterFailing() throws -> (n: TrackerNode, t: Instant, tx1: Transaction, tx2: Transaction) {
         var (n, t) = masterWithTwoFollowers()
         try #require(n.isServing)
         let tx1 = try announce(1, &n, at: &t)
@@ -81,22 +82,23 @@ import TrackerLogic
         t = t + Milliseconds(2)
         let tx2 = try announce(2, &n, at: &t)
         #expect(answers(vote(1, tx2, .storeFailed, &n, at: t)).isEmpty, "not given up while n2 may still vote OK")
-        let committed = answers(vote(2, tx2, .ok, &n, at: t + Milliseconds(1)))
+        return (n, t, tx1, tx2)
+    }
+
+    /// n2's OK makes a majority with the master's own.
+    @Test func anOKFromAFollowerOneVoteBehindCarriesTheTransaction() throws {
+        var (n, t, _, tx2) = try secondTransactionWithItsOnlyVoterFailing()
+        t = t + Milliseconds(1)
+        let committed = answers(vote(2, tx2, .ok, &n, at: t))
         #expect(committed.count == 1 && committed.allSatisfy(isAnnounce))
         #expect(n.replica.lastCommitted == tx2.ref)
         #expect(n.paths[.candidateVoteCounted] == 1)
     }
 
-    /// The same, but n2 stays silent: the transaction is given up once the vote timed
-    /// out, and the peer gets an error.
+    /// n2 stays silent: the transaction is given up once the vote timed out, and the
+    /// peer gets an error.
     @Test func aSilentFollowerOneVoteBehindDelaysTheAbortOnly() throws {
-        var (n, t) = masterWithTwoFollowers()
-        try #require(n.isServing)
-        let tx1 = try announce(1, &n, at: &t)
-        _ = vote(1, tx1, .ok, &n, at: t)
-        t = t + Milliseconds(2)
-        let tx2 = try announce(2, &n, at: &t)
-        #expect(answers(vote(1, tx2, .storeFailed, &n, at: t)).isEmpty)
+        var (n, t, tx1, _) = try secondTransactionWithItsOnlyVoterFailing()
         var replies: [TrackerResponse] = []
         for _ in 0..<40 where replies.isEmpty {
             t = t + Milliseconds(50)
@@ -109,13 +111,8 @@ import TrackerLogic
 
     /// A follower one vote behind that is not in sync after all only stops being waited for.
     @Test func aNotInSyncAnswerFromAFollowerOneVoteBehindAbortsAtOnce() throws {
-        var (n, t) = masterWithTwoFollowers()
-        try #require(n.isServing)
-        let tx1 = try announce(1, &n, at: &t)
-        _ = vote(1, tx1, .ok, &n, at: t)
-        t = t + Milliseconds(2)
-        let tx2 = try announce(2, &n, at: &t)
-        #expect(answers(vote(1, tx2, .storeFailed, &n, at: t)).isEmpty)
+        let (node, t, _, tx2) = try secondTransactionWithItsOnlyVoterFailing()
+        var n = node
         let aborted = answers(vote(2, tx2, .notInSync, &n, at: t + Milliseconds(1)))
         #expect(aborted.count == 1 && aborted.allSatisfy(isError))
         #expect(n.paths[.candidateVoteCounted] == 0)
