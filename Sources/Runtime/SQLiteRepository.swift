@@ -77,13 +77,6 @@ public final class SQLiteRepository {
     /// transaction commits (a rolled-back one leaves the rows, and this set, as before).
     private var knownSwarms = Set<InfoHash>()
 
-    /// Pages the WAL grows to before SQLite copies them back into the database (the
-    /// default is 1,000). Announces rewrite rows all over the peers B-tree; a page
-    /// rewritten many times between two checkpoints is copied once, so a larger WAL cut
-    /// the writer's CPU per announce by ~20 % and its time by ~50 % (`tracker bench
-    /// --store`). 16,384 pages of 4 KiB: the WAL file stays under 64 MiB.
-    static let checkpointPages = 16_384
-
     public init(path: String) throws {
         self.path = path
         var config = Configuration()
@@ -95,7 +88,6 @@ public final class SQLiteRepository {
             // an fsync per transaction; a power loss may drop the last commits, which the
             // other replicas hold. A larger page cache keeps the B-trees out of pread.
             try db.execute(sql: "PRAGMA synchronous = NORMAL; PRAGMA cache_size = -32768; PRAGMA mmap_size = 268435456")
-            try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.checkpointPages); PRAGMA journal_size_limit = \(Self.checkpointPages * 4096)")
         }
         do {
             db = try DatabaseQueue(path: path, configuration: config)
