@@ -146,25 +146,29 @@ public final class SQLiteRepository {
             if let write = writes.first { try perform(write) }
             return
         }
-        var known = knownSwarms
         do {
-            try transaction(syncing: writes.contains(where: Self.needsFullSync)) { db in
-                for write in writes { try Self.perform(write, db, &known) }
-            }
-            knownSwarms = known
+            try performInOneTransaction(writes)
         } catch {
             throw RepositoryError("\(writes.count) writes (\(writes.map(\.name).joined(separator: ", "))) failed on \(path): \(error)")
         }
     }
 
     public func perform(_ write: StoreWrite) throws {
-        var known = knownSwarms
         do {
-            try transaction(syncing: Self.needsFullSync(write)) { db in try Self.perform(write, db, &known) }
-            knownSwarms = known
+            try performInOneTransaction([write])
         } catch {
             throw RepositoryError("\(write.name) failed on \(path): \(error)")
         }
+    }
+
+    /// `writes` in one SQL transaction; the set of known swarms rows follows only when it
+    /// commits.
+    private func performInOneTransaction(_ writes: [StoreWrite]) throws {
+        var known = knownSwarms
+        try transaction(syncing: writes.contains(where: Self.needsFullSync)) { db in
+            for write in writes { try Self.perform(write, db, &known) }
+        }
+        knownSwarms = known
     }
 
     /// Whether a write must survive a power loss, not only a killed process. A candidate
@@ -446,5 +450,15 @@ extension StoreWrite {
         case .wipe: "wipe"
         case .probe: "probe"
         }
+    }
+}
+
+extension SQLiteRepository {
+    /// A repository in a file of its own under `directory`, removed with its WAL after
+    /// `body`: the benches' scratch disk.
+    static func scratch<T>(in directory: String, named name: String, _ body: (SQLiteRepository) throws -> T) throws -> T {
+        let path = directory + "/\(name)-\(getpid()).sqlite"
+        defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
+        return try body(try SQLiteRepository(path: path))
     }
 }

@@ -10,8 +10,8 @@ import Glibc
 /// random peers go through a replica as committed transactions of `perTransaction`
 /// updates, and `perWrite` transactions at a time go to SQLite in one write, as the node's
 /// store writer groups them. Only the writes are timed (wall clock and this thread's
-/// CPU), so the figure is the writer thread's and repeats run to run; under
-/// `valgrind --tool=callgrind` it gives instruction counts for A/B comparisons.
+/// CPU), so the figure is the writer thread's and repeats run to run (within ~2 % here,
+/// where valgrind cannot run the binary and perf gets no hardware counters).
 public enum StoreBench {
     public struct Result: Sendable, CustomStringConvertible {
         public var peers: Int
@@ -44,17 +44,23 @@ public enum StoreBench {
                                 torrents: [], digest: Digest.of(store))
         var replica = Replica()
         replica.install(snapshot, store: store)
-        let path = directory + "/store-bench-\(getpid()).sqlite"
-        defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
-        let repository = try SQLiteRepository(path: path)
-        try repository.perform(.snapshot(snapshot))
+        return try SQLiteRepository.scratch(in: directory, named: "store-bench") { repository in
+            try repository.perform(.snapshot(snapshot))
+            return try timeWrites(to: repository, of: snapshot, replica: &replica, announces: announces,
+                                  perTransaction: perTransaction, perWrite: perWrite, seed: seed)
+        }
+    }
 
+    /// Writes `announces` re-announces of the snapshot's peers, timing only the writes.
+    static func timeWrites(to repository: SQLiteRepository, of snapshot: Snapshot, replica: inout Replica, announces: Int,
+                           perTransaction: Int, perWrite: Int, seed: UInt64) throws -> Result {
+        let epoch = snapshot.lastCommitted.epoch
         // Every re-announce names a peer the repository holds, so each one replaces a row
         // somewhere in the B-tree, as a busy tracker's steady state does.
         let peers = snapshot.content.flatMap { swarm in swarm.peers.map { (swarm.infoHash, $0) } }
         guard !peers.isEmpty else { throw RepositoryError("no peers to announce") }
         var rng = SeededGenerator(seed: seed &+ 1)
-        var txid: UInt64 = 1
+        var txid = snapshot.lastCommitted.txid
         var wall = 0.0, cpu = 0.0, writes = 0, transactions = 0, done = 0
         while done < announces {
             var group: [StoreWrite] = []

@@ -69,11 +69,10 @@ public enum TransferBench {
             return true
         }
         guard installed, replica.store.peerCount == store.peerCount else { throw RepositoryError("the snapshot did not install") }
-        let path = directory + "/transfer-bench-\(getpid()).sqlite"
-        defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
-        let repository = try SQLiteRepository(path: path)
-        try timed("persist") { try repository.perform(.snapshot(received)) }
-        let loaded = try timed("load") { try repository.load() }
+        let loaded = try SQLiteRepository.scratch(in: directory, named: "transfer-bench") { repository in
+            try timed("persist") { try repository.perform(.snapshot(received)) }
+            return try timed("load") { try repository.load() }
+        }
         guard loaded.snapshot?.digest == snapshot.digest else { throw RepositoryError("the repository loaded back differs") }
         return Result(peers: store.peerCount, swarms: store.swarmCount, frames: frames.count,
                       bytes: frames.reduce(0) { $0 + $1.readableBytes }, stages: stages)
