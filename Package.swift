@@ -45,6 +45,7 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -81,6 +82,7 @@ let package = Package(
         .testTarget(
             name: "RuntimeTests",
             dependencies: ["TrackerRuntime", "TrackerLogic", .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]
         ),

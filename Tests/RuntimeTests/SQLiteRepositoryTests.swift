@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import NIOCore
 import Testing
 import TrackerLogic
@@ -55,9 +56,12 @@ import TrackerRuntime
         #expect(counts.swarms == replica.store.swarmCount && counts.peers == replica.store.peerCount, sourceLocation: sourceLocation)
     }
 
-    @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
-    func commitsLandAsTheReplicaHoldsThem(seed: UInt64) throws {
-        let repo = try SQLiteRepository(path: tempPath())
+    /// Folding after every row, every few rows and (almost) never: the log, the base and
+    /// the merge of the two read back the same peers.
+    @Test(arguments: [1, 2, 3, 4, 5] as [UInt64], [1, 7, SQLiteRepository.defaultFoldThreshold])
+    func commitsLandAsTheReplicaHoldsThem(seed: UInt64, foldThreshold: Int) throws {
+        let path = tempPath()
+        let repo = try SQLiteRepository(path: path, foldThreshold: foldThreshold)
         var replica = Replica()
         var rng = SeededGenerator(seed: seed)
         var t: Int64 = 1_000_000
@@ -72,6 +76,41 @@ import TrackerRuntime
         }
         #expect(replica.history.runs.count == 2)
         try expectSame(repo, replica)
+        // A process that restarts on the file reads the log it left and goes on from it.
+        let reopened = try SQLiteRepository(path: path, foldThreshold: foldThreshold)
+        try expectSame(reopened, replica)
+        for txid in 301...330 as ClosedRange<UInt64> {
+            let tx = Transaction(ref: TxRef(epoch: Epoch(term: 2, master: NodeID(2)), txid: txid),
+                                 updates: (0..<(1 + rng.below(6))).map { _ in randomUpdate(&rng, at: t + Int64(txid)) })
+            replica.commit(tx)
+            try reopened.perform(.commit(CommitRows(tx, replica: replica)))
+        }
+        try expectSame(reopened, replica)
+    }
+
+    /// A peer's rows in the log in every order of removal and return, folded at once or
+    /// left in the log: its latest row decides.
+    @Test(arguments: [1, 2, 3, 100])
+    func theLatestLoggedRowOfAPeerWins(foldThreshold: Int) throws {
+        let repo = try SQLiteRepository(path: tempPath(), foldThreshold: foldThreshold)
+        var replica = Replica()
+        var txid: UInt64 = 0
+        func announce(_ n: UInt32, _ event: AnnounceEvent, at t: Int64) -> SwarmUpdate {
+            .announce(Announce(infoHash: hash(1), peerID: PeerID(a: 1, b: 1, c: n), endpoint: PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881),
+                               uploaded: t, downloaded: 0, left: 10, event: event, at: Instant(milliseconds: t)))
+        }
+        func commit(_ updates: [SwarmUpdate]) throws {
+            txid += 1
+            let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: updates)
+            replica.commit(tx)
+            try repo.perform(.commit(CommitRows(tx, replica: replica)))
+        }
+        try commit([announce(1, .started, at: 10), announce(2, .started, at: 10), announce(3, .started, at: 10)])
+        try commit([announce(1, .none, at: 20), announce(2, .stopped, at: 20), announce(3, .stopped, at: 20)])
+        try commit([announce(3, .started, at: 30), announce(4, .started, at: 30), announce(4, .stopped, at: 30)])
+        try commit([announce(1, .none, at: 40)])
+        try expectSame(repo, replica)
+        #expect(try repo.counts() == (1, 2))
     }
 
     @Test func severalCommitsOfOneStepConvergeOnTheLastState() throws {
@@ -237,6 +276,39 @@ import TrackerRuntime
         try repo.limitSize(extraPages: 1 << 20)
         try repo.perform(failing)
         try expectSame(repo, big)
+    }
+
+    /// A file left by a version without the log (a node killed before the upgrade) keeps
+    /// its peers: its `peers` table becomes the base, and commits go on from it.
+    @Test func aFileFromBeforeThePeerLogKeepsItsPeers() throws {
+        let path = tempPath()
+        let peerID = PeerID(a: 7, b: 7, c: 7)
+        try DatabaseQueue(path: path).write { db in
+            try db.execute(sql: """
+                CREATE TABLE swarms(info_hash TEXT PRIMARY KEY NOT NULL, name TEXT, size INTEGER, completed INTEGER NOT NULL DEFAULT 0);
+                CREATE TABLE peers(info_hash TEXT NOT NULL, peer_id TEXT NOT NULL, ip TEXT NOT NULL, port INTEGER NOT NULL,
+                    uploaded INTEGER NOT NULL, downloaded INTEGER NOT NULL, "left" INTEGER NOT NULL, last_announce INTEGER NOT NULL,
+                    PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
+                CREATE INDEX peers_by_age ON peers(last_announce);
+                CREATE TABLE cluster_meta(key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);
+                """)
+            try db.execute(sql: "INSERT INTO swarms(info_hash, completed) VALUES (?, 0)", arguments: [hash(1).hex])
+            try db.execute(sql: "INSERT INTO peers VALUES (?, ?, '10.0.0.7', 6881, 1, 2, 3, 500)", arguments: [hash(1).hex, peerID.hex])
+            try db.execute(sql: "INSERT INTO cluster_meta VALUES ('last_epoch', ?), ('last_txid', 9)", arguments: [Int64(bitPattern: epoch.packed)])
+        }
+        let repo = try SQLiteRepository(path: path)
+        let loaded = try #require(try repo.load().snapshot)
+        var replica = Replica()
+        replica.install(loaded)
+        #expect(replica.store.peerCount == 1)
+        #expect(replica.store[hash(1)]?.peer(PeerKey(peerID: peerID, ip: .v4(0x0A00_0007)))?.uploaded == 1)
+        let tx = Transaction(ref: TxRef(epoch: epoch, txid: 10), updates: [
+            .announce(Announce(infoHash: hash(1), peerID: peerID, endpoint: PeerEndpoint(ip: .v4(0x0A00_0007), port: 6881),
+                               uploaded: 50, downloaded: 2, left: 0, event: .completed, at: Instant(milliseconds: 900)))])
+        replica.commit(tx)
+        try repo.perform(.commit(CommitRows(tx, replica: replica)))
+        try expectSame(repo, replica)
+        try expectSame(try SQLiteRepository(path: path), replica)
     }
 
     @Test func corruptFileIsAnErrorNotACrash() throws {

@@ -1,0 +1,58 @@
+import GRDB
+import GRDBSQLite
+import TrackerLogic
+
+/// Binds one row's values straight into a prepared statement and runs it. The peer log
+/// takes a row per announce; through GRDB's `StatementArguments` each row built an array
+/// of existentials and a copy of every string, about half of the append's CPU. Info
+/// hashes and peer ids go in as hex from the stack. Used only inside a GRDB write, on a
+/// statement GRDB compiled and caches.
+struct StatementBinder {
+    private let handle: OpaquePointer
+    private let connection: OpaquePointer?
+    private var index: Int32 = 1
+    private var failure: Int32 = SQLITE_OK
+    /// SQLite copies the bytes before the bind call returns.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    init(_ statement: Statement, in db: Database) {
+        handle = statement.sqliteStatement
+        connection = db.sqliteConnection
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    private mutating func next(_ rc: Int32) {
+        if rc != SQLITE_OK && failure == SQLITE_OK { failure = rc }
+        index += 1
+    }
+
+    mutating func bind(_ value: Int64) { next(sqlite3_bind_int64(handle, index, value)) }
+
+    mutating func bindHex(_ value: Bytes20) {
+        let rc = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 40) { digits in
+            let count = value.writeHex(to: digits)
+            return digits.withMemoryRebound(to: CChar.self) { sqlite3_bind_text(handle, index, $0.baseAddress, Int32(count), Self.transient) }
+        }
+        next(rc)
+    }
+
+    mutating func bind(_ value: String) {
+        var value = value
+        let rc = value.withUTF8 { utf8 in
+            utf8.withMemoryRebound(to: CChar.self) { sqlite3_bind_text(handle, index, $0.baseAddress, Int32(clamping: $0.count), Self.transient) }
+        }
+        next(rc)
+    }
+
+    /// Runs the statement once; an error (a full disk, a bad bind) comes back as a
+    /// `DatabaseError` with SQLite's message, and the caller's transaction rolls back.
+    func step(sql: String) throws {
+        let rc = failure == SQLITE_OK ? sqlite3_step(handle) : failure
+        sqlite3_reset(handle)
+        guard rc == SQLITE_DONE else {
+            let message = connection.flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) }
+            throw DatabaseError(resultCode: ResultCode(rawValue: rc), message: message, sql: sql)
+        }
+    }
+}
