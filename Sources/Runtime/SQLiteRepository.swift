@@ -88,7 +88,9 @@ public struct RepositoryError: Error, CustomStringConvertible {
 /// written per ~100-byte announce, half of a writer's CPU. Appends fill the log's pages
 /// in order. A fold moves the log into `peer_base` in key order, in one statement,
 /// writing each page it touches once, when the log is long (or before a write that
-/// rewrites peers in bulk: a merge, an expiry, a snapshot).
+/// rewrites peers in bulk: a merge, an expiry, a snapshot). Both key peers by the bytes
+/// of the info hash and peer id (shorter rows and keys than hex: a fold costs ~25 %
+/// less); the `peers` view shows them as hex, like every other table.
 public final class SQLiteRepository {
     let db: DatabaseQueue
     public let path: String
@@ -136,10 +138,9 @@ public final class SQLiteRepository {
     }
 
     static func createSchema(_ db: Database) throws {
-        // A file written before the log had `peers` as its table: it becomes the base.
-        if try String.fetchOne(db, sql: "SELECT type FROM sqlite_master WHERE name = 'peers'") == "table" {
-            try db.execute(sql: "ALTER TABLE peers RENAME TO peer_base")
-        }
+        // A file written before the log had `peers` as its table, keyed by hex digits.
+        let legacyPeers = try String.fetchOne(db, sql: "SELECT type FROM sqlite_master WHERE name = 'peers'") == "table"
+        if legacyPeers { try db.execute(sql: "ALTER TABLE peers RENAME TO legacy_peers") }
         try db.execute(sql: """
             CREATE TABLE IF NOT EXISTS swarms(
                 info_hash TEXT PRIMARY KEY NOT NULL,
@@ -147,8 +148,8 @@ public final class SQLiteRepository {
                 size INTEGER,
                 completed INTEGER NOT NULL DEFAULT 0);
             CREATE TABLE IF NOT EXISTS peer_base(
-                info_hash TEXT NOT NULL,
-                peer_id TEXT NOT NULL,
+                info_hash BLOB NOT NULL,
+                peer_id BLOB NOT NULL,
                 ip TEXT NOT NULL,
                 port INTEGER NOT NULL,
                 uploaded INTEGER NOT NULL,
@@ -158,8 +159,8 @@ public final class SQLiteRepository {
                 PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS peer_log(
                 seq INTEGER PRIMARY KEY,
-                info_hash TEXT NOT NULL,
-                peer_id TEXT NOT NULL,
+                info_hash BLOB NOT NULL,
+                peer_id BLOB NOT NULL,
                 ip TEXT NOT NULL,
                 port INTEGER,
                 uploaded INTEGER,
@@ -167,7 +168,8 @@ public final class SQLiteRepository {
                 "left" INTEGER,
                 last_announce INTEGER);
             DROP VIEW IF EXISTS peers;
-            CREATE VIEW peers AS
+            DROP VIEW IF EXISTS peer_rows;
+            CREATE VIEW peer_rows AS
                 SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce FROM peer_base
                 WHERE (info_hash, peer_id, ip) NOT IN (SELECT info_hash, peer_id, ip FROM peer_log)
                 UNION ALL
@@ -175,7 +177,9 @@ public final class SQLiteRepository {
                     SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce, max(seq) FROM peer_log
                     GROUP BY info_hash, peer_id, ip)
                 WHERE port IS NOT NULL;
-            DROP INDEX IF EXISTS peers_by_age;
+            CREATE VIEW peers AS
+                SELECT lower(hex(info_hash)) AS info_hash, lower(hex(peer_id)) AS peer_id, ip, port, uploaded, downloaded,
+                    "left", last_announce FROM peer_rows;
             CREATE TABLE IF NOT EXISTS completions(
                 info_hash TEXT NOT NULL,
                 peer_id TEXT NOT NULL,
@@ -195,6 +199,26 @@ public final class SQLiteRepository {
                 first_txid INTEGER NOT NULL,
                 PRIMARY KEY(term, master));
             """)
+        if legacyPeers { try migrate(fromLegacyPeers: db) }
+    }
+
+    /// Moves a legacy `peers` table into `peer_base`, hex keys turned into bytes. A key
+    /// that is not forty hex digits fails the open, as a corrupt row fails a load.
+    static func migrate(fromLegacyPeers db: Database) throws {
+        db.add(function: unhex)
+        defer { db.remove(function: unhex) }
+        try db.execute(sql: """
+            INSERT INTO peer_base(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
+            SELECT tracker_unhex(info_hash), tracker_unhex(peer_id), ip, port, uploaded, downloaded, "left", last_announce
+            FROM legacy_peers;
+            DROP TABLE legacy_peers;
+            """)
+    }
+
+    /// Forty hex digits as their twenty bytes, or NULL. (SQLite has `unhex` from 3.41 only.)
+    static let unhex = DatabaseFunction("tracker_unhex", argumentCount: 1, pure: true) { values in
+        guard let text = String.fromDatabaseValue(values[0]), let bytes = Bytes20(hex: text) else { return nil }
+        return Data(bytes.bytes)
     }
 
     // MARK: writes
@@ -287,7 +311,7 @@ public final class SQLiteRepository {
                 try run(db, "INSERT OR IGNORE INTO completions(info_hash, peer_id, ip) VALUES (?, ?, ?)", [hash.hex, key.peerID.hex, key.ip.description])
             case .swarm(let hash, let content):
                 try fold(db, &state)
-                try run(db, "DELETE FROM peer_base WHERE info_hash = ?", [hash.hex])
+                try run(db, "DELETE FROM peer_base WHERE info_hash = ?", [Data(hash.bytes)])
                 try run(db, "DELETE FROM completions WHERE info_hash = ?", [hash.hex])
                 if let content { try insert(content, db) }
             case .expire(let before):
@@ -309,7 +333,7 @@ public final class SQLiteRepository {
             try fold(db, &state)
             state.knownSwarms = []
             try db.execute(sql: """
-                INSERT OR IGNORE INTO swarms(info_hash) SELECT DISTINCT info_hash FROM peer_base
+                INSERT OR IGNORE INTO swarms(info_hash) SELECT DISTINCT lower(hex(info_hash)) FROM peer_base
                 UNION SELECT DISTINCT info_hash FROM completions
                 """)
             try db.execute(sql: """
@@ -317,7 +341,7 @@ public final class SQLiteRepository {
                 """)
             try db.execute(sql: """
                 DELETE FROM swarms WHERE completed = 0
-                AND NOT EXISTS (SELECT 1 FROM peer_base p WHERE p.info_hash = swarms.info_hash)
+                AND info_hash NOT IN (SELECT DISTINCT lower(hex(info_hash)) FROM peer_base)
                 """)
         }
         try setLastCommitted(rows.lastCommitted, history: rows.history, db)
@@ -369,34 +393,34 @@ public final class SQLiteRepository {
     /// Appends a peer's row as memory holds it, or its removal (no port), to the log.
     static func log(_ hash: InfoHash, _ key: PeerKey, _ r: PeerRecord?, _ db: Database) throws {
         var row = StatementBinder(try db.cachedStatement(sql: logPeer), in: db)
-        row.bindHex(hash)
-        row.bindHex(key.peerID)
+        row.bind(hash)
+        row.bind(key.peerID)
         row.bind(key.ip.description)
-        if let r {
-            row.bind(Int64(r.endpoint.port))
-            row.bind(r.uploaded)
-            row.bind(r.downloaded)
-            row.bind(r.left)
-            row.bind(r.lastAnnounce.milliseconds)
-        }
+        if let r { row.bindValues(of: r) }
         try row.step(sql: logPeer)
     }
 
+    static let upsertPeer = """
+        INSERT OR REPLACE INTO peer_base(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
     /// Writes straight into `peer_base`: only after a fold (or a wipe), when the log holds
     /// nothing that a later fold would lay over it.
-    static func upsert(_ r: PeerRecord, in hash: String, _ db: Database) throws {
-        try run(db, """
-            INSERT OR REPLACE INTO peer_base(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """, [hash, r.peerID.hex, r.endpoint.ip.description, Int(r.endpoint.port),
-                             r.uploaded, r.downloaded, r.left, r.lastAnnounce.milliseconds])
+    static func upsert(_ r: PeerRecord, in hash: InfoHash, _ db: Database) throws {
+        var row = StatementBinder(try db.cachedStatement(sql: upsertPeer), in: db)
+        row.bind(hash)
+        row.bind(r.peerID)
+        row.bind(r.endpoint.ip.description)
+        row.bindValues(of: r)
+        try row.step(sql: upsertPeer)
     }
 
     /// A swarm written whole into `peer_base` and `completions`; its swarms row follows
     /// from the content (memory keeps a swarm while it has a peer or a completion).
     static func insert(_ content: SwarmMerge, _ db: Database) throws {
         let hash = content.infoHash.hex
-        for r in content.peers { try upsert(r, in: hash, db) }
+        for r in content.peers { try upsert(r, in: content.infoHash, db) }
         for key in content.completed {
             try run(db, "INSERT OR IGNORE INTO completions(info_hash, peer_id, ip) VALUES (?, ?, ?)", [hash, key.peerID.hex, key.ip.description])
         }
@@ -496,10 +520,11 @@ public final class SQLiteRepository {
         var peers: [InfoHash: [PeerRecord]] = [:]
         var completed: [InfoHash: [PeerKey]] = [:]
         let peerRows = try Row.fetchCursor(db, sql: """
-            SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce FROM peers
+            SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce FROM peer_rows
             """)
         while let row = try peerRows.next() {
-            guard let hash = InfoHash(hex: row["info_hash"] as String), let id = PeerID(hex: row["peer_id"] as String),
+            guard let hash = (row["info_hash"] as Data?).flatMap(InfoHash.init(bytes:)),
+                  let id = (row["peer_id"] as Data?).flatMap(PeerID.init(bytes:)),
                   let ip = IPAddress(row["ip"] as String), let port = UInt16(exactly: row["port"] as Int64) else {
                 throw RepositoryError("corrupt peer row \(row)")
             }

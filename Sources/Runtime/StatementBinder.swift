@@ -5,7 +5,7 @@ import TrackerLogic
 /// Binds one row's values straight into a prepared statement and runs it. The peer log
 /// takes a row per announce; through GRDB's `StatementArguments` each row built an array
 /// of existentials and a copy of every string, about half of the append's CPU. Info
-/// hashes and peer ids go in as hex from the stack. Used only inside a GRDB write, on a
+/// hashes and peer ids go in as their bytes, from the stack. Used only inside a GRDB write, on a
 /// statement GRDB compiled and caches.
 struct StatementBinder {
     private let handle: OpaquePointer
@@ -29,12 +29,22 @@ struct StatementBinder {
 
     mutating func bind(_ value: Int64) { next(sqlite3_bind_int64(handle, index, value)) }
 
-    mutating func bindHex(_ value: Bytes20) {
-        let rc = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 40) { digits in
-            let count = value.writeHex(to: digits)
-            return digits.withMemoryRebound(to: CChar.self) { sqlite3_bind_text(handle, index, $0.baseAddress, Int32(count), Self.transient) }
+    /// An info hash or peer id as its twenty bytes, in wire order, from the stack.
+    mutating func bind(_ value: Bytes20) {
+        let rc = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { bytes in
+            let count = value.write(to: bytes)
+            return sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(count), Self.transient)
         }
         next(rc)
+    }
+
+    /// A peer row's values after its key: port, byte counts, last announce.
+    mutating func bindValues(of r: PeerRecord) {
+        bind(Int64(r.endpoint.port))
+        bind(r.uploaded)
+        bind(r.downloaded)
+        bind(r.left)
+        bind(r.lastAnnounce.milliseconds)
     }
 
     mutating func bind(_ value: String) {

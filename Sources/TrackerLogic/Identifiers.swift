@@ -58,20 +58,23 @@ public struct Bytes20: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     /// Forty lowercase hex digits, written straight into the string's storage.
     public var hex: String {
-        String(unsafeUninitializedCapacity: 40) { out in writeHex(to: out) }
+        String(unsafeUninitializedCapacity: 40) { out in
+            for i in 0..<20 {
+                let v = byte(i)
+                out[2 * i] = Self.hexDigit(v >> 4)
+                out[2 * i + 1] = Self.hexDigit(v & 0xF)
+            }
+            return 40
+        }
     }
 
-    /// Writes the forty lowercase hex digits into `out` (room for at least 40) and returns
+    /// Writes the twenty bytes in wire order into `out` (room for at least 20) and returns
     /// how many it wrote: the SQLite writer binds two per announce it stores, from the stack.
     @discardableResult
-    public func writeHex(to out: UnsafeMutableBufferPointer<UInt8>) -> Int {
-        guard out.count >= 40 else { return 0 }
-        for i in 0..<20 {
-            let v = byte(i)
-            out[2 * i] = Self.hexDigit(v >> 4)
-            out[2 * i + 1] = Self.hexDigit(v & 0xF)
-        }
-        return 40
+    public func write(to out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        guard out.count >= 20 else { return 0 }
+        for i in 0..<20 { out[i] = byte(i) }
+        return 20
     }
 
     private static func hexDigit(_ n: UInt8) -> UInt8 { n < 10 ? 0x30 &+ n : 0x57 &+ n }

@@ -311,6 +311,19 @@ import TrackerRuntime
         try expectSame(try SQLiteRepository(path: path), replica)
     }
 
+    @Test func aLegacyPeerRowWithABadKeyFailsTheOpenNotTheProcess() throws {
+        let path = tempPath()
+        try DatabaseQueue(path: path).write { db in
+            try db.execute(sql: """
+                CREATE TABLE peers(info_hash TEXT NOT NULL, peer_id TEXT NOT NULL, ip TEXT NOT NULL, port INTEGER NOT NULL,
+                    uploaded INTEGER NOT NULL, downloaded INTEGER NOT NULL, "left" INTEGER NOT NULL, last_announce INTEGER NOT NULL,
+                    PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
+                INSERT INTO peers VALUES ('not hex', 'x', '10.0.0.7', 6881, 1, 2, 3, 500);
+                """)
+        }
+        #expect(throws: RepositoryError.self) { _ = try SQLiteRepository(path: path) }
+    }
+
     @Test func corruptFileIsAnErrorNotACrash() throws {
         let path = tempPath()
         try Data((0..<8192).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: path))

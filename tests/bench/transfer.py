@@ -37,10 +37,13 @@ def write_repository(path, peers, swarms):
         PRAGMA journal_mode = WAL;
         CREATE TABLE swarms(info_hash TEXT PRIMARY KEY NOT NULL, name TEXT, size INTEGER,
             completed INTEGER NOT NULL DEFAULT 0);
-        CREATE TABLE peers(info_hash TEXT NOT NULL, peer_id TEXT NOT NULL, ip TEXT NOT NULL,
+        CREATE TABLE peer_base(info_hash BLOB NOT NULL, peer_id BLOB NOT NULL, ip TEXT NOT NULL,
             port INTEGER NOT NULL, uploaded INTEGER NOT NULL, downloaded INTEGER NOT NULL,
             "left" INTEGER NOT NULL, last_announce INTEGER NOT NULL,
             PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
+        CREATE TABLE peer_log(seq INTEGER PRIMARY KEY, info_hash BLOB NOT NULL, peer_id BLOB NOT NULL,
+            ip TEXT NOT NULL, port INTEGER, uploaded INTEGER, downloaded INTEGER, "left" INTEGER,
+            last_announce INTEGER);
         CREATE TABLE completions(info_hash TEXT NOT NULL, peer_id TEXT NOT NULL, ip TEXT NOT NULL,
             PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
         CREATE TABLE cluster_meta(key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);
@@ -54,13 +57,13 @@ def write_repository(path, peers, swarms):
 
     def rows():
         for s in range(swarms):
-            hash_hex = s.to_bytes(20, "big").hex()
+            info_hash = s.to_bytes(20, "big")
             for p in range(per_swarm):
                 n = s * per_swarm + p
-                yield (hash_hex, n.to_bytes(20, "big").hex(), f"10.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}",
+                yield (info_hash, n.to_bytes(20, "big"), f"10.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}",
                        6881 + p, 0, 0, 1000, now)
 
-    db.executemany('INSERT INTO peers VALUES (?, ?, ?, ?, ?, ?, ?, ?)', rows())
+    db.executemany('INSERT INTO peer_base VALUES (?, ?, ?, ?, ?, ?, ?, ?)', rows())
     db.executemany("INSERT INTO swarms(info_hash, completed) VALUES (?, 0)",
                    ((s.to_bytes(20, "big").hex(),) for s in range(swarms)))
     epoch = (1 << 32) | 2
