@@ -246,8 +246,8 @@ public final class SQLiteRepository {
         }
     }
 
-    /// `writes` in one SQL transaction; the set of known swarms rows follows only when it
-    /// commits.
+    /// `writes` in one SQL transaction, with a fold when they leave the log long; the
+    /// writer's state follows only when it commits.
     private func performInOneTransaction(_ writes: [StoreWrite]) throws {
         var next = state
         try transaction(syncing: writes.contains(where: Self.needsFullSync)) { db in
@@ -488,9 +488,9 @@ public final class SQLiteRepository {
                 }
                 let content = try Self.content(db)
                 let runs = try Row.fetchAll(db, sql: "SELECT term, master, first_txid FROM epoch_runs ORDER BY first_txid, term, master").map {
-                    EpochHistory.Run(epoch: Epoch(term: UInt32(truncatingIfNeeded: $0["term"] as Int64),
-                                                  master: NodeID(UInt32(truncatingIfNeeded: $0["master"] as Int64))),
-                                     firstTxid: UInt64(bitPattern: $0["first_txid"]))
+                    EpochHistory.Run(epoch: Epoch(term: UInt32(truncatingIfNeeded: try $0.decode(Int64.self, forColumn: "term")),
+                                                  master: NodeID(UInt32(truncatingIfNeeded: try $0.decode(Int64.self, forColumn: "master")))),
+                                     firstTxid: UInt64(bitPattern: try $0.decode(Int64.self, forColumn: "first_txid")))
                 }
                 let store = SwarmStore(content: content, torrents: try Self.torrents(db))
                 let snapshot = Snapshot(lastCommitted: TxRef(epoch: Epoch(packed: UInt64(bitPattern: lastEpoch)), txid: UInt64(bitPattern: lastTxid)),
@@ -505,12 +505,18 @@ public final class SQLiteRepository {
 
     /// Each file is parsed again: a row whose file is no torrent (or whose key is not its
     /// hash) is corruption, reported like a corrupt peer row.
+    ///
+    /// Every column is read with GRDB's throwing `decode`, never its subscript (a `try!`):
+    /// the file is input like any other, and a NULL or a blob where a number belongs must
+    /// fail the load, not the process.
     static func torrents(_ db: Database) throws -> [RegisteredTorrent] {
         try Row.fetchAll(db, sql: "SELECT info_hash, file, registered_at FROM torrents ORDER BY info_hash").map { row in
-            let file: Data = row["file"]
-            guard let t = try? RegisteredTorrent(file: Array(file), registeredAt: Instant(milliseconds: row["registered_at"])),
-                  t.infoHash.hex == row["info_hash"] as String else {
-                throw RepositoryError("corrupt torrent row \(row["info_hash"] as String? ?? "?")")
+            let key = try row.decode(String?.self, forColumn: "info_hash")
+            guard let file = try row.decode(Data?.self, forColumn: "file"),
+                  let registeredAt = try row.decode(Int64?.self, forColumn: "registered_at"),
+                  let t = try? RegisteredTorrent(file: Array(file), registeredAt: Instant(milliseconds: registeredAt)),
+                  t.infoHash.hex == key else {
+                throw RepositoryError("corrupt torrent row \(key ?? "?")")
             }
             return t
         }
@@ -523,19 +529,25 @@ public final class SQLiteRepository {
             SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce FROM peer_rows
             """)
         while let row = try peerRows.next() {
-            guard let hash = (row["info_hash"] as Data?).flatMap(InfoHash.init(bytes:)),
-                  let id = (row["peer_id"] as Data?).flatMap(PeerID.init(bytes:)),
-                  let ip = IPAddress(row["ip"] as String), let port = UInt16(exactly: row["port"] as Int64) else {
+            guard let hash = try row.decode(Data?.self, forColumn: "info_hash").flatMap(InfoHash.init(bytes:)),
+                  let id = try row.decode(Data?.self, forColumn: "peer_id").flatMap(PeerID.init(bytes:)),
+                  let ip = try row.decode(String?.self, forColumn: "ip").flatMap(IPAddress.init),
+                  let port = try row.decode(Int64?.self, forColumn: "port").flatMap(UInt16.init(exactly:)),
+                  let uploaded = try row.decode(Int64?.self, forColumn: "uploaded"),
+                  let downloaded = try row.decode(Int64?.self, forColumn: "downloaded"),
+                  let left = try row.decode(Int64?.self, forColumn: "left"),
+                  let lastAnnounce = try row.decode(Int64?.self, forColumn: "last_announce") else {
                 throw RepositoryError("corrupt peer row \(row)")
             }
             peers[hash, default: []].append(PeerRecord(peerID: id, endpoint: PeerEndpoint(ip: ip, port: port),
-                                                       uploaded: row["uploaded"], downloaded: row["downloaded"],
-                                                       left: row["left"], lastAnnounce: Instant(milliseconds: row["last_announce"])))
+                                                       uploaded: uploaded, downloaded: downloaded,
+                                                       left: left, lastAnnounce: Instant(milliseconds: lastAnnounce)))
         }
         let completionRows = try Row.fetchCursor(db, sql: "SELECT info_hash, peer_id, ip FROM completions")
         while let row = try completionRows.next() {
-            guard let hash = InfoHash(hex: row["info_hash"] as String), let id = PeerID(hex: row["peer_id"] as String),
-                  let ip = IPAddress(row["ip"] as String) else {
+            guard let hash = try row.decode(String?.self, forColumn: "info_hash").flatMap(InfoHash.init(hex:)),
+                  let id = try row.decode(String?.self, forColumn: "peer_id").flatMap(PeerID.init(hex:)),
+                  let ip = try row.decode(String?.self, forColumn: "ip").flatMap(IPAddress.init) else {
                 throw RepositoryError("corrupt completion row \(row)")
             }
             completed[hash, default: []].append(PeerKey(peerID: id, ip: ip))
@@ -559,7 +571,10 @@ public final class SQLiteRepository {
         try db.read { db in
             var out: [InfoHash: Int] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT info_hash, completed FROM swarms") {
-                if let hash = InfoHash(hex: row["info_hash"] as String) { out[hash] = row["completed"] }
+                if let hash = try row.decode(String?.self, forColumn: "info_hash").flatMap(InfoHash.init(hex:)),
+                   let completed = try row.decode(Int?.self, forColumn: "completed") {
+                    out[hash] = completed
+                }
             }
             return out
         }
@@ -569,7 +584,7 @@ public final class SQLiteRepository {
     public func counts() throws -> (swarms: Int, peers: Int) {
         try db.read { db in
             (try Int.fetchOne(db, sql: "SELECT count(*) FROM swarms") ?? 0,
-             try Int.fetchOne(db, sql: "SELECT count(*) FROM peers") ?? 0)
+             try Int.fetchOne(db, sql: "SELECT count(*) FROM peer_rows") ?? 0)
         }
     }
 }

@@ -279,7 +279,7 @@ import TrackerRuntime
     }
 
     /// A file left by a version without the log (a node killed before the upgrade) keeps
-    /// its peers: its `peers` table becomes the base, and commits go on from it.
+    /// its peers: its hex-keyed `peers` table moves into the base, and commits go on from it.
     @Test func aFileFromBeforeThePeerLogKeepsItsPeers() throws {
         let path = tempPath()
         let peerID = PeerID(a: 7, b: 7, c: 7)
@@ -322,6 +322,28 @@ import TrackerRuntime
                 """)
         }
         #expect(throws: RepositoryError.self) { _ = try SQLiteRepository(path: path) }
+    }
+
+    /// Values no writer of ours leaves (a NULL byte count, a port out of range, a key of
+    /// the wrong length or type): the load fails with an error, the process goes on.
+    @Test(arguments: [
+        "INSERT INTO peer_log(info_hash, peer_id, ip, port) VALUES (zeroblob(20), zeroblob(20), '10.0.0.1', 6881)",
+        "INSERT INTO peer_base VALUES (zeroblob(20), zeroblob(20), '10.0.0.1', 70000, 0, 0, 0, 0)",
+        "INSERT INTO peer_base VALUES (zeroblob(20), zeroblob(19), '10.0.0.1', 6881, 0, 0, 0, 0)",
+        "INSERT INTO completions VALUES ('ab', x'00', '10.0.0.1')",
+        "INSERT INTO epoch_runs VALUES (x'01', 1, 1)",
+    ])
+    func hostileValuesFailTheLoadNotTheProcess(statement: String) throws {
+        let path = tempPath()
+        let repo = try SQLiteRepository(path: path)
+        var replica = Replica()
+        let tx = Transaction(ref: TxRef(epoch: epoch, txid: 1), updates: [
+            .announce(Announce(infoHash: hash(1), peerID: PeerID(a: 1, b: 1, c: 1), endpoint: PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881),
+                               uploaded: 0, downloaded: 0, left: 10, event: .started, at: Instant(milliseconds: 100)))])
+        replica.commit(tx)
+        try repo.perform(.commit(CommitRows(tx, replica: replica)))
+        try DatabaseQueue(path: path).write { db in try db.execute(sql: statement) }
+        #expect(throws: RepositoryError.self) { _ = try repo.load() }
     }
 
     @Test func corruptFileIsAnErrorNotACrash() throws {
