@@ -5,8 +5,8 @@ import TrackerLogic
 /// Binds one row's values straight into a prepared statement and runs it. The peer log
 /// takes a row per announce; through GRDB's `StatementArguments` each row built an array
 /// of existentials and a copy of every string, about half of the append's CPU. Info
-/// hashes and peer ids go in as their bytes, from the stack. Used only inside a GRDB write, on a
-/// statement GRDB compiled and caches.
+/// hashes and peer ids go in as their bytes, from the stack. Used only inside a GRDB
+/// write, on a statement GRDB compiled and caches.
 struct StatementBinder {
     private let handle: OpaquePointer
     private let connection: OpaquePointer?
