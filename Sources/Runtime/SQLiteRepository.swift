@@ -36,13 +36,17 @@ public struct CommitRows: Sendable {
         lastCommitted = tx.ref
         history = replica.history
         changes.reserveCapacity(tx.updates.count)
+        var recount = Set<InfoHash>()
         for update in tx.updates {
             switch update {
             case .announce(let a):
-                changes.append(.peer(a.infoHash, a.key, replica.store[a.infoHash]?.peer(a.key)))
+                let record = replica.store[a.infoHash]?.peer(a.key)
+                changes.append(.peer(a.infoHash, a.key, record))
                 if a.event == .completed { changes.append(.completion(a.infoHash, a.key)) }
+                if record == nil || a.event == .completed { recount.insert(a.infoHash) }
             case .merge(let m):
                 changes.append(.swarm(m.infoHash, replica.store.content(of: m.infoHash)))
+                recount.insert(m.infoHash)
             case .expire(let before):
                 changes.append(.expire(before: before))
                 expires = true
@@ -50,13 +54,6 @@ public struct CommitRows: Sendable {
                 changes.append(.torrent(t.infoHash, replica.store.catalogue.torrents[t.infoHash]))
             case .catalogue(.unregister(let hash)):
                 changes.append(.torrent(hash, replica.store.catalogue.torrents[hash]))
-            }
-        }
-        var recount = Set<InfoHash>()
-        for change in changes {
-            switch change {
-            case .peer(let hash, _, nil), .completion(let hash, _), .swarm(let hash, _): recount.insert(hash)
-            case .peer, .expire, .torrent: break
             }
         }
         swarms = recount.sorted().map { ($0, replica.store[$0]?.completed) }
@@ -304,7 +301,7 @@ public final class SQLiteRepository {
         for change in rows.changes {
             switch change {
             case .peer(let hash, let key, let record):
-                try log(hash, key, record, db)
+                try write(hash, key, record, to: .log, db)
                 state.logRows += 1
                 if record != nil { present.insert(hash) }
             case .completion(let hash, let key):
@@ -385,42 +382,42 @@ public final class SQLiteRepository {
         }
     }
 
-    static let logPeer = """
-        INSERT INTO peer_log(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-        """
+    /// Where a peer row goes: appended to the log (a row without a record is a removal),
+    /// or straight into the base, only after a fold or a wipe, when the log holds nothing
+    /// that a later fold would lay over it.
+    enum PeerRowTarget {
+        case log, base
 
-    /// Appends a peer's row as memory holds it, or its removal (no port), to the log.
-    static func log(_ hash: InfoHash, _ key: PeerKey, _ r: PeerRecord?, _ db: Database) throws {
-        var row = StatementBinder(try db.cachedStatement(sql: logPeer), in: db)
+        var sql: String {
+            switch self {
+            case .log: """
+                INSERT INTO peer_log(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """
+            case .base: """
+                INSERT OR REPLACE INTO peer_base(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """
+            }
+        }
+    }
+
+    /// A peer's row as memory holds it (nil: removed, for the log only).
+    static func write(_ hash: InfoHash, _ key: PeerKey, _ r: PeerRecord?, to target: PeerRowTarget, _ db: Database) throws {
+        let sql = target.sql
+        var row = StatementBinder(try db.cachedStatement(sql: sql), in: db)
         row.bind(hash)
         row.bind(key.peerID)
         row.bind(key.ip.description)
         if let r { row.bindValues(of: r) }
-        try row.step(sql: logPeer)
-    }
-
-    static let upsertPeer = """
-        INSERT OR REPLACE INTO peer_base(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-        """
-
-    /// Writes straight into `peer_base`: only after a fold (or a wipe), when the log holds
-    /// nothing that a later fold would lay over it.
-    static func upsert(_ r: PeerRecord, in hash: InfoHash, _ db: Database) throws {
-        var row = StatementBinder(try db.cachedStatement(sql: upsertPeer), in: db)
-        row.bind(hash)
-        row.bind(r.peerID)
-        row.bind(r.endpoint.ip.description)
-        row.bindValues(of: r)
-        try row.step(sql: upsertPeer)
+        try row.step(sql: sql)
     }
 
     /// A swarm written whole into `peer_base` and `completions`; its swarms row follows
     /// from the content (memory keeps a swarm while it has a peer or a completion).
     static func insert(_ content: SwarmMerge, _ db: Database) throws {
         let hash = content.infoHash.hex
-        for r in content.peers { try upsert(r, in: content.infoHash, db) }
+        for r in content.peers { try write(content.infoHash, r.key, r, to: .base, db) }
         for key in content.completed {
             try run(db, "INSERT OR IGNORE INTO completions(info_hash, peer_id, ip) VALUES (?, ?, ?)", [hash, key.peerID.hex, key.ip.description])
         }

@@ -45,7 +45,7 @@ public struct Bytes20: Hashable, Comparable, Sendable, CustomStringConvertible {
         buffer.writeInteger(c)
     }
 
-    public var bytes: [UInt8] { (0..<20).map(byte) }
+    public var bytes: [UInt8] { [UInt8](unsafeUninitializedCapacity: 20) { out, count in count = write(to: out) } }
 
     /// Byte `i` (0..<20) in wire order: the words are big-endian.
     private func byte(_ i: Int) -> UInt8 {
