@@ -2,26 +2,32 @@ import NIOCore
 import TrackerLogic
 
 extension Simulator {
+    /// A master answered an announce: it is acknowledged as the transaction that carried
+    /// it says (a later transaction of the same step, a merge say, may already have
+    /// changed the master's record: the replicas that commit only the first must not be
+    /// held to the second).
     mutating func recordAck(peer p: Int, by slot: Int) {
         guard let node = slots[slot].node else { return }
         let key = peers[p].key
         let hash = peers[p].infoHash
         acknowledged += 1
+        let carried = node.replica.lastAnnounce(of: key, in: hash)
         var holders: [Int: Int] = [:]
-        if let ref = node.replica.lastTransaction(announcing: key, in: hash) {
+        if let ref = carried?.ref {
             for (s, gen) in appliedBy[ref] ?? [:] { holders[s] = gen }
         }
         holders[slot] = slots[slot].generation
-        if let record = node.replica.store[hash]?.peer(key) {
+        ackedInfoHash[key] = hash
+        if let (ref, announce) = carried, announce.event != .stopped {
+            acked[key] = AckedAnnounce(at: announce.at, stopped: false, holders: holders)
+            checker.acknowledged(key, infoHash: hash, ref: ref, at: announce.at, now: now)
+        } else if carried == nil, let record = node.replica.store[hash]?.peer(key) {
+            // Beyond the retained log: the record is all there is to go by.
             acked[key] = AckedAnnounce(at: record.lastAnnounce, stopped: false, holders: holders)
-            if let ref = node.replica.lastTransaction(announcing: key, in: hash) {
-                checker.acknowledged(key, infoHash: hash, ref: ref, at: record.lastAnnounce, now: now)
-            }
         } else {
             checker.acks[key] = nil
             acked[key] = AckedAnnounce(at: nodeNow(slot), stopped: true, holders: holders)
         }
-        ackedInfoHash[key] = hash
     }
 
 
@@ -70,7 +76,12 @@ extension Simulator {
         guard let (isServing, role, epoch, id) = slots[slot].inspect({ ($0.isServing, $0.role, $0.epoch, $0.id) }) else { return }
         if isServing != (slots[slot].held.servingSince != nil) {
             slots[slot].held.servingSince = isServing ? now : nil
-            if isServing { queue.push(now + Self.heldAnswerTime, .checkHeld(slot, now)) }
+            if isServing {
+                servingSpans.append((slot, now, nil))
+                queue.push(now + Self.heldAnswerTime, .checkHeld(slot, now))
+            } else {
+                endServingSpan(slot)
+            }
         }
         if role == .master {
             if let other = epochMasters[epoch], other != id {
@@ -177,13 +188,26 @@ extension Simulator {
         }
     }
 
+    mutating func endServingSpan(_ slot: Int) {
+        if let i = servingSpans.lastIndex(where: { $0.slot == slot && $0.to == nil }) { servingSpans[i].to = now }
+    }
+
+    /// Whether a master other than `slot` served at some instant after `after` and before
+    /// `before`: what reached the nodes meanwhile was that master's to answer, whether or
+    /// not `slot` could hear it (across a partition, say).
+    func anotherServed(than slot: Int, after: Instant, before: Instant) -> Bool {
+        servingSpans.contains { $0.slot != slot && $0.from < before && ($0.to ?? now) > after }
+    }
+
     /// How long a new master may take to answer what it held (an announce commits first).
     static let heldAnswerTime = Milliseconds(3000)
 
     /// A request sent while no node served, received by a node after it last heard a
     /// serving master and young enough when that node came to serve, is answered after
     /// the node serves (by anyone: a retransmission answered counts too) — unless the node
-    /// stopped serving meanwhile. An insider with the key can fake a serving master; those
+    /// stopped serving meanwhile, or another master served between the request's arrival
+    /// and then (it was that master's to answer; the node learns of it from its
+    /// followers' evidence and must not answer it again). An insider with the key can fake a serving master; those
     /// scenarios only check that nothing crashes or forks.
     mutating func checkHeld(_ slot: Int, servingSince start: Instant) {
         let receipts = slots[slot].held.receipts
@@ -191,7 +215,7 @@ extension Simulator {
         guard slots[slot].held.servingSince == start, slots[slot].isServing, adversary?.plan.kind != .insider else { return }
         let cutoff = slots[slot].held.lastHeardServing
         for r in receipts where r.at > cutoff && r.at > slots[slot].held.backlogUntil && r.at <= start
-            && start - r.at < config.heldRequestWindow {
+            && start - r.at < config.heldRequestWindow && !anotherServed(than: slot, after: r.at, before: start) {
             guard let sent = unservedSends[r.request], (answeredAt[r.request] ?? .zero) >= sent else {
                 return fail("request of p\(r.request.peer) (transaction \(r.request.tid)) received by s\(slot) at "
                     + "\(r.at.milliseconds - Scenario.start.milliseconds)ms while no master served was not answered within "

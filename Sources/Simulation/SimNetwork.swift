@@ -116,10 +116,15 @@ extension Simulator {
             }
             guard let p = peerByEndpoint[to] else { return }
             let key = RequestKey(peer: p, tid: response.transactionID)
-            if answeredAt[key] != nil, slots[slot].backlogRead.contains(key), !retransmitted.contains(key) {
-                return fail("s\(slot) answered p\(p)'s transaction \(key.tid) a second time: it read the request from what "
-                            + "its socket queued while it was stopped, and another master had answered it")
+            guard let process = slots[slot].inspect({ $0.incarnation }) else { return }
+            // A master woken from a pause answers nothing from its socket's backlog that
+            // another node process answered (unless the peer sent it again).
+            if let first = answeredBy[key], first != Answerer(slot: slot, incarnation: process), !retransmitted.contains(key),
+               slots[slot].backlogRead.contains(key) {
+                return fail("s\(slot) answered p\(p)'s transaction \(key.tid) a second time: it read the request from what its "
+                            + "socket queued while it was stopped, and s\(first.slot) had answered it")
             }
+            answeredBy[key] = Answerer(slot: slot, incarnation: process)
             answeredAt[key] = now
             if case .error = response { replies.append((now, slot, true)) } else { replies.append((now, slot, false)) }
             if case .announce = response { recordAck(peer: p, by: slot) }

@@ -120,6 +120,12 @@ struct RequestKey: Hashable, Comparable {
     static func < (l: RequestKey, r: RequestKey) -> Bool { (l.peer, l.tid) < (r.peer, r.tid) }
 }
 
+/// A node process that answered a peer.
+struct Answerer: Equatable {
+    var slot: Int
+    var incarnation: UInt64
+}
+
 /// A node received a request that no node could answer when it was sent.
 struct HeldReceipt {
     var request: RequestKey
@@ -186,8 +192,13 @@ public struct Simulator {
     /// last answered by anyone.
     var unservedSends: [RequestKey: Instant] = [:]
     var answeredAt: [RequestKey: Instant] = [:]
+    /// Which node process first answered each request.
+    var answeredBy: [RequestKey: Answerer] = [:]
     /// Requests a peer sent more than once (each copy may be answered).
     var retransmitted: Set<RequestKey> = []
+    /// When each node process served peers (`to` nil while it still does): a held request
+    /// that some master served after is that master's to answer (see `checkHeld`).
+    var servingSpans: [(slot: Int, from: Instant, to: Instant?)] = []
     var violation: String?
     var traceDigest = Digest()
     var tracing: Bool
@@ -292,6 +303,7 @@ public struct Simulator {
     /// node itself is left in place; the caller drops it.
     mutating func retire(_ slot: Int) {
         guard let node = slots[slot].node else { return }
+        if slots[slot].held.servingSince != nil { endServingSpan(slot) }
         coverage.nodes.add(node.paths)
     }
 

@@ -134,3 +134,37 @@ import TrackerLogic
         #expect(!startsElection(actions))
     }
 }
+
+/// A pause long enough for another master to serve always shows as lateness, in every role.
+@Suite("Pause detection in every role") struct PauseDetectionTests {
+    let t0 = Instant(milliseconds: 8_000_000)
+    let ids = ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))
+
+    func starting() -> TrackerNode {
+        TrackerNode(id: NodeID(2), incarnation: 2000, config: ClusterConfig(),
+                    handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids), seed: 7, now: t0)
+    }
+
+    func discards(_ actions: [NodeAction]) -> Bool { actions.contains(.discardPeerBacklog) }
+
+    /// Stopped right after it started, before any step: its socket's backlog is dropped.
+    @Test func aNodePausedBeforeItsFirstStepDropsItsBacklog() {
+        var n = starting()
+        let datagram = BEP15Codec.encode(.connect(ConnectRequest(transactionID: 5)))
+        #expect(discards(n.step(.peer(datagram, from: PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881)), now: t0 + Milliseconds(4000))))
+        var fresh = starting()
+        #expect(!discards(fresh.step(.tick, now: fresh.nextWake(now: t0))))
+    }
+
+    /// The startup listen is longer than an interval; the node still wakes every interval,
+    /// so a pause inside it is seen.
+    @Test func aStartingNodeWakesEveryInterval() {
+        var n = starting()
+        let interval = n.config.keepaliveInterval
+        #expect(n.config.startupListen > interval)
+        #expect(n.nextWake(now: t0) <= t0 + interval)
+        _ = n.step(.tick, now: t0 + Milliseconds(900))
+        #expect(n.role == .starting)
+        #expect(discards(n.step(.tick, now: t0 + Milliseconds(900) + interval * 2)))
+    }
+}

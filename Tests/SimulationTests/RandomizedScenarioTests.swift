@@ -63,7 +63,31 @@ struct RandomizedScenarioTests {
     /// 4851 (shrunk): recovery re-proposed a transaction prepared after another branch's
     /// #19 (a minority's own epoch) and rolled an acknowledged announce back to an older
     /// record — now only transactions prepared on top of the new master's last commit are.
+    /// 8002358: a reply to an announce committed in #13 was recorded with the master's
+    /// record after #14 (a merge in the same step), and a replica holding #13 alone looked
+    /// as if it had lost it — an acknowledgement is now the announce its transaction carried.
+    /// 910244: a master of a strict minority held requests for 9 s while the majority's
+    /// master answered them, and answered them all once it recovered — now followers tell a
+    /// new master when they last heard a serving master (`HeardServing`).
+    /// 9019594, 5000094: a node paused while starting (before its first step, or within
+    /// the startup listen's long sleep) woke without finding itself late and answered its
+    /// socket's backlog as master — now a node is due from its first instant and never
+    /// more than a keepalive interval ahead.
     @Test(arguments: [
+        "seed=8002358 nodes=6 quorum=live loss=0.05 dup=0.0 delay=4-95 peers=5 torrents=3 until=18000 settle=25000 "
+            + "drift=0,-321,0,-39,-267,0 interval=1800 timeout=3600000 fragments=239 corrupt=0.0 "
+            + "faults=4859:partition:5,8267:broker-down,8672:heal,10293:crash:3,10994:restart:3,15747:heal "
+            + "operator=4741:register:3:0,7446:register:3:1,10486:register:1:2",
+        "seed=910244 nodes=7 quorum=strict loss=0.04 dup=0.04 delay=4-32 peers=3 torrents=2 until=23000 settle=25000 "
+            + "drift=0,0,0,0,0,-114,331 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 "
+            + "faults=2186:partition:0+1+2+5+6,6486:one-way:1>6,9957:heal,10254:heal,10456:partition:1+2+3,19114:heal "
+            + "operator=5816:register:4:0,6510:unregister:6:0",
+        "seed=9019594 nodes=3 quorum=strict loss=0.26 dup=0.09 delay=1-111 peers=7 torrents=2 until=11000 settle=25000 "
+            + "drift=0,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 "
+            + "faults=2721:crash:2,8349:restart:2,9234:pause:2:1667 operator=",
+        "seed=5000094 nodes=4 quorum=strict loss=0.14 dup=0.0 delay=2-35 peers=3 torrents=2 until=13000 settle=25000 "
+            + "drift=0,0,0,0 interval=6 timeout=12000 fragments=1048576 corrupt=0.0 "
+            + "faults=5974:disk-loss:3:0,7649:restart:3,7895:pause:3:4220 operator=",
         "seed=3223 nodes=7 quorum=live loss=0.0 dup=0.07 delay=2-98 peers=5 torrents=3 until=15000 settle=25000 "
             + "drift=0,-160,0,-169,0,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.02 "
             + "faults=3846:crash:6,7100:restart:6,8263:partition:1+3+4,11028:crash:6,12917:pause:4:3758,15322:heal operator=",

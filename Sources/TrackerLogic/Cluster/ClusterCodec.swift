@@ -63,9 +63,10 @@ public enum ClusterCodec {
             write(ref, &b)
         case .answer, .mergeRequest, .leaving:
             break
-        case .coordinatorAck(let ref, let prepared):
+        case .coordinatorAck(let ref, let prepared, let heard):
             write(ref, &b)
             if let p = prepared { b.writeInteger(1 as UInt8); write(p, &b) } else { b.writeInteger(0 as UInt8) }
+            b.writeInteger(heard.epoch.packed); b.writeInteger(heard.aliveAgo); b.writeInteger(heard.decidedAgo)
         case .prepare(let tx, let previous, let previousDigest):
             write(tx, &b); write(previous, &b); b.writeInteger(previousDigest)
         case .vote(let txid, let digest, let verdict):
@@ -353,7 +354,11 @@ public enum ClusterCodec {
             case .coordinator: message = .coordinator(lastCommitted: try ref())
             case .coordinatorAck:
                 let ref = try ref()
-                message = .coordinatorAck(lastCommitted: ref, prepared: try bool() ? try transaction() : nil)
+                let prepared = try bool() ? try transaction() : nil
+                let heardEpoch = Epoch(packed: try int())
+                guard heardEpoch.isWellFormed else { throw ClusterDecodingError("impossible epoch \(heardEpoch)") }
+                message = .coordinatorAck(lastCommitted: ref, prepared: prepared,
+                                          heard: HeardServing(epoch: heardEpoch, aliveAgo: try int(), decidedAgo: try int()))
             case .prepare: message = .prepare(try transaction(), previous: try ref(), previousDigest: try int())
             case .vote:
                 let txid: UInt64 = try int(), digest: UInt64 = try int()

@@ -36,8 +36,7 @@ extension TrackerNode {
             // The datagrams queued in its socket arrive now with nothing to tell their age:
             // whoever served meanwhile answered them (or they are too old) — not held.
             held.removeAll()
-            let backlog = now + config.keepaliveInterval
-            held.evidence.raise(alive: backlog, decided: backlog)
+            held.ignore(until: now + config.keepaliveInterval)
         }
     }
 }

@@ -83,11 +83,13 @@ public struct Replica: Sendable, Equatable {
 
     public var digest: UInt64 { Digest.of(store) }
 
-    /// The latest retained transaction that announced this peer (for the simulator's
-    /// bookkeeping of who holds an acknowledged announce).
-    public func lastTransaction(announcing key: PeerKey, in infoHash: InfoHash) -> TxRef? {
+    /// The latest retained transaction that announced this peer, with that announce (for
+    /// the simulator's bookkeeping of who holds an acknowledged announce: what a reply
+    /// acknowledges is the announce as that transaction carried it, not the store's record
+    /// after later transactions of the same step).
+    public func lastAnnounce(of key: PeerKey, in infoHash: InfoHash) -> (ref: TxRef, announce: Announce)? {
         for tx in log.reversed() {
-            for case .announce(let a) in tx.updates where a.infoHash == infoHash && a.key == key { return tx.ref }
+            for case .announce(let a) in tx.updates.reversed() where a.infoHash == infoHash && a.key == key { return (tx.ref, a) }
         }
         return nil
     }

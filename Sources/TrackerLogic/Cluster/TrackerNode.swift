@@ -86,6 +86,9 @@ public struct TrackerNode: Sendable {
         let startupUntil = now + self.config.startupListen
         self.state = .starting(until: startupUntil)
         self.nextKeepalive = startupUntil
+        // Due from its first instant: a process stopped before its first step must still
+        // find itself late when it wakes (see `discountPause`).
+        self.wakeDue = nextWake(now: now)
     }
 
     // MARK: stepping
@@ -95,6 +98,7 @@ public struct TrackerNode: Sendable {
         if !commitQuorums.isEmpty { commitQuorums.removeAll(keepingCapacity: true) }
         if let due = wakeDue { discountPause(due: due, now) }
         let wasServing = isServing
+        let epochBefore = epoch
         switch event {
         case .tick: tick(now)
         case .cluster(let env): receive(env, now)
@@ -109,9 +113,10 @@ public struct TrackerNode: Sendable {
             if isServing {
                 answerHeld(now)
             } else {
-                // What reached us while we served, we answered (or it is in the next
-                // master's hands through its own held requests).
-                held.evidence.raise(alive: now, decided: now)
+                // A serving master (this one) was alive until now. It tells that alone: its
+                // followers heard what it decided, and what it had queued is undecided, for
+                // a new master told of this evidence to answer.
+                held.evidence.heard(master: epochBefore, at: now)
             }
         }
         wakeDue = nextWake(now: now)
@@ -123,9 +128,11 @@ public struct TrackerNode: Sendable {
         return actions
     }
 
-    /// When the node next needs a `.tick`, at the latest.
+    /// When the node next needs a `.tick`, at the latest: never more than a keepalive
+    /// interval ahead in any role, starting included, so that a pause long enough for
+    /// another master to have served always shows as lateness (`discountPause`).
     public func nextWake(now: Instant) -> Instant {
-        var t = nextKeepalive
+        var t = min(nextKeepalive, now + config.keepaliveInterval)
         // Deadlines already past were handled by the tick that passed them.
         func consider(_ x: Instant?) { if let x, x > now, x < t { t = x } }
         consider(membership.nextExpiry(after: now, downAfter: config.downAfter))
@@ -370,7 +377,8 @@ public struct TrackerNode: Sendable {
         case .election: electionReceived(from: env.from, now)
         case .answer: answerReceived(now)
         case .coordinator: coordinatorReceived(env, now)
-        case .coordinatorAck(let last, let prepared): coordinatorAckReceived(from: env.from, last: last, prepared: prepared, now)
+        case .coordinatorAck(let last, let prepared, let heard):
+            coordinatorAckReceived(from: env.from, last: last, prepared: prepared, heard: heard, now)
         case .prepare(let tx, let previous, let previousDigest): prepareReceived(tx, previous: previous, previousDigest: previousDigest, now)
         case .vote(let txid, let digest, let verdict): voteReceived(from: env.from, txid: txid, digest: digest, verdict: verdict, now)
         case .commit(let ref, let digest): commitReceived(ref, digest: digest, now)
@@ -514,9 +522,19 @@ extension TrackerNode {
     mutating func noteServingMaster(_ env: ClusterEnvelope, _ now: Instant) {
         guard env.from == env.epoch.master else { return }
         switch env.message {
-        case .keepalive(let k) where k.role == .master && k.inSync: held.evidence.raise(alive: now)
-        case .prepare: held.evidence.raise(alive: now)
-        case .commit, .abort: held.evidence.raise(alive: now, decided: now)
+        case .keepalive(let k) where k.role == .master && k.inSync:
+            held.evidence.heard(master: env.epoch, at: now)
+            held.evidence.heard(committed: k.lastCommitted, at: now, holding: replica.lastCommitted)
+        case .prepare(_, let previous, _):
+            held.evidence.heard(master: env.epoch, at: now)
+            held.evidence.heard(committed: previous, at: now, holding: replica.lastCommitted)
+        case .commit(let ref, _):
+            held.evidence.heard(master: env.epoch, at: now)
+            held.evidence.raise(alive: now, decided: now)
+            held.evidence.heard(committed: ref, at: now, holding: replica.lastCommitted)
+        case .abort:
+            held.evidence.heard(master: env.epoch, at: now)
+            held.evidence.raise(alive: now, decided: now)
         default: break
         }
     }
