@@ -45,4 +45,7 @@ swift test -c release --skip-build
 # Each of 2,000 seeds under two hashing seeds (Swift seeds its Dictionary and Set order
 # per process): a run that depends on that order cannot be replayed from its seed.
 "$TRACKER_BIN" simulate --seeds 1..2000 --vary-hashing
+# 1,000 seeds nobody ran before, from a start derived from the commit: every commit
+# explores new ground, and a failure prints its replay command.
+scripts/sweep.sh 1000 --commit --no-record
 scripts/fuzz.sh all "${FUZZ_SECONDS:-60}"

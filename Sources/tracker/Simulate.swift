@@ -22,6 +22,9 @@ struct Simulate: ParsableCommand {
     @Flag(help: "Print how often each protocol path was taken (and fail if a required one never was).") var coverage = false
     @Option(help: "Child processes at once for --seeds (default: the number of cores).") var jobs: Int?
     @Flag(help: "With --seeds: run every seed under two hashing seeds and fail those whose traces differ.") var varyHashing = false
+    @Flag(inversion: .prefixedNo,
+          help: "With --seeds: print progress (seeds done, rate, time left) and each failure as it is found, on standard error (default: when it is a terminal).")
+    var progress: Bool?
     /// Runs seeds in this process, one `done S` line after each (the parent's protocol).
     @Flag(help: .hidden) var worker = false
 
@@ -107,7 +110,8 @@ struct Simulate: ParsableCommand {
             if end == range.upperBound { break }
             start = end + 1
         }
-        let state = SweepState(pending: pending.reversed())
+        let count = range.upperBound - range.lowerBound + 1
+        let state = SweepState(pending: pending.reversed(), total: count, progress: progress ?? (isatty(2) != 0))
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
         DispatchQueue.concurrentPerform(iterations: jobs) { _ in
             while let seeds = state.next() {
@@ -124,7 +128,8 @@ struct Simulate: ParsableCommand {
         let ledger = state.ledger
         let failures = ledger.failures.sorted { $0.seed < $1.seed }
         for f in failures { print(f.text) }
-        let count = range.upperBound - range.lowerBound + 1
+        let seconds = max(Date().timeIntervalSince(state.started), 0.001)
+        print("rate: \(Int(Double(count) / seconds * 60)) scenarios a minute (\(count) in \(Int(seconds)) s, \(jobs) jobs)")
         print("\(count - UInt64(failures.count)) passed, \(failures.count) failed")
         if coverage {
             print(ledger.coverage.table)
@@ -167,8 +172,16 @@ struct Simulate: ParsableCommand {
         let lock = NSLock()
         var pending: [ClosedRange<UInt64>]
         var ledger = SweepLedger()
+        let total: UInt64
+        let progress: Bool
+        let started = Date()
+        var reported = 0
 
-        init(pending: [ClosedRange<UInt64>]) { self.pending = pending }
+        init(pending: [ClosedRange<UInt64>], total: UInt64, progress: Bool) {
+            self.pending = pending
+            self.total = total
+            self.progress = progress
+        }
 
         func next() -> ClosedRange<UInt64>? {
             lock.lock(); defer { lock.unlock() }
@@ -178,6 +191,22 @@ struct Simulate: ParsableCommand {
         func record(_ seeds: ClosedRange<UInt64>, _ output: String, _ normal: Bool, _ how: String) {
             lock.lock(); defer { lock.unlock() }
             if let rest = ledger.record(seeds: seeds, output: output, exitedNormally: normal, how: how) { pending.append(rest) }
+            if progress { report() }
+        }
+
+        /// One line on standard error, rewritten in place; a failure gets a line of its own.
+        private func report() {
+            var text = ""
+            for f in ledger.failures.dropFirst(reported) { text += "\r\u{1B}[K\(f.text)\n" }
+            reported = ledger.failures.count
+            let done = ledger.finished
+            let seconds = max(Date().timeIntervalSince(started), 0.001)
+            let perMinute = Double(done) / seconds * 60
+            let left = perMinute > 0 ? Double(total - min(done, total)) / perMinute * 60 : 0
+            text += "\r\u{1B}[K\(done)/\(total) seeds, \(Int(perMinute))/min, \(Int(left) / 60) min \(Int(left) % 60) s left, "
+                + "\(ledger.failures.count) failed"
+            if done >= total { text += "\n" }
+            FileHandle.standardError.write(Data(text.utf8))
         }
 
         func compareHashOrder(_ seeds: ClosedRange<UInt64>, _ output: String) {

@@ -2,8 +2,9 @@
 """A node's STOMP client against a hostile broker: a fake STOMP server that answers
 CONNECT and SUBSCRIBE properly, then sends, one connection at a time, a MESSAGE whose
 body is not a cluster message, a frame with an unknown command, a header with an
-undefined escape, an ERROR frame, an oversized content-length and raw binary noise. The
-node must log each, reconnect, keep serving peers, and never crash."""
+undefined escape, an ERROR frame, an oversized content-length and raw binary noise, each
+after a CONNECTED whose heart-beat header is out of range (2^62, negative, not numbers).
+The node must log each, reconnect, keep serving peers, and never crash."""
 import os
 import socket
 import struct
@@ -26,6 +27,11 @@ GARBAGE = [
     b"MESSAGE\ndestination:/topic/g\ncontent-length:99999999999\n\n\0",
     os.urandom(2000).replace(b"\n", b"x") + b"\0",
 ]
+# The CONNECTED frame of each garbage connection: heart-beat values no arithmetic may
+# trust (2^62 once made the client's interval arithmetic trap, at every reconnect).
+HEARTBEATS = [b"4611686018427387904,0", b"0,4611686018427387904", b"-5,-5",
+              b"99999999999999999999999,1", b"1000", b"x,y"]
+assert len(HEARTBEATS) == len(GARBAGE)
 
 
 class FakeBroker(threading.Thread):
@@ -68,7 +74,8 @@ class FakeBroker(threading.Thread):
         if not frame.startswith(b"CONNECT"):
             return
         self.connects_seen += 1
-        conn.sendall(b"CONNECTED\nversion:1.2\nheart-beat:1000,1000\n\n\0")
+        heartbeat = HEARTBEATS[n] if n < len(HEARTBEATS) else b"1000,1000"
+        conn.sendall(b"CONNECTED\nversion:1.2\nheart-beat:" + heartbeat + b"\n\n\0")
         # Confirm the subscriptions, so the client is ready.
         deadline = time.time() + 2
         while time.time() < deadline:
@@ -118,7 +125,8 @@ def main():
             print(text[-3000:])
             fail(f"the node reconnected only {broker.connections} times for {len(GARBAGE)} kinds of garbage")
         for needle in ("dropped a cluster message", "unknown command", "undefined escape",
-                       "broker sent ERROR", "over the limit", "malformed data from broker"):
+                       "broker sent ERROR", "over the limit", "malformed data from broker",
+                       "broker heart-beat header out of range"):
             if needle not in text:
                 print(text[-3000:])
                 fail(f"the node's log does not mention '{needle}'")

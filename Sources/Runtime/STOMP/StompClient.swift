@@ -352,16 +352,17 @@ public final class StompClient: @unchecked Sendable {
                                                                 ("receipt", "r-\(id)")])), promise: nil)
     }
 
-    /// STOMP 1.2 heart-beat negotiation: we send every max(ours, what the broker wants),
-    /// and give up on the broker after twice max(what it sends, what we want) of silence.
+    /// Heart-beats as negotiated by `StompHeartbeat` (every value from the broker clamped).
     func startHeartbeats(_ header: String?, on channel: Channel) {
-        let parts = (header ?? "0,0").split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
-        let sx = parts.count == 2 ? parts[0] : 0, sy = parts.count == 2 ? parts[1] : 0
-        let ours = settings.heartbeat
-        let sendEvery = (ours == 0 || sy == 0) ? 0 : max(ours, sy)
-        let expectEvery = (ours == 0 || sx == 0) ? 0 : max(ours, sx)
-        readTimeout = expectEvery > 0 ? .milliseconds(Int64(expectEvery * 2 + 500)) : nil
-        let tick = TimeAmount.milliseconds(Int64(max(100, min(sendEvery > 0 ? sendEvery : 1000, expectEvery > 0 ? expectEvery : 1000) / 2)))
+        let negotiated = StompHeartbeat(ours: settings.heartbeat, header: header)
+        if negotiated.adjusted {
+            logger.warning("broker heart-beat header out of range; clamped",
+                           metadata: ["heart-beat": "\(String(reflecting: String((header ?? "").prefix(64))))",
+                                      "send-ms": "\(negotiated.sendEvery)", "expect-ms": "\(negotiated.expectEvery)"])
+        }
+        let sendEvery = negotiated.sendEvery
+        readTimeout = negotiated.readTimeout
+        let tick = negotiated.tick
         lastSent = .now()
         heartbeatTask?.cancel()
         heartbeatTask = loop.scheduleRepeatedTask(initialDelay: tick, delay: tick) { [self] task in
