@@ -44,8 +44,14 @@ extension Simulator {
     /// transaction id, one content) and by the state checker.
     mutating func observeCommits(_ slot: Int, event: NodeEvent, wasSlave: Bool) {
         // Most steps commit nothing: compare before touching the rest of the node.
-        let tracked = slots[slot].trackedLast
-        guard let last = slots[slot].inspect({ $0.replica.lastCommitted }), last != tracked, let node = slots[slot].node else { return }
+        let tracked = slots[slot].trackedLast, trackedApplied = slots[slot].trackedApplied
+        guard let (last, applied) = slots[slot].inspect({ ($0.replica.lastCommitted, $0.replica.applied) }) else { return }
+        slots[slot].trackedApplied = applied
+        if last == tracked {
+            if applied != trackedApplied { fail("s\(slot) applied a transaction again: it still holds \(last)") }
+            return
+        }
+        guard let node = slots[slot].node else { return }
         slots[slot].trackedLast = last
         if last.txid == 0 { slots[slot].generation += 1; return }
         if slots[slot].rejoining {
@@ -59,6 +65,10 @@ extension Simulator {
             return  // a snapshot replaced the state
         }
         if let v = StateChecker.applied(txs, by: node, during: event, wasSlave: wasSlave) { return fail(v) }
+        // One application per transaction: as many applied as the ids advanced.
+        if applied &- trackedApplied != UInt64(txs.count) {
+            return fail("s\(slot) applied \(applied &- trackedApplied) transactions to go from \(tracked) to \(last)")
+        }
         for tx in txs {
             commits += 1
             let digest = tx.digest

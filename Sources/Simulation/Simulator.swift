@@ -46,6 +46,8 @@ final class SimSlot {
     var exists = false
     var scheduledTick: Instant?
     var trackedLast = TxRef.zero
+    /// The node's `Replica.applied` after its last step.
+    var trackedApplied: UInt64 = 0
     /// Bumped when the node's memory is lost beyond what its disk kept, or wiped.
     var generation = 0
     var extraDelay: Int64 = 0
@@ -68,6 +70,9 @@ final class SimSlot {
     /// Requests this process read from the backlog of its last pause (what it answers of
     /// them must not have been answered already).
     var backlogRead: Set<RequestKey> = []
+    /// Hashes of the frames this process's channel accepted: one accepted twice is a replay
+    /// its window let through (the network duplicates frames, the adversary replays them).
+    var acceptedFrames: Set<Int> = []
 
     /// Reads the running node in place. A plain read of `node` copies the whole value
     /// (about a kilobyte, dozens of retains), and the simulator reads it after every event.
@@ -370,8 +375,10 @@ public struct Simulator {
         slots[slot].pausedUntil = nil
         slots[slot].discardingBacklog = false
         slots[slot].backlogRead = []
+        slots[slot].acceptedFrames = []
         slots[slot].channel = ClusterChannel(keys: [clusterKey], startedAt: nodeNow(slot), fragmentBytes: scenario.fragmentBytes)
         slots[slot].trackedLast = node.replica.lastCommitted
+        slots[slot].trackedApplied = node.replica.applied
         slots[slot].scheduledTick = nil
         note(slot, "start (restored \(node.replica.lastCommitted))")
         scheduleTick(slot)
@@ -442,6 +449,15 @@ public struct Simulator {
             if fromAdversary {
                 hostileDelivered += 1
                 if case .failure = opened { hostileRejected += 1 }
+            }
+            if case .success = opened {
+                var h = Hasher()
+                frame.withUnsafeReadableBytes { h.combine(bytes: $0) }
+                // Only membership is asked of the set: its per-process hashing seed cannot
+                // change a run.
+                if !slots[s].acceptedFrames.insert(h.finalize()).inserted {
+                    return fail("s\(s) accepted a frame it had accepted before: its replay window let a replay through")
+                }
             }
             switch opened {
             case .success(nil):

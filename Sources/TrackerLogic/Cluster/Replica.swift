@@ -50,6 +50,10 @@ public struct Replica: Sendable, Equatable {
     public private(set) var history = EpochHistory()
     private(set) var log: [Transaction] = []
     public let logLimit: Int
+    /// Transactions applied by `commit` since this value was made (installs and wipes
+    /// keep counting): the simulator holds it against the transaction ids, so that no
+    /// transaction is applied twice.
+    public private(set) var applied: UInt64 = 0
 
     public init(logLimit: Int = 4096) { self.logLimit = logLimit }
 
@@ -59,6 +63,7 @@ public struct Replica: Sendable, Equatable {
     public mutating func commit(_ tx: Transaction) -> Bool {
         guard tx.txid == lastCommitted.txid &+ 1, tx.ref.isWellFormed else { return false }
         store.apply(tx.updates)
+        applied &+= 1
         lastCommitted = tx.ref
         history.record(tx.ref)
         log.append(tx)
@@ -116,7 +121,9 @@ public struct Replica: Sendable, Equatable {
     /// Empties the repository (clean shutdown, or giving up a diverged state). The epoch
     /// history goes too: an empty replica shares nothing with anyone.
     public mutating func wipe() {
+        let applied = self.applied
         self = Replica(logLimit: logLimit)
+        self.applied = applied
     }
 
     public static func == (l: Replica, r: Replica) -> Bool {
