@@ -67,8 +67,7 @@ public struct Coverage: Sendable, Equatable {
                                     .transactionCommitted, .transactionAborted, .prepareResent, .silentVotersDropped,
                                     .voteNotInSync, .voteStoreFailed, .candidateVoteCounted, .missedCommitApplied, .catchUpSent,
                                     .catchUpApplied, .staleCatchUpIgnored, .snapshotSent, .snapshotInstalled, .snapshotRefused,
-                                    .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered,
-                                    .heldEvidenceFromFollowers]
+                                    .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered]
         return node.map { ($0.description, 20) } + [(ProtocolPath.notInSyncVoteCounted.description, 5)]
             + SimPath.allCases.map { ($0.description, 20) }
     }()

@@ -118,9 +118,12 @@ extension Simulator {
             let key = RequestKey(peer: p, tid: response.transactionID)
             guard let process = slots[slot].inspect({ $0.incarnation }) else { return }
             // A master woken from a pause answers nothing from its socket's backlog that
-            // another node process answered (unless the peer sent it again).
+            // another node process answered (unless the peer sent it again, or that process
+            // still serves beside it: two sides of a partition in live mode each serve what
+            // reaches them).
             if let first = answeredBy[key], first != Answerer(slot: slot, incarnation: process), !retransmitted.contains(key),
-               slots[slot].backlogRead.contains(key) {
+               slots[slot].backlogRead.contains(key),
+               !(slots[first.slot].isServing && slots[first.slot].inspect({ $0.incarnation }) == first.incarnation) {
                 return fail("s\(slot) answered p\(p)'s transaction \(key.tid) a second time: it read the request from what its "
                             + "socket queued while it was stopped, and s\(first.slot) had answered it")
             }

@@ -416,7 +416,11 @@ public struct Simulator {
     // MARK: events
 
     mutating func handle(_ event: SimEvent) {
-        if let s = event.slot, let until = slots[s].pausedUntil {
+        // An operator's dashboard action is a request to the process too: it waits out a
+        // pause like everything else (stepping a paused node hid the pause from it).
+        var target = event.slot
+        if case .operatorAction(let i) = event, scenario.operatorActions[i].slot < slots.count { target = scenario.operatorActions[i].slot }
+        if let s = target, let until = slots[s].pausedUntil {
             if until > now {
                 // A stopped process: everything waits in its sockets, in order; the broker's
                 // backlog is read at the wake, the peer socket's one datagram a millisecond.

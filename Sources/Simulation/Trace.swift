@@ -35,7 +35,7 @@ extension Simulator {
         case .vote(let txid, _, let verdict): return "VOTE(#\(txid) \(verdict))"
         case .commit(let ref, _): return "COMMIT(\(ref))"
         case .abort(let ref, _): return "ABORT(\(ref))"
-        case .coordinatorAck(let last, let p, _): return "COORDINATOR-ACK(last \(last)\(p.map { ", prepared \($0.ref)" } ?? ""))"
+        case .coordinatorAck(let last, let p): return "COORDINATOR-ACK(last \(last)\(p.map { ", prepared \($0.ref)" } ?? ""))"
         case .catchUp(let after, let txs): return "CATCHUP(\(txs.count) txs after \(after))"
         case .snapshot(let s): return "SNAPSHOT(\(s.lastCommitted), \(s.content.count) swarms)"
         case .hello(let h): return "HELLO(last \(h.lastCommitted))"

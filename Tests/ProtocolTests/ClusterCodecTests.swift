@@ -78,8 +78,7 @@ struct ClusterCodecTests {
         case 1: return .election(lastCommitted: randomRef(&rng))
         case 2: return .answer
         case 3: return .coordinator(lastCommitted: randomRef(&rng))
-        case 4: return .coordinatorAck(lastCommitted: randomRef(&rng), prepared: rng.chance(0.5) ? randomTx(&rng) : nil,
-                                       heard: HeardServing(epoch: randomRef(&rng).epoch, aliveAgo: UInt32(truncatingIfNeeded: rng.next()), decidedAgo: .max))
+        case 4: return .coordinatorAck(lastCommitted: randomRef(&rng), prepared: rng.chance(0.5) ? randomTx(&rng) : nil)
         case 5: return .prepare(randomTx(&rng), previous: randomRef(&rng), previousDigest: rng.next())
         case 6: return .vote(txid: rng.next(), digest: rng.next(), verdict: [Verdict.ok, .storeFailed, .notInSync][rng.below(3)])
         case 7: return .commit(randomRef(&rng), digest: rng.next())

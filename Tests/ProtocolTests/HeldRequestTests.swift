@@ -135,63 +135,6 @@ import TrackerLogic
     }
 }
 
-/// A new master learns from its followers when they last heard a serving master: what it
-/// held while a master it could not hear served is not answered again.
-@Suite("Held requests judged by the followers' evidence") struct FollowersEvidenceTests {
-    let t0 = Instant(milliseconds: 6_000_000)
-    let e3 = Epoch(term: 1, master: NodeID(3))
-    let late = PeerEndpoint(ip: .v4(0x0A00_0002), port: 6882)
-    let ids = ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))
-
-    func keepalive(from id: UInt32, role: Role) -> NodeEvent {
-        .cluster(ClusterEnvelope(from: NodeID(id), incarnation: UInt64(id) * 1000, epoch: e3, to: nil,
-                                 message: .keepalive(Keepalive(role: role, master: NodeID(3), lastCommitted: .zero,
-                                                               inSync: role == .master, address: ""))))
-    }
-
-    /// n2 follows n3 beside n1 until n3 falls silent, holds a connect, runs and claims its
-    /// epoch; n1 answers the COORDINATOR with `heard`. Returns the replies n2 sent.
-    func heldConnectAnswered(whenFollowerHeard heard: HeardServing) -> [UInt32] {
-        var n2 = TrackerNode(id: NodeID(2), incarnation: 2000, config: ClusterConfig(),
-                             handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
-                             seed: 7, now: t0, restoring: DurableState(snapshot: nil, epoch: e3))
-        var t = t0
-        while t < t0 + Milliseconds(3000) {
-            _ = n2.step(keepalive(from: 3, role: .master), now: t)
-            _ = n2.step(keepalive(from: 1, role: .slave), now: t)
-            _ = n2.step(.tick, now: t)
-            t = t + Milliseconds(500)
-        }
-        _ = n2.step(.peer(BEP15Codec.encode(.connect(ConnectRequest(transactionID: 22))), from: late), now: t + Milliseconds(300))
-        var replies: [UInt32] = []
-        while n2.role != .master && t < t0 + Milliseconds(10_000) {
-            t = t + Milliseconds(50)
-            _ = n2.step(keepalive(from: 1, role: .slave), now: t)
-            for case .persistEpoch(let e) in n2.step(.tick, now: t) { _ = n2.step(.epochStored(e), now: t) }
-        }
-        let ack = ClusterEnvelope(from: NodeID(1), incarnation: 1000, epoch: n2.epoch, to: NodeID(2),
-                                  message: .coordinatorAck(lastCommitted: .zero, prepared: nil, heard: heard))
-        for case .reply(let r, _) in n2.step(.cluster(ack), now: t + Milliseconds(5)) { replies.append(r.transactionID) }
-        #expect(n2.isServing)
-        return replies
-    }
-
-    /// n1 heard a master of another epoch (across a partition n2 was on the other side of)
-    /// 1 ms before it answered: that master was alive to answer the connect.
-    @Test func aMasterAFollowerHeardAfterTheRequestAnsweredIt() {
-        let other = Epoch(term: 2, master: NodeID(9))
-        #expect(heldConnectAnswered(whenFollowerHeard: HeardServing(epoch: other, aliveAgo: 1, decidedAgo: 1)) == [])
-        #expect(heldConnectAnswered(whenFollowerHeard: HeardServing(epoch: other, aliveAgo: 60_000, decidedAgo: 60_000)) == [22])
-    }
-
-    /// n1 heard the same master as n2 did: only transit times apart, which must not count
-    /// a request that arrived after that master died as answered.
-    @Test func aFollowerThatHeardWhatWeHeardChangesNothing() {
-        #expect(heldConnectAnswered(whenFollowerHeard: HeardServing(epoch: e3, aliveAgo: 1, decidedAgo: 1)) == [22])
-        #expect(heldConnectAnswered(whenFollowerHeard: .none) == [22])
-    }
-}
-
 extension HeldRequestTests {
     /// A serving master's keepalive that names commits this follower never saw decided
     /// (their COMMITs were lost, or it was cut off) shows decisions made since what it

@@ -133,6 +133,24 @@ import TrackerLogic
         #expect(replies(actions) == 1)
         #expect(!startsElection(actions))
     }
+
+    /// Kept the office by its own reckoning, but its broker backlog says a newer master was
+    /// elected meanwhile (a partition ended during the pause): the socket's backlog was that
+    /// master's, and goes as this one steps down.
+    @Test(arguments: [false, true])
+    func aMasterThatLearnsOnWakingItLostTheOfficeDropsItsBacklog(paused: Bool) {
+        let (serving, t) = servingMaster()
+        var n1 = serving
+        let woke = n1.nextWake(now: t) + Milliseconds(paused ? 700 : 0)
+        _ = n1.step(.tick, now: woke)
+        let newer = Epoch(term: n1.epoch.term + 1, master: NodeID(2))
+        let keepalive = ClusterEnvelope(from: NodeID(2), incarnation: 2000, epoch: newer, to: nil,
+                                        message: .keepalive(Keepalive(role: .master, master: NodeID(2), lastCommitted: .zero,
+                                                                      inSync: true, address: "")))
+        let actions = n1.step(.cluster(keepalive), now: woke + Milliseconds(2))
+        #expect(n1.role != .master)
+        #expect(actions.contains(.discardPeerBacklog) == paused)
+    }
 }
 
 /// A pause long enough for another master to serve always shows as lateness, in every role.

@@ -31,7 +31,7 @@ import TrackerLogic
         }
         // The followers answer the COORDINATOR (n3 took office alone, with nothing to recover).
         for follower in [UInt32(1), 2] {
-            _ = n.step(env(from: follower, epoch: n.epoch, .coordinatorAck(lastCommitted: .zero, prepared: nil, heard: .none)), now: t)
+            _ = n.step(env(from: follower, epoch: n.epoch, .coordinatorAck(lastCommitted: .zero, prepared: nil)), now: t)
         }
         for _ in 0..<20 where !n.isServing {
             t = t + Milliseconds(10)

@@ -67,13 +67,25 @@ struct RandomizedScenarioTests {
     /// record after #14 (a merge in the same step), and a replica holding #13 alone looked
     /// as if it had lost it — an acknowledgement is now the announce its transaction carried.
     /// 910244: a master of a strict minority held requests for 9 s while the majority's
-    /// master answered them, and answered them all once it recovered — now followers tell a
-    /// new master when they last heard a serving master (`HeardServing`).
+    /// master answered them, and answered them all once it recovered — now news of commits
+    /// a node never saw decided (the majority master's keepalive after the heal) counts as
+    /// a decision then.
     /// 9019594, 5000094: a node paused while starting (before its first step, or within
     /// the startup listen's long sleep) woke without finding itself late and answered its
     /// socket's backlog as master — now a node is due from its first instant and never
     /// more than a keepalive interval ahead.
+    /// 31051839: a master paused too briefly to be replaced by its own reckoning read a
+    /// higher epoch in its broker backlog, stepped down, won again and answered its socket's
+    /// backlog — now a master that loses the office right after a pause drops that backlog.
+    /// 31052594: the simulator stepped a paused node for an operator's dashboard action,
+    /// which hid the pause from it — now operator actions wait out a pause too.
     @Test(arguments: [
+        "seed=31051839 nodes=6 quorum=live loss=0.08 dup=0.04 delay=3-34 peers=2 torrents=2 until=14000 settle=25000 "
+            + "drift=-376,0,0,0,0,-373 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 "
+            + "faults=7474:partition:3+4+5,12324:pause:5:1818,13276:heal operator=",
+        "seed=31052594 nodes=2 quorum=live loss=0.28 dup=0.06 delay=5-69 peers=7 torrents=1 until=9000 settle=25000 "
+            + "drift=0,0 interval=6 timeout=12000 fragments=1048576 corrupt=0.0 "
+            + "faults=7787:pause:1:2079 operator=4654:register:1:0,8881:register:1:1",
         "seed=8002358 nodes=6 quorum=live loss=0.05 dup=0.0 delay=4-95 peers=5 torrents=3 until=18000 settle=25000 "
             + "drift=0,-321,0,-39,-267,0 interval=1800 timeout=3600000 fragments=239 corrupt=0.0 "
             + "faults=4859:partition:5,8267:broker-down,8672:heal,10293:crash:3,10994:restart:3,15747:heal "

@@ -63,10 +63,9 @@ public enum ClusterCodec {
             write(ref, &b)
         case .answer, .mergeRequest, .leaving:
             break
-        case .coordinatorAck(let ref, let prepared, let heard):
+        case .coordinatorAck(let ref, let prepared):
             write(ref, &b)
             if let p = prepared { b.writeInteger(1 as UInt8); write(p, &b) } else { b.writeInteger(0 as UInt8) }
-            b.writeInteger(heard.epoch.packed); b.writeInteger(heard.aliveAgo); b.writeInteger(heard.decidedAgo)
         case .prepare(let tx, let previous, let previousDigest):
             write(tx, &b); write(previous, &b); b.writeInteger(previousDigest)
         case .vote(let txid, let digest, let verdict):
@@ -354,11 +353,7 @@ public enum ClusterCodec {
             case .coordinator: message = .coordinator(lastCommitted: try ref())
             case .coordinatorAck:
                 let ref = try ref()
-                let prepared = try bool() ? try transaction() : nil
-                let heardEpoch = Epoch(packed: try int())
-                guard heardEpoch.isWellFormed else { throw ClusterDecodingError("impossible epoch \(heardEpoch)") }
-                message = .coordinatorAck(lastCommitted: ref, prepared: prepared,
-                                          heard: HeardServing(epoch: heardEpoch, aliveAgo: try int(), decidedAgo: try int()))
+                message = .coordinatorAck(lastCommitted: ref, prepared: try bool() ? try transaction() : nil)
             case .prepare: message = .prepare(try transaction(), previous: try ref(), previousDigest: try int())
             case .vote:
                 let txid: UInt64 = try int(), digest: UInt64 = try int()

@@ -22,9 +22,8 @@ public enum ClusterMessage: Hashable, Sendable {
     case answer
     /// Bully: "I am master of `epoch`." Everyone who accepts replies `coordinatorAck`.
     case coordinator(lastCommitted: TxRef)
-    /// A follower's state for a new master's recovery: what it committed, what it
-    /// prepared, and how long ago it last heard a serving master (`HeardServing`).
-    case coordinatorAck(lastCommitted: TxRef, prepared: Transaction?, heard: HeardServing)
+    /// A follower's state for a new master's recovery: what it committed, what it prepared.
+    case coordinatorAck(lastCommitted: TxRef, prepared: Transaction?)
     /// 2PC phase one. `previous` is the master's last committed transaction: only a
     /// replica that holds exactly it may vote OK. A replica that prepared `previous` and
     /// missed its COMMIT commits it on seeing this (the digest proves it is the same).

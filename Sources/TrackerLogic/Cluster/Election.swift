@@ -104,8 +104,7 @@ extension TrackerNode {
         // The epoch check in `receive` already made this the master of our epoch (and a
         // message from our own id never gets here).
         if master != env.from { follow(env.from, now) }
-        send(.coordinatorAck(lastCommitted: replica.lastCommitted, prepared: prepared, heard: held.evidence.told(at: now)),
-             to: env.from)
+        send(.coordinatorAck(lastCommitted: replica.lastCommitted, prepared: prepared), to: env.from)
     }
 
     /// Lead the claimed (and stored) epoch. The leader first recovers every transaction

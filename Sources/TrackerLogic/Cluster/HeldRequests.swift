@@ -38,11 +38,10 @@ struct HeldRequests: Sendable {
         /// The last transaction a serving master was heard to have committed. Learning of
         /// a later one from anything but its COMMIT (a keepalive, the `previous` of a
         /// PREPARE) means a decision this node did not see as it happened: it counts as
-        /// decided now. A new master whose recovery brings it a state other than this
-        /// learned of a master it never heard at all (see `judgeHeldAfterRecovery`).
+        /// decided now. Without this, a master that led a strict minority for 9 s
+        /// answered, once the partition healed and it recovered, announces the majority's
+        /// master had answered, and applied them over newer state.
         var committed = TxRef.zero
-        /// The epoch of the serving master last heard.
-        var master = Epoch.zero
 
         /// Evidence only grows: a later message never makes an answered request look
         /// unanswered again.
@@ -58,32 +57,6 @@ struct HeldRequests: Sendable {
             committed = ref
             if ref > holding { raise(alive: now, decided: now) }
         }
-
-        /// A serving master of `epoch` was heard (or this node served in it) at `now`.
-        mutating func heard(master epoch: Epoch, at now: Instant) {
-            master = epoch
-            raise(alive: now)
-        }
-
-        /// This evidence as another node is told it at `now`.
-        func told(at now: Instant) -> HeardServing {
-            HeardServing(epoch: master, aliveAgo: Self.age(of: alive, at: now), decidedAgo: Self.age(of: decided, at: now))
-        }
-
-        /// Raises this evidence by what another node heard, told as ages received at `now`.
-        /// An age is at most its message's transit time too old, so the instant it gives
-        /// is a little late: it can only count a request as answered, never the reverse.
-        mutating func raise(by heard: HeardServing, receivedAt now: Instant) {
-            func instant(_ age: UInt32) -> Instant? { age == HeardServing.never ? nil : now - Milliseconds(Int64(age)) }
-            if let a = instant(heard.aliveAgo) { raise(alive: a) }
-            if let d = instant(heard.decidedAgo) { raise(alive: d, decided: d) }
-        }
-
-        static func age(of t: Instant, at now: Instant) -> UInt32 {
-            let (ms, overflow) = now.milliseconds.subtractingReportingOverflow(t.milliseconds)
-            guard !overflow, t.milliseconds != .min else { return HeardServing.never }
-            return UInt32(clamping: max(ms, 0))
-        }
     }
 
     let capacity: Int
@@ -94,8 +67,8 @@ struct HeldRequests: Sendable {
     private(set) var count = 0
     var evidence = Evidence()
     /// Nothing arriving before this is held: a paused master's socket backlog, which
-    /// another master served (`discountPause`). Kept apart from `evidence`, which says what
-    /// was heard of serving masters and is told to a new master.
+    /// another master served (`discountPause`). Kept apart from `evidence`, which says
+    /// only what was heard of serving masters.
     private var ignoredUntil = Instant(milliseconds: .min)
 
     /// A held datagram is at most this long: an announce with BEP 41 options fits; a
@@ -182,29 +155,5 @@ struct HeldRequests: Sendable {
         head = (head + 1) % slots.count
         count -= 1
         if count == 0 { head = 0 }
-    }
-}
-
-/// What a node last heard of a serving master: that master's epoch, and how long ago it
-/// was alive (any of its messages) and deciding (a COMMIT or ABORT, or news of a commit).
-/// Each follower tells a new master in its COORDINATOR-ACK, and the master's recovery
-/// raises its own held-request evidence by the followers that heard a master it did not
-/// (another epoch, or commits it never heard of): requests it held while a master it
-/// could not hear served (across a partition, in a reign whose messages it missed) are not
-/// answered a second time. Without this, a master that led a strict minority for 9 s
-/// answered, once it recovered, announces the majority's master had answered, and applied
-/// them over newer state. Ages, not instants: clocks differ between nodes, durations do not.
-public struct HeardServing: Hashable, Sendable {
-    /// `.zero` when no serving master was heard.
-    public var epoch: Epoch
-    /// Milliseconds; `never` when nothing was heard (or longer ago than a UInt32 holds).
-    public var aliveAgo: UInt32
-    public var decidedAgo: UInt32
-
-    public static let never = UInt32.max
-    public static let none = HeardServing(epoch: .zero, aliveAgo: never, decidedAgo: never)
-
-    public init(epoch: Epoch, aliveAgo: UInt32, decidedAgo: UInt32) {
-        self.epoch = epoch; self.aliveAgo = aliveAgo; self.decidedAgo = decidedAgo
     }
 }

@@ -44,9 +44,6 @@ struct Recovery: Sendable {
     var deadline: Instant
     var resendAt: Instant
     var acks: [NodeID: (last: TxRef, prepared: Transaction?)] = [:]
-    /// The latest a follower that heard a master we did not heard that serving master,
-    /// in our clock: folded into our held-request evidence when we come to serve.
-    var followersHeard = HeldRequests.Evidence()
     var fetching: (node: NodeID, deadline: Instant)?
     /// Our own repository when it diverged from the one we fetched: merged back once we serve.
     var ownDivergedContent: [SwarmMerge] = []
@@ -100,20 +97,11 @@ struct LeaderState: Sendable {
 extension TrackerNode {
     // MARK: recovery
 
-    mutating func coordinatorAckReceived(from node: NodeID, last: TxRef, prepared: Transaction?, heard: HeardServing,
-                                         _ now: Instant) {
+    mutating func coordinatorAckReceived(from node: NodeID, last: TxRef, prepared: Transaction?, _ now: Instant) {
         guard let l = leader else { return }
         membership.update(node) { $0.lastCommitted = last }
         if l.recovery != nil {
             leader?.recovery?.acks[node] = (last, prepared)
-            // Only a follower that heard a master of another epoch, or holds commits we never
-            // heard of, heard a master we could not (across a partition, or in a reign whose
-            // messages we missed). One that heard what we heard adds only its messages'
-            // transit times, which would count requests as answered that arrived after the
-            // master died.
-            if heard.epoch != held.evidence.master || last > max(replica.lastCommitted, held.evidence.committed) {
-                leader?.recovery?.followersHeard.raise(by: heard, receivedAt: now)
-            }
             leaderTick(now)
         } else if last == replica.lastCommitted {
             membership.update(node) { $0.confirmed = last }
@@ -181,7 +169,6 @@ extension TrackerNode {
         recovered += r.ownDivergedTorrents.filter { replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
         prepared = nil
         leader?.recovery = nil
-        foldFollowersEvidence(r.followersHeard)
         for answer in answers {
             if answer.last == replica.lastCommitted {
                 membership.update(answer.node) { $0.confirmed = answer.last }
@@ -192,15 +179,6 @@ extension TrackerNode {
         leader?.queue.insert(contentsOf: recovered.map { QueuedUpdate(update: $0, origin: .recovered) }, at: 0)
         if leader?.queue.isEmpty == false { leader?.batchDeadline = now }
         nextKeepalive = now
-    }
-
-    /// Nothing this node holds is answered if such a follower heard a serving master after
-    /// it arrived: that master was alive to answer it (or decided it), as for our own
-    /// evidence.
-    mutating func foldFollowersEvidence(_ theirs: HeldRequests.Evidence) {
-        let mine = held.evidence
-        held.evidence.raise(alive: theirs.alive, decided: theirs.decided)
-        if held.evidence != mine { paths.count(.heldEvidenceFromFollowers) }
     }
 
     // MARK: serving
@@ -392,6 +370,14 @@ extension TrackerNode {
     /// node is a slave of nobody until it follows or runs.
     mutating func stepDown(_ now: Instant) {
         guard let l = leader else { return }
+        if let until = pauseBacklogUntil, now < until {
+            // Just woken from a pause and already out of office: what its socket queued
+            // meanwhile was the newer master's to answer.
+            out.append(.discardPeerBacklog)
+            held.removeAll()
+            held.ignore(until: until)
+        }
+        pauseBacklogUntil = nil
         if let f = l.inFlight { prepared = f.tx }
         state = .slave(FollowerState(master: nil, since: now))
     }

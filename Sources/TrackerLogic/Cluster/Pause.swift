@@ -20,7 +20,9 @@
 /// and the broker's backlog (the commits that answered them) is read in another order. The
 /// soak caught it: the highest node, stopped as master for 3 s, stepped down, won the next
 /// election within 70 ms and answered 0.3 s of its socket's backlog a second time. Only a
-/// master that keeps its office keeps its backlog: nobody else answered it.
+/// master that keeps its office keeps its backlog: nobody else answered it. If it learns
+/// on waking that it lost the office meanwhile (a higher epoch in its broker backlog), the
+/// backlog goes as it steps down: the newer master served it.
 extension TrackerNode {
     /// Called first in every step with the time the node expected to run by.
     mutating func discountPause(due: Instant, _ now: Instant) {
@@ -28,7 +30,10 @@ extension TrackerNode {
         guard late > Milliseconds(config.keepaliveInterval.value / 2) else { return }
         membership.discount(pause: late, now: now)
         let outOfOffice = late + config.keepaliveInterval >= config.downAfter
-        if case .master = state, !outOfOffice { return }
+        if case .master = state, !outOfOffice {
+            pauseBacklogUntil = now + config.keepaliveInterval
+            return
+        }
         out.append(.discardPeerBacklog)
         if case .master = state {
             paths.count(.pausedMasterSteppedDown)

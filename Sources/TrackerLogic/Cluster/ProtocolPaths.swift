@@ -69,9 +69,6 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case storeRewritten
     /// A new master answered a request held while no master served.
     case heldRequestAnswered
-    /// A follower heard a serving master later than this new master did: the master's
-    /// held requests are judged by that later evidence.
-    case heldEvidenceFromFollowers
     /// A restarted node found its stored state unusable and discarded it.
     case restoredStateDiscarded
 
@@ -106,7 +103,6 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .idAssigned: return "id assigned"
         case .storeRewritten: return "store rewritten after failure"
         case .heldRequestAnswered: return "held request answered"
-        case .heldEvidenceFromFollowers: return "held requests judged by a follower's evidence"
         case .restoredStateDiscarded: return "restored state discarded"
         }
     }

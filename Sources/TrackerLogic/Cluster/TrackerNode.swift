@@ -36,6 +36,9 @@ public struct TrackerNode: Sendable {
     /// When this node expected its next step at the latest (`nextWake` after the last
     /// one): running much later means it was paused (see `discountPause`).
     var wakeDue: Instant?
+    /// A master that kept its office through a pause keeps its socket's backlog until
+    /// then (see `discountPause`); if it loses the office before, the backlog goes too.
+    var pauseBacklogUntil: Instant?
     /// Per-source limits on what peers may ask of a serving master (table allocated on
     /// first use, so only a master pays for it).
     var limiter: SourceRateLimiter
@@ -98,7 +101,6 @@ public struct TrackerNode: Sendable {
         if !commitQuorums.isEmpty { commitQuorums.removeAll(keepingCapacity: true) }
         if let due = wakeDue { discountPause(due: due, now) }
         let wasServing = isServing
-        let epochBefore = epoch
         switch event {
         case .tick: tick(now)
         case .cluster(let env): receive(env, now)
@@ -113,10 +115,10 @@ public struct TrackerNode: Sendable {
             if isServing {
                 answerHeld(now)
             } else {
-                // A serving master (this one) was alive until now. It tells that alone: its
-                // followers heard what it decided, and what it had queued is undecided, for
-                // a new master told of this evidence to answer.
-                held.evidence.heard(master: epochBefore, at: now)
+                // What reached us while we served, we answered (or it is in the next
+                // master's hands through its own held requests).
+                held.evidence.raise(alive: now, decided: now)
+                held.evidence.heard(committed: replica.lastCommitted, at: now, holding: replica.lastCommitted)
             }
         }
         wakeDue = nextWake(now: now)
@@ -377,8 +379,7 @@ public struct TrackerNode: Sendable {
         case .election: electionReceived(from: env.from, now)
         case .answer: answerReceived(now)
         case .coordinator: coordinatorReceived(env, now)
-        case .coordinatorAck(let last, let prepared, let heard):
-            coordinatorAckReceived(from: env.from, last: last, prepared: prepared, heard: heard, now)
+        case .coordinatorAck(let last, let prepared): coordinatorAckReceived(from: env.from, last: last, prepared: prepared, now)
         case .prepare(let tx, let previous, let previousDigest): prepareReceived(tx, previous: previous, previousDigest: previousDigest, now)
         case .vote(let txid, let digest, let verdict): voteReceived(from: env.from, txid: txid, digest: digest, verdict: verdict, now)
         case .commit(let ref, let digest): commitReceived(ref, digest: digest, now)
@@ -523,17 +524,15 @@ extension TrackerNode {
         guard env.from == env.epoch.master else { return }
         switch env.message {
         case .keepalive(let k) where k.role == .master && k.inSync:
-            held.evidence.heard(master: env.epoch, at: now)
+            held.evidence.raise(alive: now)
             held.evidence.heard(committed: k.lastCommitted, at: now, holding: replica.lastCommitted)
         case .prepare(_, let previous, _):
-            held.evidence.heard(master: env.epoch, at: now)
+            held.evidence.raise(alive: now)
             held.evidence.heard(committed: previous, at: now, holding: replica.lastCommitted)
         case .commit(let ref, _):
-            held.evidence.heard(master: env.epoch, at: now)
             held.evidence.raise(alive: now, decided: now)
             held.evidence.heard(committed: ref, at: now, holding: replica.lastCommitted)
         case .abort:
-            held.evidence.heard(master: env.epoch, at: now)
             held.evidence.raise(alive: now, decided: now)
         default: break
         }
