@@ -61,8 +61,16 @@ extension Simulator {
         defer {
             if violation == nil, let v = checker.reached(node.replica, slot: slot, expiredBefore: maxExpireCutoff) { fail(v) }
         }
-        guard node.replica.isPrefix(tracked), let txs = node.replica.transactions(after: tracked.txid, limit: Int.max) else {
-            return  // a snapshot replaced the state
+        // After a snapshot replaced the state, what the replica holds beyond it (its log
+        // restarts at the snapshot) was applied in this step: those commits count too, and
+        // their expiries with them.
+        let txs: [Transaction]
+        if !node.replica.isPrefix(tracked) {
+            txs = node.replica.retained
+        } else if let since = node.replica.transactions(after: tracked.txid, limit: Int.max) {
+            txs = since
+        } else {
+            return  // more than the log keeps was applied in one step
         }
         if let v = StateChecker.applied(txs, by: node, during: event, wasSlave: wasSlave) { return fail(v) }
         // One application per transaction: as many applied as the ids advanced.

@@ -79,7 +79,20 @@ struct RandomizedScenarioTests {
     /// backlog — now a master that loses the office right after a pause drops that backlog.
     /// 31052594: the simulator stepped a paused node for an operator's dashboard action,
     /// which hid the pause from it — now operator actions wait out a pause too.
+    /// 31022229: a master installed a snapshot and committed a transaction in one step; the
+    /// checker skipped that transaction's expiry and called an expired announce lost — now
+    /// what a replica commits after a snapshot is seen like any other commit.
+    /// 40000822: an impostor heard the original's keepalives once before its startup listen
+    /// ended (one lost, one stamped before its start by a slow clock), left startup, and both
+    /// processes of n6 led e6.6 and committed e6.6#20 twice — now a starting node that heard
+    /// its own id waits until it knows whether that process is live.
     @Test(arguments: [
+        "seed=40000822 nodes=6 quorum=live loss=0.23 dup=0.1 delay=1-109 peers=5 torrents=3 until=24000 settle=25000 "
+            + "drift=0,-43,-236,-390,0,-347 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 adversary=insider/576 "
+            + "faults=2464:slow:4:460,5632:partition:1+3+4+5,8591:heal,8745:slow:1:258,22446:impostor:5 operator=",
+        "seed=31022229 nodes=7 quorum=live loss=0.23 dup=0.02 delay=4-15 peers=5 torrents=3 until=24000 settle=25000 "
+            + "drift=0,0,0,0,0,0,0 interval=6 timeout=12000 fragments=1048576 corrupt=0.05 "
+            + "faults=3057:partition:0+2+4+5,7551:partition:2,9539:heal,9565:slow:6:292,10079:heal operator=",
         "seed=31051839 nodes=6 quorum=live loss=0.08 dup=0.04 delay=3-34 peers=2 torrents=2 until=14000 settle=25000 "
             + "drift=-376,0,0,0,0,-373 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 "
             + "faults=7474:partition:3+4+5,12324:pause:5:1818,13276:heal operator=",

@@ -29,6 +29,9 @@ extension TrackerNode {
         let late = now - due
         guard late > Milliseconds(config.keepaliveInterval.value / 2) else { return }
         membership.discount(pause: late, now: now)
+        // So is the first sight of a process with our id: moved like its last, the span it
+        // was heard for stays what it was (one keepalive before a pause is not an interval).
+        if let c = idConflict { idConflict = (c.incarnation, min(c.firstHeard + late, now)) }
         let outOfOffice = late + config.keepaliveInterval >= config.downAfter
         if case .master = state, !outOfOffice {
             pauseBacklogUntil = now + config.keepaliveInterval

@@ -99,6 +99,10 @@ public struct Replica: Sendable, Equatable {
         return nil
     }
 
+    /// The transactions the log still holds: since the last snapshot installed, at most
+    /// `logLimit` of them.
+    public var retained: [Transaction] { log }
+
     public func snapshot() -> Snapshot {
         Snapshot(lastCommitted: lastCommitted, history: history, content: store.content(), torrents: store.catalogue.sorted,
                  digest: digest)

@@ -274,7 +274,11 @@ public struct TrackerNode: Sendable {
     mutating func tick(_ now: Instant) {
         if case .starting(let until) = state {
             checkIDConflict(now)
-            guard case .starting = state, now >= until else { return }
+            // A node that heard its own id from another process does not leave startup
+            // before it knows whether that process is live (it then yields) or was a dead
+            // run's last words: two processes of one id both past startup can both lead
+            // one epoch, and nothing either sends tells them apart.
+            guard case .starting = state, now >= until, idConflict == nil else { return }
             finishStartup(now)
         }
         if now >= nextKeepalive {

@@ -1,0 +1,63 @@
+import Testing
+import TrackerLogic
+
+/// Node ids are the operator's to keep unique; a second process of a taken id that can
+/// hear the first must never act on the cluster.
+@Suite("One live process per node id") struct DuplicateIDTests {
+    let t0 = Instant(milliseconds: 9_000_000)
+    let ids = ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))
+
+    func starting() -> TrackerNode {
+        TrackerNode(id: NodeID(2), incarnation: 2000, config: ClusterConfig(),
+                    handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids), seed: 7, now: t0)
+    }
+
+    /// A keepalive of another process holding our id.
+    let twin = NodeEvent.cluster(ClusterEnvelope(from: NodeID(2), incarnation: 1000, epoch: .zero, to: nil, message: .keepalive(
+        Keepalive(role: .slave, master: .unassigned, lastCommitted: .zero, inSync: false, address: ""))))
+
+    /// Ticks `node` at every wake it asks for up to `end`, each time still starting.
+    func tick(_ node: inout TrackerNode, from start: Instant, until end: Instant) {
+        var t = node.nextWake(now: start)
+        while t <= end {
+            _ = node.step(.tick, now: t)
+            #expect(node.role == .starting)
+            t = node.nextWake(now: t)
+        }
+    }
+
+    /// Heard once just before its startup listen ends (the others lost or were too early):
+    /// the node stays starting, then yields once the twin has been heard for an interval.
+    @Test func aStartingNodeThatHeardItsIDWaitsToKnowWhetherTheTwinIsLive() {
+        var n = starting()
+        let until = t0 + n.config.startupListen
+        _ = n.step(twin, now: until - Milliseconds(100))
+        tick(&n, from: until - Milliseconds(100), until: until + Milliseconds(899))
+        let actions = n.step(twin, now: until + Milliseconds(900))
+        #expect(actions.contains(.exit(reason: .idInUse(NodeID(2)))))
+    }
+
+    /// A twin heard once and never again was a dead run's last frame: startup goes on,
+    /// at most `downAfter` later.
+    @Test func aTwinHeardOnceDelaysStartupByAtMostDownAfter() {
+        var n = starting()
+        let heard = t0 + n.config.startupListen - Milliseconds(100)
+        _ = n.step(twin, now: heard)
+        tick(&n, from: heard, until: heard + n.config.downAfter)
+        _ = n.step(.tick, now: heard + n.config.downAfter + Milliseconds(1))
+        #expect(n.role == .candidate)
+    }
+
+    /// A pause right after hearing the twin once does not make it look heard for the
+    /// whole pause: time the node did not run is no evidence either way.
+    @Test func aPauseDoesNotStretchOneSightingIntoAnInterval() {
+        var n = starting()
+        let heard = t0 + n.config.startupListen - Milliseconds(100)
+        _ = n.step(twin, now: heard)
+        let woke = heard + n.config.downAfter + Milliseconds(1)
+        let actions = n.step(.tick, now: woke)
+        #expect(actions.contains(.discardPeerBacklog))
+        #expect(!actions.contains(.exit(reason: .idInUse(NodeID(2)))))
+        #expect(n.role == .starting)
+    }
+}
