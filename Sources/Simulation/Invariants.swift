@@ -115,13 +115,17 @@ extension Simulator {
     /// lower epoch's master to hear the higher one (after a false suspicion under loss),
     /// never for the outage. Without the peer network's keepalives every node was alone
     /// and each served for the whole outage.
+    ///
+    /// A paused process answers nobody and cannot step down until it wakes: it counts from
+    /// its wake (it then has the same bound to hear the other master), not from the moment
+    /// it froze holding an office another node took meanwhile.
     mutating func checkOneServerWithoutBroker() {
         // The cheap conditions first: this runs after every step.
         guard brokerDown, partitionSide == nil, peerNetworkSide == nil, oneWay == nil else {
             twoServingSince = nil
             return
         }
-        let serving = slots.indices.filter { slots[$0].isServing }
+        let serving = slots.indices.filter { slots[$0].isServing && !slots[$0].isPaused(at: now) }
         guard serving.count > 1 else {
             twoServingSince = nil
             return

@@ -79,6 +79,8 @@ final class SimSlot {
     func inspect<R>(_ body: (inout TrackerNode) -> R) -> R? { node?.inPlace(body) }
     var isRunning: Bool { inspect { _ in true } ?? false }
     var isServing: Bool { inspect { $0.isServing } ?? false }
+    /// The process is stopped at `now`: it reads nothing and answers nobody.
+    func isPaused(at now: Instant) -> Bool { pausedUntil.map { $0 > now } ?? false }
     var nodeID: NodeID? { inspect { $0.id } }
 }
 

@@ -86,7 +86,14 @@ struct RandomizedScenarioTests {
     /// ended (one lost, one stamped before its start by a slow clock), left startup, and both
     /// processes of n6 led e6.6 and committed e6.6#20 twice — now a starting node that heard
     /// its own id waits until it knows whether that process is live.
+    /// 1826081774121676: with the broker down, a master paused holding e1.4 while two others
+    /// took the office in turn; the checker counted the frozen one as serving and called the
+    /// outage's two masters too long — now a paused process counts from its wake.
     @Test(arguments: [
+        "seed=1826081774121676 nodes=4 quorum=live loss=0.05 dup=0.01 delay=1-69 peers=3 torrents=2 until=9000 settle=25000 "
+            + "drift=0,-348,165,0 interval=6 timeout=12000 fragments=1048576 corrupt=0.0 adversary=outsider/590 "
+            + "faults=2015:broker-down,4244:pause:3:4417,5833:shutdown:0,7454:restart:0,8544:one-way:2>0,10141:heal,11007:heal "
+            + "operator=3647:register:1:0,7074:register:3:1",
         "seed=40000822 nodes=6 quorum=live loss=0.23 dup=0.1 delay=1-109 peers=5 torrents=3 until=24000 settle=25000 "
             + "drift=0,-43,-236,-390,0,-347 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 adversary=insider/576 "
             + "faults=2464:slow:4:460,5632:partition:1+3+4+5,8591:heal,8745:slow:1:258,22446:impostor:5 operator=",
