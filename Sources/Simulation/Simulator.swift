@@ -367,7 +367,8 @@ public struct Simulator {
     mutating func startNode(_ slot: Int, incarnation: UInt64? = nil) {
         slots[slot].exists = true
         let durable = slots[slot].disk.durable()
-        let drawn = rng.next()
+        // As the runtime draws it: from the start time, so a later run's is larger.
+        let drawn = UInt64(bitPattern: nodeNow(slot).milliseconds) << 20 | rng.next() & 0xF_FFFF
         let node = TrackerNode(id: nodeID(slot), incarnation: incarnation ?? drawn, config: config,
                                handler: PeerRequestHandler(config: trackerConfig, connectionIDs: ConnectionIDPolicy(key: key)),
                                seed: rng.next(), now: nodeNow(slot), restoring: durable,

@@ -10,6 +10,7 @@ Open broker (anyone may publish; the nodes share a cluster key):
  4. Forged PREPARE/COMMIT committing a made-up seeder 6.6.6.6:6666.
  5. Replays of captured traffic, and random byte flips of it.
  6. A restarted node's old KEEPALIVEs, replayed as it starts.
+ 7. A clean restart's LEAVING, replayed to a node that has just restarted.
 After each: no node exited, master and epoch unchanged, every replica's digest equals
 the master's, and the rejects are counted in /api/node.
 
@@ -25,6 +26,7 @@ import hashlib
 import hmac
 import os
 import random
+import re
 import socket
 import struct
 import subprocess
@@ -39,7 +41,7 @@ from common import start_tracker, stop, tracker_binary, wait_for_udp_tracker  # 
 
 # Cluster codec (Sources/TrackerLogic/Cluster/ClusterCodec.swift) and frame
 # (ClusterChannel.swift), written out here as an attacker would.
-KEEPALIVE, ELECTION, COORDINATOR, PREPARE, COMMIT = 1, 2, 4, 6, 8
+KEEPALIVE, ELECTION, COORDINATOR, PREPARE, COMMIT, LEAVING = 1, 2, 4, 6, 8, 20
 ROLE_SLAVE, ROLE_MASTER = 1, 3
 
 
@@ -330,6 +332,41 @@ def open_broker_attacks():
         own = victim.api()["broker"]["rejectedClusterMessages"]
         if own["ownPastRun"] + own["stale"] + own["replayed"] == 0:
             fail(f"the restarted node {victim.node_id} counted none of its previous run's KEEPALIVEs: {own}")
+        # 7. A clean restart's LEAVING, replayed to a node that has just restarted too.
+        # The master leaves cleanly (its LEAVING is captured) and comes back as a new run;
+        # then another node restarts and hears the old LEAVING again and again while it
+        # starts and follows. It must not drop the live master on that word (it used to:
+        # the older run replaced the newer one in its table, and it started an election).
+        leaver = next(n for n in cluster.nodes if n.node_id == master_id)
+        tap.take()
+        leaver.terminate()
+        time.sleep(0.5)
+        farewell = [f for f in tap.take() if sender_of(f) == leaver.node_id and tag_of(f) == LEAVING]
+        if not farewell:
+            fail(f"captured no LEAVING of node {leaver.node_id}")
+        leaver.start()
+        master = cluster.wait_converged(timeout=30)
+        state = master.api()
+        master_id, epoch = state["id"], state["epoch"]
+        listener_node = next(n for n in cluster.nodes if n.node_id != master_id)
+        before = rejects(cluster)
+        listener_node.kill9()
+        mark = os.path.getsize(listener_node.log_path)
+        listener_node.start()
+        for _ in range(20):
+            for body in farewell:
+                publish(body)
+            time.sleep(0.4)
+        cluster.wait_converged(timeout=20)
+        check_unharmed(cluster, f"node {leaver.node_id}'s LEAVING replayed to the restarted node {listener_node.node_id}",
+                       master_id, epoch, before, expect_rejects=False, restarted=(listener_node.node_id,))
+        with open(listener_node.log_path) as f:
+            f.seek(mark)
+            roles = re.findall(r" role=([a-z]+) .*cluster role$", f.read(), re.M)
+        if "candidate" in roles[roles.index("slave") if "slave" in roles else 0:]:
+            fail(f"node {listener_node.node_id} started an election on a replayed LEAVING (roles {roles})")
+        log(f"node {listener_node.node_id} heard node {leaver.node_id}'s old LEAVING {20 * len(farewell)} times and "
+            f"kept following it (roles {roles})")
         raw.close()
         ok = True
     finally:
@@ -350,6 +387,12 @@ def authenticated_broker():
         f.write(f"tracker {password} tracker\nintruder {os.urandom(8).hex()} guests\n")
     env = {"ACTIVEMQ_STATE": os.path.join(work, "amq"), "ACTIVEMQ_STOMP_PORT": str(port), "ACTIVEMQ_AUTH_FILE": users}
     print(activemq("start", env=env))
+    # The broker's passwords, copied into its configuration, are for its user only.
+    for name in ("conf/activemq.xml", "conf", ""):
+        mode = os.stat(os.path.join(work, "amq", name)).st_mode & 0o777
+        if mode & 0o077:
+            fail(f"activemq.sh left {os.path.join(work, 'amq', name)} mode {oct(mode)}: the passwords in it are readable by others")
+    log("the broker's configuration (with its passwords) is 0600 in a 0700 directory")
     intruder_password = open(users).read().split("\n")[1].split()[1]
     cluster = Cluster(f"auth{os.getpid()}", free_udp_port(), broker=f"stomp://127.0.0.1:{port}",
                       broker_user=("tracker", password))

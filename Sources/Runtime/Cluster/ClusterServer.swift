@@ -118,7 +118,7 @@ public final class ClusterServer: @unchecked Sendable {
         channel = ClusterChannel(keys: settings.keys, maxAge: max(.seconds(30), settings.cluster.keepaliveInterval * 10), startedAt: startedAt)
         rejectLog = RateLimitedLog(logger: logger, every: .seconds(10))
         // Start time in the high bits: of two running nodes with one id, the newer yields.
-        incarnation = UInt64(startedAt.milliseconds) << 20 | WallClock.randomSeed() & 0xF_FFFF
+        incarnation = UInt64(clamping: startedAt.milliseconds) << 20 | WallClock.randomSeed() & 0xF_FFFF
         node = TrackerNode(id: settings.id, incarnation: incarnation, config: settings.cluster, handler: handler,
                            seed: WallClock.randomSeed(), now: startedAt, restoring: restored,
                            address: settings.http.map { "http://\($0)" } ?? settings.peers.serviceAddress.description)

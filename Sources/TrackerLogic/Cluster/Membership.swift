@@ -19,6 +19,8 @@ public struct Member: Hashable, Sendable {
     public var confirmed: TxRef
     /// Set when it stayed silent through a vote; cleared when heard again.
     public var suspect: Bool = false
+    /// The run heard before this one (`Membership.heard`).
+    public var previousIncarnation: UInt64?
 }
 
 /// The live-node table (the dashboard's trackers tab). Iteration is by id, so a
@@ -30,15 +32,31 @@ public struct Membership: Sendable {
 
     public init() {}
 
-    public mutating func heard(_ env: ClusterEnvelope, now: Instant, onBroker: Bool = true) {
-        guard env.from.isAssigned else { return }
+    /// Records a message; false (and nothing recorded) when it comes from an older run of
+    /// its sender than the live one we hear, and not from the run heard just before it.
+    ///
+    /// Runs draw their incarnation from their start time, so an older run is a process that
+    /// is gone — its frames are replays or stragglers and must not stand for the node — or a
+    /// twin: a second process given a taken id, which is the newer one and yields. The run
+    /// heard before the newer one is therefore still heard (the twin case: the original
+    /// must not go unheard while the newcomer yields), and so is any run once the newer one
+    /// has been silent for `downAfter`; anything else older is refused.
+    @discardableResult
+    public mutating func heard(_ env: ClusterEnvelope, now: Instant, onBroker: Bool = true,
+                               downAfter: Milliseconds = Milliseconds(Int64.max)) -> Bool {
+        guard env.from.isAssigned else { return true }
         var m = members[env.from] ?? Member(id: env.from, incarnation: env.incarnation, role: .slave, master: .unassigned,
                                             lastCommitted: .zero, inSync: false, lastHeard: now, confirmed: .zero)
+        if env.incarnation < m.incarnation, env.incarnation != m.previousIncarnation, now - m.lastHeard <= downAfter {
+            return false
+        }
         if m.incarnation != env.incarnation {
             restarted.append(env.from)
             // A new run of that node: what we knew of the old one is void.
+            let previous = m.incarnation
             m = Member(id: env.from, incarnation: env.incarnation, role: .slave, master: .unassigned,
                        lastCommitted: .zero, inSync: false, lastHeard: now, confirmed: .zero)
+            m.previousIncarnation = previous
         }
         m.lastHeard = now
         if onBroker {
@@ -55,6 +73,7 @@ public struct Membership: Sendable {
             m.address = k.address
         }
         members[env.from] = m
+        return true
     }
 
     /// - Parameter onBroker: heard on the broker, not just on the peer network.

@@ -356,7 +356,10 @@ public struct TrackerNode: Sendable {
             }
             return
         }
-        membership.heard(env, now: now, onBroker: onBroker)
+        // A farewell from a run we never heard is a replay (or too late to matter): a node
+        // that restarted would otherwise drop the live run of that node on its word.
+        if case .leaving = env.message, membership[env.from]?.incarnation != env.incarnation { return }
+        guard membership.heard(env, now: now, onBroker: onBroker, downAfter: config.downAfter) else { return }
         noteServingMaster(env, now)
         if !membership.restarted.isEmpty {
             // What a restarted node told us before (its state, its recovery answer) is void.
