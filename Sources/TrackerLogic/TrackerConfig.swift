@@ -16,13 +16,23 @@ public struct TrackerConfig: Sendable, Hashable {
     /// Per-source limits: beyond them requests are dropped without a reply.
     public var connectLimit = SourceRateLimiter.Limit(perSecond: 100, burst: 200)
     public var announceLimit = SourceRateLimiter.Limit(perSecond: 100, burst: 200)
-    /// Slots of the per-source table (16 bytes each; a power of two).
+    /// Per-source limit on error replies (a bad connection id, a malformed request, a full
+    /// tracker): beyond it they are dropped. Errors go to sources that proved nothing, so
+    /// without it the tracker reflects one datagram for each one a spoofer sends.
+    public var errorLimit = SourceRateLimiter.Limit(perSecond: 10, burst: 20)
+    /// Slots of the per-source table (24 bytes each; a power of two).
     public var rateLimitTableSize = 1 << 16
     /// Most swarms held: an announce that would start one more gets a BEP 15 error.
     public var maxSwarms = 1_000_000
     /// Most peers in one swarm: a new peer beyond it gets a BEP 15 error (peers already
     /// in the swarm keep announcing).
     public var maxPeersPerSwarm = 100_000
+    /// Most peers held in all swarms together: a new peer beyond it gets a BEP 15 error.
+    /// The default keeps the peer tables within 2 GiB: a peer costs 93 to 108 bytes
+    /// (README, memory benchmark), counted here as 128.
+    public var maxPeers = TrackerConfig.maxPeers(memoryBudget: 2 << 30)
+    public static let bytesPerPeer = 128
+    public static func maxPeers(memoryBudget bytes: Int) -> Int { max(1, bytes / bytesPerPeer) }
     /// Most info hashes answered per scrape (BEP 15 fits 74 in a datagram); the rest of a
     /// longer scrape is not answered.
     public var maxScrapeHashes = BEP15Codec.maxScrapeHashes
@@ -49,6 +59,7 @@ public struct TrackerConfig: Sendable, Hashable {
         if connectionIDLifetimeSeconds < 120 { out.append("connection id lifetime must be at least 120 s (BEP 15)") }
         if maxSwarms < 1 { out.append("max swarms must be at least 1") }
         if maxPeersPerSwarm < 1 { out.append("max peers per swarm must be at least 1") }
+        if maxPeers < 1 { out.append("max peers must be at least 1") }
         if !(1...BEP15Codec.maxScrapeHashes).contains(maxScrapeHashes) {
             out.append("max scrape hashes must be from 1 to \(BEP15Codec.maxScrapeHashes)")
         }

@@ -91,7 +91,7 @@ enum ConfigFile {
     /// What the configuration tab may change: the tracker service's tuning, not the
     /// node's identity, addresses or keys — and nothing the command line already sets.
     static let editableKeys = ["interval", "peer-timeout", "numwant-default", "numwant-max", "connection-id-lifetime",
-                               "connect-limit", "announce-limit", "max-swarms", "max-peers-per-swarm", "max-scrape",
+                               "connect-limit", "announce-limit", "error-limit", "max-swarms", "max-peers-per-swarm", "max-peers", "max-scrape",
                                "only-registered", "trust-announced-ip", "keepalive", "quorum", "cluster-size",
                                "held-requests", "held-window"]
 
@@ -102,33 +102,19 @@ enum ConfigFile {
         }
     }
 
-    /// Writes `changes` into the file — only if the file, changed, is still valid.
+    /// Writes `changes` into the file — only if the file, changed, is still valid. The
+    /// rest of the file (comments included), its mode and its owner stay as they were.
     static func save(_ changes: [String: String], to path: String) throws {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw Problem(description: "config \(path): cannot read it") }
-        let table: TOMLTable
-        do { table = try TOMLTable(string: text) } catch { throw Problem(description: "config \(path): \(error)") }
-        for (key, value) in changes.sorted(by: { $0.key < $1.key }) {
-            let v = value.trimmingCharacters(in: .whitespaces)
-            if v == "true" || v == "false" {
-                table[key] = v == "true"
-            } else if let n = Int(v) {
-                table[key] = n
-            } else {
-                table[key] = v
-            }
-        }
-        let candidate = path + ".new"
+        do { _ = try TOMLTable(string: text) } catch { throw Problem(description: "config \(path): \(error)") }
         do {
-            try table.convert(to: .toml).write(toFile: candidate, atomically: false, encoding: .utf8)
-            _ = try arguments(path: candidate)
-        } catch {
-            try? FileManager.default.removeItem(atPath: candidate)
-            throw Problem(description: "\(error)".replacingOccurrences(of: candidate, with: path))
-        }
-        // rename(2): the file is the old one or the new one, never half of either.
-        guard rename(candidate, path) == 0 else {
-            try? FileManager.default.removeItem(atPath: candidate)
-            throw Problem(description: "config \(path): cannot write it (errno \(errno))")
+            try ConfigFileEdit.replace(path, with: ConfigFileEdit.apply(changes, to: text)) { candidate in
+                do { _ = try arguments(path: candidate) } catch {
+                    throw Problem(description: "\(error)".replacingOccurrences(of: candidate, with: path))
+                }
+            }
+        } catch let e as AtomicFile.WriteError {
+            throw Problem(description: e.description)
         }
     }
 
@@ -172,8 +158,10 @@ enum ConfigFile {
         trust-announced-ip = false
         connect-limit = "100/200"         # per source: RATE/BURST, or "off"
         announce-limit = "100/200"
+        error-limit = "10/20"             # error replies per source: no 1:1 reflection
         max-swarms = 1000000
         max-peers-per-swarm = 100000
+        max-peers = 16777216              # all swarms: 2 GiB of peer tables at 128 bytes a peer
         max-scrape = 74
         only-registered = false           # access list: only torrents registered on the dashboard
 

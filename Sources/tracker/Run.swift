@@ -24,17 +24,23 @@ struct PeerServiceOptions: ParsableArguments {
     @Flag(name: .customLong("trust-announced-ip"), help: "Use the announce's ip field instead of the sender's address.")
     var trustAnnouncedIP = false
 
-    @Option(name: .customLong("connect-limit"), help: "Connects per second per source address, as RATE or RATE/BURST, or 'off'.")
+    @Option(name: .customLong("connect-limit"), help: "Connects per second per source (an IPv4 address or an IPv6 /64), as RATE or RATE/BURST, or 'off'.")
     var connectLimit: String = "100/200"
 
-    @Option(name: .customLong("announce-limit"), help: "Announces per second per source address, as RATE or RATE/BURST, or 'off'.")
+    @Option(name: .customLong("announce-limit"), help: "Announces per second per source (an IPv4 address or an IPv6 /64), as RATE or RATE/BURST, or 'off'.")
     var announceLimit: String = "100/200"
+
+    @Option(name: .customLong("error-limit"), help: "Error replies per second per source (an IPv4 address or an IPv6 /64), as RATE or RATE/BURST, or 'off'.")
+    var errorLimit: String = "10/20"
 
     @Option(name: .customLong("max-swarms"), help: "Most swarms held; an announce that would start another gets a BEP 15 error.")
     var maxSwarms: Int = 1_000_000
 
     @Option(name: .customLong("max-peers-per-swarm"), help: "Most peers in one swarm; a new peer beyond it gets a BEP 15 error.")
     var maxPeersPerSwarm: Int = 100_000
+
+    @Option(name: .customLong("max-peers"), help: "Most peers in all swarms together; a new peer beyond it gets a BEP 15 error. The default keeps peer tables within 2 GiB (128 bytes a peer).")
+    var maxPeers: Int = TrackerConfig().maxPeers
 
     @Option(name: .customLong("max-scrape"), help: "Most info hashes answered per scrape (1-74).")
     var maxScrape: Int = 74
@@ -54,6 +60,8 @@ struct PeerServiceOptions: ParsableArguments {
         c.announceLimit = try Self.limit(announceLimit, flag: "announce-limit")
         c.maxSwarms = maxSwarms
         c.maxPeersPerSwarm = maxPeersPerSwarm
+        c.maxPeers = maxPeers
+        c.errorLimit = try Self.limit(errorLimit, flag: "error-limit")
         c.maxScrapeHashes = maxScrape
         c.onlyRegistered = onlyRegistered
         if let problem = c.problems.first { throw ValidationError(problem) }
@@ -110,8 +118,11 @@ struct Run: AsyncParsableCommand {
     var http: String?
 
     @Option(name: .customLong("admin-token-file"),
-            help: "File holding the token the dashboard's controls need (first line, 16+ characters). Default: one is drawn and printed at start.")
+            help: "File holding the token the dashboard's controls need (first line, 16+ characters). Default: one is drawn, and printed on a terminal or else written to a 0600 file the log names.")
     var adminTokenFile: String?
+
+    @Option(name: .customLong("http-host-name"), help: "A host name the dashboard answers to besides IP addresses and localhost (repeat for more). Requests naming another host get a 421: a page of another site cannot read the dashboard through DNS rebinding.")
+    var httpHostNames: [String] = []
 
     @Option(help: "Cluster name: the broker topic is /topic/NAME.")
     var cluster: String = "tracker"
@@ -165,9 +176,13 @@ struct Run: AsyncParsableCommand {
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
-            return handler
+            // Values from outside (a broker's ERROR message, a peer's text) cannot forge lines.
+            return EscapingLogHandler(wrapping: handler)
         }
         let logger = Logger(label: "tracker")
+        // State files (the SQLite repository and its journal, a generated token, a config
+        // save's temporary file) are the node's alone.
+        umask(0o077)
         // With --config, Start on the dashboard reads the file again.
         let reloadService: (@Sendable () throws -> TrackerConfig)? = config == nil ? nil : { @Sendable in try Run.reparsed().service.config() }
         guard isCluster else {
@@ -175,7 +190,7 @@ struct Run: AsyncParsableCommand {
             do { bind = try EndpointArgument(parsing: udp ?? "127.0.0.1:6969") } catch { throw ValidationError("--udp: \(error)") }
             let idKeys = try connectionIDKeyFile.map { [try Self.readKey($0, flag: "connection-id-key-file", logger: logger).connectionIDKey] }
             try await StandaloneHost.run(bind: bind.endpoint, threads: threads, config: try service.config(), connectionIDKeys: idKeys,
-                                         dashboard: try dashboard(), logger: logger, reload: reloadService)
+                                         dashboard: try dashboard(logger: logger), logger: logger, reload: reloadService)
             return
         }
         guard threads == 1 else {
@@ -185,13 +200,16 @@ struct Run: AsyncParsableCommand {
         let reloadCluster: (@Sendable () throws -> ClusterNodeSettings)? = config == nil ? nil : { @Sendable in
             try Run.reparsed().clusterSettings(logger: logger)
         }
-        let code = try await ClusterHost.run(settings, dashboard: try dashboard(), logger: logger, reload: reloadCluster)
+        let code = try await ClusterHost.run(settings, dashboard: try dashboard(logger: logger), logger: logger, reload: reloadCluster)
         if code != 0 { throw ExitCode(code) }
     }
 
     /// `--http` and the admin token. The address defaults to loopback: the dashboard
     /// shows every peer's address and its controls stop the node.
-    func dashboard() throws -> DashboardSettings? {
+    ///
+    /// A generated token is shown on a terminal only; otherwise (a service, a redirect to
+    /// a log) it goes to a 0600 file and the log names the file, never the token.
+    func dashboard(logger: Logger) throws -> DashboardSettings? {
         guard let endpoint = try httpEndpoint() else {
             if adminTokenFile != nil { throw ValidationError("--admin-token-file needs --http") }
             return nil
@@ -199,12 +217,24 @@ struct Run: AsyncParsableCommand {
         let token: AdminToken
         if let adminTokenFile {
             do { token = try AdminToken(file: adminTokenFile) } catch { throw ValidationError(error.description) }
+            Self.warnIfReadableByOthers(adminTokenFile, what: "admin token file", logger: logger)
         } else {
             token = AdminToken.generate()
-            // Written straight to the descriptor: a supervisor reading a pipe sees it now, not at exit.
-            FileHandle.standardOutput.write(Data("dashboard admin token (give --admin-token-file to choose one): \(token.secret)\n".utf8))
+            if isatty(STDOUT_FILENO) == 1 {
+                FileHandle.standardOutput.write(Data("dashboard admin token (give --admin-token-file to choose one): \(token.secret)\n".utf8))
+            } else {
+                let path = generatedTokenPath(port: endpoint.port)
+                do { try AtomicFile.write(path, token.secret + "\n", mode: 0o600) } catch {
+                    throw ValidationError("cannot write the generated admin token: \(error); give --admin-token-file")
+                }
+                logger.notice("dashboard admin token written to a file only this user can read (give --admin-token-file to choose one)",
+                              metadata: ["file": "\(path)"])
+            }
         }
-        return DashboardSettings(endpoint: endpoint, token: token, editor: config.map { ConfigFile.editor(file: $0) })
+        var limits = DashboardLimits()
+        limits.maxConnections = FileDescriptorLimit.dashboardConnections(softLimit: FileDescriptorLimit.raise(), ceiling: limits.maxConnections)
+        limits.hostNames = httpHostNames
+        return DashboardSettings(endpoint: endpoint, token: token, editor: config.map { ConfigFile.editor(file: $0) }, limits: limits)
     }
 
     /// The command line and the config file as they are now: what the next Start uses.
@@ -292,6 +322,22 @@ struct Run: AsyncParsableCommand {
         return settings
     }
 
+    /// Where a generated admin token goes: beside the repository, in systemd's state
+    /// directory, or in the user's runtime directory.
+    func generatedTokenPath(port: UInt16) -> String {
+        if let db { return db + ".admin-token" }
+        let env = ProcessInfo.processInfo.environment
+        if let state = env["STATE_DIRECTORY"]?.split(separator: ":").first { return "\(state)/admin-token-\(port)" }
+        let runtime = env["XDG_RUNTIME_DIR"] ?? FileManager.default.temporaryDirectory.path
+        return "\(runtime)/tracker-admin-token-\(port)-\(getuid())"
+    }
+
+    static func warnIfReadableByOthers(_ path: String, what: String, logger: Logger) {
+        if let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int, mode & 0o077 != 0 {
+            logger.warning("\(what) is readable by others; chmod 600 it", metadata: ["file": "\(path)", "mode": "\(String(mode, radix: 8))"])
+        }
+    }
+
     /// Reads a key file, with errors that name the flag and never echo the key. A file
     /// others may read is worth a warning: the key is all that stands between the broker
     /// and the cluster.
@@ -299,9 +345,7 @@ struct Run: AsyncParsableCommand {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw ValidationError("--\(flag): cannot read \(path)") }
         let key: ClusterKey
         do { key = try ClusterKey(keyFile: text) } catch { throw ValidationError("--\(flag) \(path): \(error)") }
-        if let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int, mode & 0o077 != 0 {
-            logger.warning("key file is readable by others; chmod 600 it", metadata: ["file": "\(path)", "mode": "\(String(mode, radix: 8))"])
-        }
+        warnIfReadableByOthers(path, what: "key file", logger: logger)
         return key
     }
 

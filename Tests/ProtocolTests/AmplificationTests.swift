@@ -105,6 +105,54 @@ import TrackerLogic
         #expect(limiter.tableSlots == 1024)
     }
 
+    /// Error replies are rate-limited per source: a spoofer cannot reflect one datagram
+    /// for each it sends, whatever kind of error it provokes.
+    @Test func errorRepliesAreLimitedPerSource() {
+        var t = tracker { $0.errorLimit = .init(perSecond: 5, burst: 5) }
+        let forged = (0..<50).filter { t.receive(announce(UInt64($0)), from: source, now: now) != nil }.count
+        #expect(forged == 5)
+        let other = PeerEndpoint(ip: v4("203.0.113.9"), port: 1)
+        #expect(t.receive(announce(1), from: other, now: now) != nil, "another source has its own bucket")
+        #expect(t.receive(announce(1), from: source, now: now + Milliseconds(200)) != nil, "five a second")
+        // Served announces take no error token.
+        let id = ConnectionIDPolicy(key: key).issue(for: other.ip, now: now)
+        let served = (0..<20).filter { t.receive(announce(id, peer: UInt32($0)), from: other, now: now) != nil }.count
+        #expect(served == 20)
+    }
+
+    /// One host holds a whole /64: its addresses share one bucket; another /64 has its own.
+    @Test func ipv6SourcesAreLimitedPerSlash64() {
+        var t = tracker { $0.connectLimit = .init(perSecond: 1, burst: 3) }
+        var b = ByteBuffer()
+        b.writeInteger(bep15ProtocolID); b.writeInteger(UInt32(0)); b.writeInteger(UInt32(1))
+        let prefix: UInt64 = 0x2001_0DB8_0001_0002
+        let answered = (0..<100).filter { t.receive(b, from: PeerEndpoint(ip: .v6(prefix, UInt64($0) &* 7919), port: 1), now: now) != nil }.count
+        #expect(answered == 3)
+        #expect(t.receive(b, from: PeerEndpoint(ip: .v6(prefix + 1, 5), port: 1), now: now) != nil)
+    }
+
+    /// The peers of all swarms together are capped: a new peer beyond it gets an error, a
+    /// peer already held keeps announcing.
+    @Test func theTrackerWidePeerCapAnswersWithAnError() {
+        var t = tracker { $0.maxPeers = 3 }
+        let id = ConnectionIDPolicy(key: key).issue(for: source.ip, now: now)
+        for (hash, peer) in [(hashA, 1), (hashA, 2), (hashB, 3)] {
+            guard case .announce? = t.receive(announce(id, hash: hash, peer: UInt32(peer)), from: source, now: now) else {
+                Issue.record("peer \(peer) fits"); return
+            }
+        }
+        for (hash, peer) in [(hashB, 4), (InfoHash(a: 3, b: 3, c: 3), 5)] {
+            guard case .error(let full)? = t.receive(announce(id, hash: hash, peer: UInt32(peer)), from: source, now: now) else {
+                Issue.record("peer \(peer) is refused"); return
+            }
+            #expect(full.message == "tracker is full (3 peers); retry later")
+        }
+        guard case .announce? = t.receive(announce(id, hash: hashA, peer: 2), from: source, now: now) else {
+            Issue.record("a peer already held keeps announcing"); return
+        }
+        #expect(t.store.peerCount == 3)
+    }
+
     @Test func swarmAndPeerCapsAnswerWithAnError() {
         var t = tracker { $0.maxSwarms = 2; $0.maxPeersPerSwarm = 2 }
         let id = ConnectionIDPolicy(key: key).issue(for: source.ip, now: now)

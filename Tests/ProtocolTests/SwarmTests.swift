@@ -113,14 +113,14 @@ struct SwarmTests {
             let events: [AnnounceEvent] = [.none, .none, .none, .started, .completed, .stopped]
             guard case .announce(let a) = announce(UInt32(rng.next() % 20), ip: "10.0.\(rng.next() % 2).1", left: Int64(rng.next() % 3),
                                                    event: events[Int(rng.next() % 6)], at: Int64(step), hash: hash) else { continue }
-            let admit = { (peers: Int?, swarms: Int, holds: () -> Bool) -> String? in
+            let admit = { (peers: Int?, swarms: Int, _: Int, holds: () -> Bool) -> String? in
                 guard let peers else { return swarms >= maxSwarms ? "tracker full" : nil }
                 return peers >= maxPeers && !holds() ? "swarm full" : nil
             }
             let outcome = oneAccess.announce(a, wanting: 5, rng: &rngA, admit: admit)
             let occupancy = threeSteps.occupancy(of: hash, holding: a.key)
             let expected: AnnounceOutcome
-            if a.event != .stopped, let refusal = admit(occupancy?.peers, threeSteps.swarmCount, { occupancy?.holdsKey == true }) {
+            if a.event != .stopped, let refusal = admit(occupancy?.peers, threeSteps.swarmCount, threeSteps.peerCount, { occupancy?.holdsKey == true }) {
                 expected = .refused(refusal)
             } else {
                 threeSteps.apply(.announce(a))

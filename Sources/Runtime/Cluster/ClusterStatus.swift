@@ -83,8 +83,10 @@ extension TrackerConfig {
             SettingRow(key: "numwant default / max", value: "\(numWantDefault) / \(numWantMax)"),
             SettingRow(key: "connect limit", value: limit(connectLimit)),
             SettingRow(key: "announce limit", value: limit(announceLimit)),
+            SettingRow(key: "error limit", value: limit(errorLimit)),
             SettingRow(key: "max swarms", value: "\(maxSwarms)"),
             SettingRow(key: "max peers per swarm", value: "\(maxPeersPerSwarm)"),
+            SettingRow(key: "max peers", value: "\(maxPeers)"),
             SettingRow(key: "only registered torrents", value: onlyRegistered ? "yes" : "no"),
         ]
     }

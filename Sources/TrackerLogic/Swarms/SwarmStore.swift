@@ -53,25 +53,26 @@ public struct SwarmStore: Sendable {
     /// the info hash three times and copy the swarm out twice (`Dictionary` has no
     /// borrowing read: a copy retains and releases every table the swarm holds), about
     /// 5 % of a standalone node's CPU. `admit` gets the swarm's peer count (nil: no such
-    /// swarm), the number of swarms and whether the announcing peer is already in the
+    /// swarm), the number of swarms and of peers in all, and whether the announcing peer is already in the
     /// swarm (a lookup: ask only when it matters), and returns why the announce is
     /// refused, if it is; a stop is always admitted.
     public mutating func announce(_ a: Announce, wanting count: Int, rng: inout SeededGenerator,
-                                  admit: (_ peers: Int?, _ swarms: Int, _ holdsPeer: () -> Bool) -> String?) -> AnnounceOutcome {
+                                  admit: (_ peers: Int?, _ swarms: Int, _ totalPeers: Int, _ holdsPeer: () -> Bool) -> String?)
+        -> AnnounceOutcome {
         guard a.event != .stopped else {
             apply(.announce(a))
             return .applied(AnnounceAnswer(peers: [], swarm: swarms[a.infoHash]))
         }
         guard let i = swarms.index(forKey: a.infoHash) else {
-            if let refusal = admit(nil, swarms.count, { false }) { return .refused(refusal) }
+            if let refusal = admit(nil, swarms.count, peerCount, { false }) { return .refused(refusal) }
             var swarm = Swarm()
             account(swarm.apply(a, digest: keepsDigest))
             swarms[a.infoHash] = swarm
             return .applied(AnnounceAnswer(peers: swarm.selectPeers(for: a.key, count: count, rng: &rng), swarm: swarm))
         }
-        let (keepsDigest, swarmCount) = (keepsDigest, swarms.count)
+        let (keepsDigest, swarmCount, totalPeers) = (keepsDigest, swarms.count, peerCount)
         let (outcome, change) = Self.inPlace(&swarms.values[i]) { swarm -> (AnnounceOutcome, Swarm.Change?) in
-            if let refusal = admit(swarm.peerCount, swarmCount, { swarm.holds(a.key) }) { return (.refused(refusal), nil) }
+            if let refusal = admit(swarm.peerCount, swarmCount, totalPeers, { swarm.holds(a.key) }) { return (.refused(refusal), nil) }
             let change = swarm.apply(a, digest: keepsDigest)
             let peers = swarm.selectPeers(for: a.key, count: count, rng: &rng)
             return (.applied(AnnounceAnswer(peers: peers, swarm: swarm)), change)
