@@ -34,7 +34,10 @@ public struct StompFrameError: Error, Equatable, CustomStringConvertible {
 public struct StompLimits: Sendable {
     public var maxHeaderLines = 128
     public var maxHeaderBytes = 64 * 1024
-    public var maxBodyBytes = 64 * 1024 * 1024
+    /// The largest body the cluster sends is one frame of `ClusterChannel`: a fragment of
+    /// at most 1 MiB with its header and tag. Four times that leaves room, and bounds
+    /// what a hostile broker makes a node buffer.
+    public var maxBodyBytes = 4 * 1024 * 1024
     public init() {}
 }
 
@@ -180,14 +183,109 @@ public enum StompCodec {
     }
 }
 
+/// Frames from a byte stream in time linear in the bytes received.
+///
+/// `StompCodec.decode` parses a frame from the start of what has arrived; called again
+/// after every read of a frame that is still arriving, it would scan the same bytes again
+/// each time: a 64 MiB body without content-length, sent in 64 KiB writes, kept a node's
+/// core busy for minutes. This decoder remembers how far it looked (the end of the header
+/// section once found, the body's length, how far the search for its NUL got) and hands
+/// the bytes to `StompCodec.decode` only once the whole frame is there.
+public struct StompStreamDecoder: Sendable {
+    let limits: StompLimits
+    /// Bytes from the reader index already searched, for the blank line that ends the
+    /// headers and then for the NUL that ends a body without content-length.
+    private var scanned = 0
+    /// Where the body starts, once the header section is complete.
+    private var bodyStart: Int?
+    /// The body's content-length, when it has one.
+    private var bodyLength: Int?
+
+    public init(limits: StompLimits = StompLimits()) { self.limits = limits }
+
+    /// One frame or heart-beat from the front of `buffer`, consumed; nil when more bytes
+    /// are needed (nothing consumed). Throws on a malformed or oversized frame.
+    public mutating func decode(_ buffer: inout ByteBuffer) throws -> StompCodec.Decoded? {
+        guard buffer.readableBytes > 0 else { return nil }
+        let view = buffer.readableBytesView
+        let base = view.startIndex
+        if bodyStart == nil {
+            if scanned == 0, let first = view.first, first == UInt8(ascii: "\n") || first == UInt8(ascii: "\r") {
+                return try StompCodec.decode(&buffer, limits: limits)  // a heart-beat
+            }
+            // The header section ends at an empty line: a LF after LF, or after CR LF.
+            var i = max(scanned, 1)
+            while i < view.count {
+                if view[base + i] == UInt8(ascii: "\n") {
+                    let previous = view[base + i - 1]
+                    if previous == UInt8(ascii: "\n") || (previous == UInt8(ascii: "\r") && i >= 2 && view[base + i - 2] == UInt8(ascii: "\n")) {
+                        break
+                    }
+                }
+                i += 1
+            }
+            guard i < view.count else {
+                scanned = view.count
+                if scanned > limits.maxHeaderBytes { throw StompFrameError("header section over \(limits.maxHeaderBytes) bytes") }
+                return nil
+            }
+            bodyStart = i + 1
+            scanned = i + 1
+            switch Self.contentLength(view[base..<(base + i)]) {
+            case .absent: break
+            case .invalid: return try finish(&buffer)  // which says what is wrong with it
+            case .bytes(let length):
+                guard length <= limits.maxBodyBytes else { throw StompFrameError("body of \(length) bytes over the limit") }
+                bodyLength = length
+            }
+        }
+        guard let start = bodyStart else { return nil }
+        if let length = bodyLength {
+            return view.count > start + length ? try finish(&buffer) : nil
+        }
+        if view[(base + scanned)...].contains(0) { return try finish(&buffer) }
+        scanned = view.count
+        if scanned - start > limits.maxBodyBytes { throw StompFrameError("body over the limit") }
+        return nil
+    }
+
+    /// The whole frame is there: decoded in one pass, and the search starts afresh.
+    private mutating func finish(_ buffer: inout ByteBuffer) throws -> StompCodec.Decoded? {
+        scanned = 0
+        bodyStart = nil
+        bodyLength = nil
+        return try StompCodec.decode(&buffer, limits: limits)
+    }
+
+    enum ContentLength: Equatable { case absent, invalid, bytes(Int) }
+
+    /// The first content-length header's value: the one STOMP 1.2 says counts.
+    static func contentLength(_ headers: ByteBufferView.SubSequence) -> ContentLength {
+        let name = Array("content-length:".utf8)
+        var lineStart = headers.startIndex
+        while lineStart < headers.endIndex {
+            let lineEnd = headers[lineStart...].firstIndex(of: UInt8(ascii: "\n")) ?? headers.endIndex
+            let line = headers[lineStart..<lineEnd]
+            if line.starts(with: name) {
+                var digits = line.dropFirst(name.count)
+                if digits.last == UInt8(ascii: "\r") { digits = digits.dropLast() }
+                guard let n = Int(String(decoding: digits, as: UTF8.self)), n >= 0 else { return .invalid }
+                return .bytes(n)
+            }
+            lineStart = lineEnd == headers.endIndex ? lineEnd : lineEnd + 1
+        }
+        return .absent
+    }
+}
+
 /// NIO adapter: bytes in, `StompCodec.Decoded` out.
 public struct StompFrameDecoder: ByteToMessageDecoder {
     public typealias InboundOut = StompCodec.Decoded
-    let limits: StompLimits
-    public init(limits: StompLimits = StompLimits()) { self.limits = limits }
+    var stream: StompStreamDecoder
+    public init(limits: StompLimits = StompLimits()) { stream = StompStreamDecoder(limits: limits) }
 
     public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let decoded = try StompCodec.decode(&buffer, limits: limits) else { return .needMoreData }
+        guard let decoded = try stream.decode(&buffer) else { return .needMoreData }
         context.fireChannelRead(NIOAny(decoded))
         return .continue
     }
