@@ -224,10 +224,12 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         service.withLockedValue { $0.map { SwarmListing.rows($0.tracker.store) } } ?? []
     }
 
+    /// The swarm is taken under the lock as a value, in O(1); its peers are ordered and
+    /// paged outside it (the UDP path waits for that lock).
     public func swarm(_ infoHash: InfoHash, page: Int, pageSize: Int) async -> (SwarmRow, ListPage<PeerRow>)? {
-        service.withLockedValue { service in
-            service.flatMap { SwarmListing.detail($0.tracker.store, infoHash, now: WallClock.now(), page: page, pageSize: pageSize) }
-        }
+        let snapshot = service.withLockedValue { service in service.flatMap { SwarmListing.snapshot($0.tracker.store, infoHash) } }
+        guard let (row, swarm) = snapshot else { return nil }
+        return await SwarmListing.pageOffLoop(row, swarm, page: page, pageSize: pageSize)
     }
 
     public func torrents() async -> [TorrentRow] {

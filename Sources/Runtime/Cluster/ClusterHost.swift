@@ -164,10 +164,12 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
         await onLoop { [self] in server.map { SwarmListing.rows($0.node.replica.store) } ?? [] } ?? []
     }
 
+    /// The swarm is taken on the loop as a value, in O(1); its peers are ordered and paged
+    /// off it (ordering 100k peers on the loop made the master miss keepalives).
     public func swarm(_ infoHash: InfoHash, page: Int, pageSize: Int) async -> (SwarmRow, ListPage<PeerRow>)? {
-        await onLoop { [self] () -> (SwarmRow, ListPage<PeerRow>)? in
-            server.flatMap { SwarmListing.detail($0.node.replica.store, infoHash, now: WallClock.now(), page: page, pageSize: pageSize) }
-        } ?? nil
+        let snapshot = await onLoop { [self] in server.flatMap { SwarmListing.snapshot($0.node.replica.store, infoHash) } } ?? nil
+        guard let (row, swarm) = snapshot else { return nil }
+        return await SwarmListing.pageOffLoop(row, swarm, page: page, pageSize: pageSize)
     }
 
     public func history() async -> ServiceHistory.Snapshot {

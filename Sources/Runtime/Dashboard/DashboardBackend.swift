@@ -42,6 +42,15 @@ public protocol DashboardBackend: AnyObject, Sendable {
     var metrics: NodeMetrics { get }
 }
 
+extension SwarmListing {
+    /// Orders and pages a swarm's peers on the global executor, away from the event loops
+    /// (whose threads serve peers and the cluster).
+    static func pageOffLoop(_ row: SwarmRow, _ swarm: Swarm, page: Int, pageSize: Int) async -> (SwarmRow, ListPage<PeerRow>) {
+        let now = WallClock.now()
+        return await Task.detached { (row, PeerRow.page(swarm, now: now, page: page, pageSize: pageSize)) }.value
+    }
+}
+
 extension CatalogueChange {
     var doneMessage: String {
         switch self {

@@ -13,9 +13,10 @@ public struct DashboardSettings: Sendable {
     public var token: AdminToken
     /// With `--config FILE`: the settings the configuration tab may change in that file.
     public var editor: SettingsEditor?
+    public var limits: DashboardLimits
 
-    public init(endpoint: PeerEndpoint, token: AdminToken, editor: SettingsEditor? = nil) {
-        self.endpoint = endpoint; self.token = token; self.editor = editor
+    public init(endpoint: PeerEndpoint, token: AdminToken, editor: SettingsEditor? = nil, limits: DashboardLimits = DashboardLimits()) {
+        self.endpoint = endpoint; self.token = token; self.editor = editor; self.limits = limits
     }
 }
 
@@ -86,10 +87,17 @@ struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
 }
 
 enum DashboardRoutes {
-    static func router(backend: DashboardBackend, token: AdminToken, editor: SettingsEditor?) -> Router<DashboardContext> {
+    static func router(backend: DashboardBackend, token: AdminToken, editor: SettingsEditor?,
+                       limits: DashboardLimits = DashboardLimits()) -> Router<DashboardContext> {
         let router = Router(context: DashboardContext.self)
         router.add(middleware: JSONErrorMiddleware())
+        router.add(middleware: HostCheckMiddleware(names: limits.hostNames))
         router.add(middleware: AdminTokenMiddleware(token: token))
+        let listings = RequestBudget(perSecond: limits.listingsPerSecond, burst: limits.listingBurst)
+        let streams = Occupancy(limit: limits.maxEventStreams)
+        @Sendable func listing() throws {
+            guard listings.take() else { throw APIError(.tooManyRequests, "listings are limited to \(Int(limits.listingsPerSecond)) a second on this node; retry") }
+        }
 
         router.get("/") { _, _ in asset(PackageResources.index_html, type: "text/html; charset=utf-8") }
         router.get("/app.js") { _, _ in asset(PackageResources.app_js, type: "text/javascript; charset=utf-8") }
@@ -100,19 +108,25 @@ enum DashboardRoutes {
         router.get("/api/trackers") { _, _ in json(TrackerRow.rows(await backend.status())) }
         router.get("/api/history") { _, _ in json(await backend.history()) }
         router.get("/api/swarms") { request, _ in
+            try listing()
             let query: SwarmQuery
             do { query = try SwarmQuery(parameters: parameters(request)) } catch { throw APIError(.badRequest, "\(error)") }
             let rows = await backend.swarmRows()
             return json(SwarmListing.page(rows, query))
         }
         router.get("/api/swarms/:infohash") { request, context in
+            try listing()
             let (swarm, peers) = try await swarm(request, context, backend: backend)
             return json(SwarmDetail(swarm: swarm, peers: peers))
         }
         router.get("/api/swarms/:infohash/peers") { request, context in
-            json(try await swarm(request, context, backend: backend).1)
+            try listing()
+            return json(try await swarm(request, context, backend: backend).1)
         }
-        router.get("/api/events") { _, _ in events(backend) }
+        router.get("/api/events") { _, _ in
+            guard streams.enter() else { throw APIError(.serviceUnavailable, "too many event streams open on this node; retry later") }
+            return events(backend, leaving: streams)
+        }
 
         router.get("/metrics") { _, _ in
             let status = await backend.status()
@@ -222,11 +236,12 @@ enum DashboardRoutes {
 
     /// Server-sent events: the node and its trackers table at once, then every second,
     /// until the browser goes away or the server stops. The page reconnects by itself (EventSource does).
-    static func events(_ backend: DashboardBackend) -> Response {
+    static func events(_ backend: DashboardBackend, leaving streams: Occupancy) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
         let body = ResponseBody { writer in
+            defer { streams.leave() }
             try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
             while !Task.isCancelled && !Task.isShuttingDownGracefully {
                 let status = await backend.status()
@@ -270,30 +285,41 @@ enum DashboardRoutes {
     }
 }
 
-/// The dashboard's HTTP server: Hummingbird on the node's event loop group, in a service
+/// The dashboard's HTTP server: Hummingbird on an event loop thread of its own, in a service
 /// group that `stop()` shuts down gracefully: the listener closes, requests under way
 /// finish and event streams end at their next tick. (Cancelling the server instead made
 /// Hummingbird log an error at every clean stop.) Whatever is still running after
 /// `gracefulStopSeconds` is cancelled.
+///
+/// Its own thread, not the node's loop: parsing, routing and refusing requests cost CPU per
+/// request whoever sends them, and on the node's loop a flood of refused listings delayed
+/// peers' answers (p99 0.4 → 11 ms under 16 polling clients). The node's loop is asked only
+/// for what it alone holds, in O(1) or rate-limited steps.
 public final class DashboardServer: Sendable {
     let task: Task<Void, Error>
     let services: ServiceGroup
+    let group: MultiThreadedEventLoopGroup
     public let boundAddress: String
 
     static let gracefulStopSeconds = 3
 
-    private init(task: Task<Void, Error>, services: ServiceGroup, boundAddress: String) {
-        self.task = task; self.services = services; self.boundAddress = boundAddress
+    private init(task: Task<Void, Error>, services: ServiceGroup, group: MultiThreadedEventLoopGroup, boundAddress: String) {
+        self.task = task; self.services = services; self.group = group; self.boundAddress = boundAddress
     }
 
     /// Binds and serves; throws a clear error when the address cannot be bound.
-    public static func start(_ settings: DashboardSettings, backend: DashboardBackend, group: EventLoopGroup,
-                             logger: Logger) async throws -> DashboardServer {
+    public static func start(_ settings: DashboardSettings, backend: DashboardBackend, logger: Logger) async throws -> DashboardServer {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // Under CPU contention the node's loop goes first: the dashboard's thread yields.
+        try? await group.next().submit { lowerThreadPriority(by: dashboardNiceness) }.get()
         let bound = group.next().makePromise(of: String.self)
+        let connections = Occupancy(limit: settings.limits.maxConnections)
         var hbLogger = logger
         hbLogger.logLevel = max(logger.logLevel, .warning)
         let app = Application(
-            router: DashboardRoutes.router(backend: backend, token: settings.token, editor: settings.editor),
+            router: DashboardRoutes.router(backend: backend, token: settings.token, editor: settings.editor, limits: settings.limits),
+            server: .http1(configuration: .init(additionalChannelHandlers: [ConnectionCapHandler(connections: connections)],
+                                                idleTimeout: settings.limits.idleTimeout)),
             configuration: ApplicationConfiguration(address: .hostname(settings.endpoint.ip.description, port: Int(settings.endpoint.port)),
                                                     serverName: "tracker"),
             onServerRunning: { channel in bound.succeed(channel.localAddress.map { "\($0)" } ?? "\(settings.endpoint)") },
@@ -308,14 +334,33 @@ public final class DashboardServer: Sendable {
                 throw error
             }
         }
-        let address = try await bound.futureResult.get()
-        return DashboardServer(task: task, services: services, boundAddress: address)
+        let address: String
+        do { address = try await bound.futureResult.get() } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        return DashboardServer(task: task, services: services, group: group, boundAddress: address)
     }
 
     public func stop() async {
         await services.triggerGracefulShutdown()
         _ = await task.result
+        try? await group.shutdownGracefully()
     }
+}
+
+/// How much less CPU priority the dashboard's thread has than the node's threads.
+let dashboardNiceness: Int32 = 10
+
+/// Lowers the calling thread's scheduling priority. On Linux a nice value belongs to a
+/// thread, and `PRIO_PROCESS` with id 0 names the calling one (setpriority(2), NOTES).
+/// Best effort: a thread already at the floor stays there.
+func lowerThreadPriority(by amount: Int32) {
+    let which = __priority_which_t(PRIO_PROCESS.rawValue)
+    errno = 0
+    let current = getpriority(which, 0)
+    guard errno == 0 else { return }
+    _ = setpriority(which, 0, min(19, current + amount))
 }
 
 extension DashboardServer {
@@ -327,7 +372,7 @@ extension DashboardServer {
         do {
             try await startService()
             guard let dashboard else { return nil }
-            let web = try await start(dashboard, backend: backend, group: group, logger: logger)
+            let web = try await start(dashboard, backend: backend, logger: logger)
             logger.notice("dashboard", metadata: ["url": "http://\(dashboard.endpoint)/"])
             return web
         } catch {

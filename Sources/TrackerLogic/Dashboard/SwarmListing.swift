@@ -119,8 +119,17 @@ public enum SwarmListing {
     /// swarm, anything else the repository does not hold is nil.
     public static func detail(_ store: SwarmStore, _ hash: InfoHash, now: Instant, page: Int, pageSize: Int)
         -> (SwarmRow, ListPage<PeerRow>)? {
+        guard let (row, swarm) = snapshot(store, hash) else { return nil }
+        return (row, PeerRow.page(swarm, now: now, page: page, pageSize: pageSize))
+    }
+
+    /// A swarm's row and the swarm itself, in O(1): the swarm is a value, so its peers
+    /// can be ordered and paged on another thread (`PeerRow.page`) while the node goes
+    /// on. (Its next change copies its table once, on the node's side: callers bound how
+    /// often they ask.)
+    public static func snapshot(_ store: SwarmStore, _ hash: InfoHash) -> (SwarmRow, Swarm)? {
         guard let swarm = store[hash] ?? (store.catalogue.isRegistered(hash) ? Swarm() : nil) else { return nil }
-        return (row(hash, swarm, label: label(hash, store)), PeerRow.page(swarm, now: now, page: page, pageSize: pageSize))
+        return (row(hash, swarm, label: label(hash, store)), swarm)
     }
 
     public static func label(_ hash: InfoHash, _ store: SwarmStore) -> SwarmLabel? {
@@ -192,8 +201,9 @@ public struct PeerRow: Codable, Equatable, Sendable {
 
     /// Most recent first, then by address: a stable order for paging.
     public static func page(_ swarm: Swarm, now: Instant, page: Int, pageSize: Int) -> ListPage<PeerRow> {
+        // Compared as values: formatting addresses inside the comparator cost n log n strings.
         let ordered = swarm.peers.sorted { l, r in
-            l.lastAnnounce != r.lastAnnounce ? l.lastAnnounce > r.lastAnnounce : "\(l.endpoint)" < "\(r.endpoint)"
+            l.lastAnnounce != r.lastAnnounce ? l.lastAnnounce > r.lastAnnounce : l.endpoint < r.endpoint
         }
         let slice = ListPage(slicing: Array(ordered.indices), page: page, pageSize: pageSize)
         return ListPage(total: slice.total, page: slice.page, pageSize: slice.pageSize, pages: slice.pages,

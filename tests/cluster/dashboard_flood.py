@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""Unauthenticated listing requests cannot make a master fail over or slow its peers.
+
+Three nodes; one swarm of 20,000 peers. Sixteen clients then poll the master's
+`GET /api/swarms/HASH/peers?size=1` (and the swarms table) as fast as they can for 10 s,
+while a peer probes the group with connects. The epoch must not move, and the probes'
+p99 must stay within a few milliseconds of the p99 measured at rest. (Before: the peer
+page was ordered on the master's event loop with addresses formatted inside the
+comparator; 16 such clients on a 100k-peer swarm made the master miss keepalives and
+the epoch moved twice, and 4 on 60k peers took the peers' p50 from 0.3 to 56 ms.)
+"""
+import json
+import os
+import statistics
+import struct
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import MAGIC, Cluster, GroupClient, activemq, fail, free_udp_port, log  # noqa: E402
+
+PEERS = 20_000
+
+
+def probe(client, seconds):
+    """Connect round trips (ms) to the group for `seconds`, one every 10 ms; lost probes count as 1 s."""
+    times = []
+    end = time.time() + seconds
+    while time.time() < end:
+        tid = client.tid()
+        started = time.perf_counter()
+        client.sock.sendto(struct.pack(">QII", MAGIC, 0, tid), client.target)
+        got = None
+        deadline = time.time() + 1
+        while got is None and time.time() < deadline:
+            client.sock.settimeout(max(0.001, deadline - time.time()))
+            try:
+                data, _ = client.sock.recvfrom(64)
+            except OSError:
+                break
+            if len(data) == 16 and struct.unpack(">II", data[:8]) == (0, tid):
+                got = time.perf_counter()
+        times.append(((got or started + 1) - started) * 1000)
+        time.sleep(0.01)
+    return times
+
+
+def p99(values):
+    return statistics.quantiles(values, n=100)[98]
+
+
+def main():
+    print(activemq("start"))
+    cluster = Cluster(f"flood{os.getpid()}", free_udp_port())
+    ok = False
+    try:
+        for node_id in (1, 2, 3):
+            cluster.add(node_id)
+        master = cluster.wait_converged(timeout=30)
+        client = GroupClient(cluster.group)
+        client.connect() or fail("no connect reply")
+        info_hash = os.urandom(20)
+        # The swarm, announced in bursts (the master commits a batch per transaction).
+        sent = 0
+        while sent < PEERS:
+            for i in range(sent, min(PEERS, sent + 500)):
+                tid = client.tid()
+                client.sock.sendto(client.announce_packet(tid, info_hash, struct.pack(">I", i) + os.urandom(16), 10000 + i % 50000),
+                                   client.target)
+            sent = min(PEERS, sent + 500)
+            client.collect(0.05)
+        deadline = time.time() + 60
+        url = master.url(f"/api/swarms/{info_hash.hex()}")
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    held = json.loads(r.read())["swarm"]["peers"]
+            except (urllib.error.HTTPError, OSError, KeyError, ValueError):
+                held = 0
+            if held >= PEERS * 0.95:
+                break
+            if time.time() > deadline:
+                fail(f"the swarm holds {held} of {PEERS} peers after 60 s")
+            for i in range(PEERS):  # the lost ones again
+                if i % 7 == 0:
+                    tid = client.tid()
+                    client.sock.sendto(client.announce_packet(tid, info_hash, struct.pack(">I", i) + b"r" * 16, 10000 + i % 50000),
+                                       client.target)
+            client.collect(1)
+        epoch = master.api()["epoch"]
+        rest = probe(client, 5)
+        log(f"swarm of {held} peers; at rest: p50 {statistics.median(rest):.2f} ms, p99 {p99(rest):.2f} ms")
+
+        stop = threading.Event()
+        answered, refused = [0], [0]
+
+        def poll():
+            # The flood's clients stand for other hosts: on this machine they share the two
+            # cores with the nodes, so they yield the CPU (nice is per thread on Linux) and
+            # what is measured is what the requests cost the node, not the load generator.
+            os.nice(10)
+            paths = [f"/api/swarms/{info_hash.hex()}/peers?size=1", "/api/swarms"]
+            n = 0
+            while not stop.is_set():
+                try:
+                    with urllib.request.urlopen(master.url(paths[n % 2]), timeout=5) as r:
+                        r.read()
+                        answered[0] += 1
+                except urllib.error.HTTPError as e:
+                    if e.code == 429:
+                        refused[0] += 1
+                except OSError:
+                    pass
+                n += 1
+
+        pollers = [threading.Thread(target=poll, daemon=True) for _ in range(16)]
+        for t in pollers:
+            t.start()
+        flood = probe(client, 10)
+        stop.set()
+        for t in pollers:
+            t.join(10)
+        after = master.api()
+        log(f"16 clients polling listings for 10 s: {answered[0]} answered, {refused[0]} refused (429); "
+            f"peers: p50 {statistics.median(flood):.2f} ms, p99 {p99(flood):.2f} ms; epoch {epoch} -> {after['epoch']}")
+        if after["epoch"] != epoch or after["role"] != "master":
+            fail(f"the listing flood moved the cluster: epoch {epoch} -> {after['epoch']}, master's role {after['role']}")
+        if p99(flood) > p99(rest) + 10:
+            fail(f"peer p99 went from {p99(rest):.2f} ms at rest to {p99(flood):.2f} ms under the listing flood")
+        ok = True
+    finally:
+        if not ok:
+            cluster.dump()
+        cluster.stop()
+    print("PASS dashboard_flood", flush=True)
+
+
+main()
