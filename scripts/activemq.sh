@@ -85,7 +85,11 @@ probe_credentials() {
 }
 
 write_config() {
+    # The configuration holds the broker's passwords: for this user only, whatever the
+    # directory held before.
+    umask 077
     mkdir -p "$STATE/conf" "$STATE/data"
+    chmod 700 "$STATE" "$STATE/conf" "$STATE/data"
     local plugins; plugins=$(auth_plugins)
     # A network of brokers learns remote subscriptions from advisory messages.
     local advisory=false network="" openwire=""
@@ -139,6 +143,8 @@ appender.console.layout.pattern=%d %-5p %c{1} - %m%n
 logger.amq.name=org.apache.activemq
 logger.amq.level=INFO
 PROPS
+    # `cat >` keeps the mode of a file that existed before.
+    chmod 600 "$STATE"/conf/*
 }
 
 pid() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && cat "$PIDFILE"; }

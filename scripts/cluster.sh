@@ -28,16 +28,20 @@ up() {
         swift build -c release --product tracker
     fi
     scripts/activemq.sh start
+    # Keys, tokens, repositories and logs (peer addresses) are this user's only.
+    umask 077
     mkdir -p "$STATE"
     # One key for the whole demo cluster (made once, kept with its state).
     [ -f "$STATE/cluster.key" ] || "$BIN" keygen --output "$STATE/cluster.key"
+    # And one dashboard admin token, for this user only (never in the nodes' logs).
+    [ -f "$STATE/admin.token" ] || { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; echo; } > "$STATE/admin.token"
     for i in $(seq 1 "$n"); do
         if [ -f "$STATE/node$i.pid" ] && kill -0 "$(cat "$STATE/node$i.pid")" 2>/dev/null; then
             echo "node $i already running"; continue
         fi
         setsid "$BIN" run --id "$i" --group "$GROUP" --interface lo --broker stomp://127.0.0.1:61613 \
             --db "$STATE/node$i.sqlite" --http "127.0.0.1:$((HTTP_BASE + i))" --cluster demo \
-            --cluster-key-file "$STATE/cluster.key" \
+            --cluster-key-file "$STATE/cluster.key" --admin-token-file "$STATE/admin.token" \
             >> "$STATE/node$i.log" 2>&1 < /dev/null &
         echo $! > "$STATE/node$i.pid"
     done
@@ -47,6 +51,7 @@ up() {
             s=$(node_status "$i")
             if [ "$(field "$s" role)" = master ] && [ "$(field "$s" serving)" = True ]; then
                 status; echo "peers: udp://$GROUP (send from 127.0.0.1; e.g. tracker client scrape udp://$GROUP INFOHASH)"
+                echo "dashboard admin token: in $STATE/admin.token"
                 return 0
             fi
         done

@@ -153,7 +153,7 @@ class Cluster:
         self.key_file = os.path.join(self.work, "cluster.key")
         self.admin_token = "test-admin-token-" + os.urandom(8).hex()
         self.admin_token_file = os.path.join(self.work, "admin.token")
-        with open(self.admin_token_file, "w") as f:
+        with open(os.open(self.admin_token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             f.write(self.admin_token + "\n")
         if key:
             subprocess.run([tracker_binary(), "keygen", "--output", self.key_file], check=True)
@@ -166,7 +166,7 @@ class Cluster:
         self.limit_args += extra_args or []
         if broker_user:
             password_file = os.path.join(self.work, "broker.password")
-            with open(password_file, "w") as f:
+            with open(os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
                 f.write(broker_user[1] + "\n")
             self.security_args += ["--broker-user", broker_user[0], "--broker-password-file", password_file]
         self.group = ("239.255.42.99", group_port)

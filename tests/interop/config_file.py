@@ -6,6 +6,8 @@
 2. `run --config FILE` takes the file's settings; a flag on the command line overrides it.
 3. PUT /api/config saves an edit to the file (validated first; a bad value changes
    nothing), the running service keeps its settings, and Stop + Start applies the file.
+   The save keeps the file's mode (0600) and comments and follows no symlink planted
+   next to it (one at FILE.new used to be written through).
 """
 import json
 import os
@@ -60,7 +62,14 @@ def main():
     udp, http = free_udp_port(), free_tcp_port()
     path = os.path.join(work, "node.toml")
     with open(path, "w") as f:
-        f.write(f'udp = "127.0.0.1:{udp}"\nhttp = "{http}"\ninterval = 1200\nmax-swarms = 5000\n')
+        f.write(f'# node of the config test\nudp = "127.0.0.1:{udp}"\nhttp = "{http}"\n'
+                f'interval = 1200   # seconds, the operator\'s note\nmax-swarms = 5000\n')
+    os.chmod(path, 0o600)
+    # A symlink planted where the old save wrote its temporary file, pointing at a victim.
+    victim = os.path.join(work, "victim")
+    with open(victim, "w") as f:
+        f.write("precious\n")
+    os.symlink(victim, path + ".new")
     token_file = os.path.join(work, "token")
     with open(token_file, "w") as f:
         f.write("config-test-token-123456\n")
@@ -90,6 +99,17 @@ def main():
         status, body = call(http, "/api/config", "PUT", json.dumps({"interval": "900", "only-registered": "true"}).encode(), token)
         if status != 200 or "interval = 900" not in open(path).read():
             fail(f"the edit must be saved to the file: {status} {body} {open(path).read()}")
+        saved = open(path).read()
+        if "# node of the config test" not in saved or "# seconds, the operator's note" not in saved:
+            fail(f"a save must keep the file's comments: {saved!r}")
+        if os.path.islink(path) or os.stat(path).st_mode & 0o777 != 0o600:
+            fail(f"a save must keep the file a regular 0600 file: link {os.path.islink(path)}, "
+                 f"mode {oct(os.stat(path).st_mode & 0o777)}")
+        if open(victim).read() != "precious\n":
+            fail("a save followed the symlink planted at FILE.new and overwrote its target")
+        leftovers = [n for n in os.listdir(work) if n.startswith(".node.toml")]
+        if leftovers:
+            fail(f"a save left temporary files behind: {leftovers}")
         if setting(http, "announce interval") != "1200 s":
             fail("the running service keeps its settings until the next Start")
         for action in ("stop", "start"):
@@ -98,8 +118,8 @@ def main():
                 fail(f"{action}: {status} {body}")
         if setting(http, "announce interval") != "900 s" or setting(http, "only registered torrents") != "yes":
             fail(f"Start must apply the saved file: {call(http, '/api/config')[1]}")
-        print("  run --config: file settings hold, the command line overrides; a dashboard edit is saved, "
-              "checked, and applied on the next Start")
+        print("  run --config: file settings hold, the command line overrides; a dashboard edit is saved (mode, "
+              "comments kept, no symlink followed), checked, and applied on the next Start")
     finally:
         proc.terminate()
         proc.wait(10)
