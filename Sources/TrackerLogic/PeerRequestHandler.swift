@@ -155,12 +155,24 @@ public struct PeerRequestHandler: Sendable {
     static func rateLimited(_ tid: UInt32) -> RequestDecodingError { RequestDecodingError(reason: .rateLimited, transactionID: tid) }
     static func invalidID(_ tid: UInt32) -> RequestDecodingError { RequestDecodingError(reason: .invalidConnectionID, transactionID: tid) }
 
-    /// The answer to a committed announce, computed from the state that includes it.
+    /// The answer to a committed announce, computed from the state its transaction left.
+    ///
+    /// Invariant: a start or refresh is answered by counts that hold its own peer. When a
+    /// later stop of the same peer in the same transaction removed it (a peer may send its
+    /// stop before the start is answered), the peer is counted as its announce left it: the
+    /// answer is then the state after every other update of the transaction, which a serial
+    /// order of the announces gives, since updates of different peers commute. Answered from
+    /// the final state alone, the start got "0 seeders, 0 leechers" (fresh seed
+    /// 7970914232149413), which no order of the two announces explains.
     public func answer(_ pending: PendingAnnounce, store: SwarmStore, rng: inout SeededGenerator) -> TrackerResponse {
         let swarm = store[pending.update.infoHash]
-        let peers = pending.update.event == .stopped ? [] :
-            swarm?.selectPeers(for: pending.update.key, count: pending.peersWanted, rng: &rng) ?? []
-        return answer(pending, AnnounceAnswer(peers: peers, swarm: swarm))
+        guard pending.update.event != .stopped else { return answer(pending, AnnounceAnswer(peers: [], swarm: swarm)) }
+        var answered = AnnounceAnswer(peers: swarm?.selectPeers(for: pending.update.key, count: pending.peersWanted, rng: &rng) ?? [],
+                                      swarm: swarm)
+        if swarm?.holds(pending.update.key) != true {
+            if pending.update.left == 0 { answered.seeders += 1 } else { answered.leechers += 1 }
+        }
+        return answer(pending, answered)
     }
 
     public func answer(_ pending: PendingAnnounce, _ answer: AnnounceAnswer) -> TrackerResponse {

@@ -89,7 +89,13 @@ struct RandomizedScenarioTests {
     /// 1826081774121676: with the broker down, a master paused holding e1.4 while two others
     /// took the office in turn; the checker counted the frozen one as serving and called the
     /// outage's two masters too long — now a paused process counts from its wake.
+    /// 7970914232149413: a peer's start and its stop 1 ms later went into one transaction,
+    /// and the start was answered from the state after the stop ("0 seeders, 0 leechers")
+    /// — now a start or refresh counts its own peer (TransactionAnswerTests).
     @Test(arguments: [
+        "seed=7970914232149413 nodes=5 quorum=live loss=0.23 dup=0.08 delay=4-16 peers=2 torrents=3 until=14000 "
+            + "settle=25000 drift=0,-40,0,58,0 interval=1800 timeout=3600000 fragments=394 corrupt=0.04 "
+            + "faults=4362:crash:3,6506:broker-down,9160:slow:3:363,11057:slow:2:581,11604:slow:3:541,11902:restart:3,12636:heal,13350:join:4 operator=5208:register:3:0",
         "seed=1826081774121676 nodes=4 quorum=live loss=0.05 dup=0.01 delay=1-69 peers=3 torrents=2 until=9000 settle=25000 "
             + "drift=0,-348,165,0 interval=6 timeout=12000 fragments=1048576 corrupt=0.0 adversary=outsider/590 "
             + "faults=2015:broker-down,4244:pause:3:4417,5833:shutdown:0,7454:restart:0,8544:one-way:2>0,10141:heal,11007:heal "
