@@ -97,9 +97,13 @@ write_config() {
     [ -n "$NETWORK_LISTEN" ] && openwire="      <transportConnector name=\"network\" uri=\"tcp://$NETWORK_LISTEN?transport.tcpNoDelay=true\"/>"
     if [ -n "$NETWORK_TO" ]; then
         # Duplex: one connection carries both directions; TTL 1: no message crosses twice.
+        # Conduit subscriptions: a topic message crosses once for all the remote broker's
+        # subscribers. Without them it crossed once per remote subscriber, and each copy
+        # went to every one of them: a node saw every frame of a node on the other broker
+        # twice (dropped as replays: about one a second at rest, hundreds under load).
         network="    <networkConnectors>
       <networkConnector name=\"pair\" uri=\"static:(tcp://$NETWORK_TO?tcpNoDelay=true)?initialReconnectDelay=200&amp;maxReconnectDelay=1000&amp;useExponentialBackOff=false\"
-                        duplex=\"true\" networkTTL=\"1\" conduitSubscriptions=\"false\"/>
+                        duplex=\"true\" networkTTL=\"1\" conduitSubscriptions=\"true\"/>
     </networkConnectors>"
     fi
     cat > "$STATE/conf/activemq.xml" <<XML
