@@ -6,13 +6,22 @@ bench` at about half of the cluster's capacity, and every 20-40 s a random fault
   freeze      SIGSTOP of a random node for 3 s, then SIGCONT
   disk-full   node 1's store (on a tmpfs) filled for 5 s, then freed
 A checker announces new peers one at a time and records every reply per transaction id.
-At the end: no acknowledged announce missing from any replica, all replicas equal, no
-process crashed, no request answered twice. Prints one SOAK line with the counts.
+At the end, once the faults have settled (every node back, one master serving that all
+follow in one epoch for HOLD_S, within SETTLE_S): no acknowledged announce missing from
+any replica, all replicas equal, no process crashed, no request answered twice. Prints
+one SOAK line with the counts.
+
+A failing soak keeps its evidence in a folder it names (SOAK_EVIDENCE_DIR, default /tmp):
+each node's repository (a consistent copy, taken before node 1's small disk goes), its
+/api/node and its log, and the first rows in which the repositories differ.
 
 Usage: soak.py MINUTES [SEED]
 """
+import json
 import os
 import random
+import shutil
+import sqlite3
 import signal
 import socket
 import struct
@@ -29,6 +38,83 @@ from _harness import Cluster, GroupClient, activemq, fail, free_udp_port, log, t
 A = "stomp://127.0.0.1:61623"
 B = "stomp://127.0.0.1:61633"
 LATE_S = 1.0  # a reply later than this after its request counts as late
+# The end check waits for the faults to settle: a node restarted from a file of ~50k peers
+# restores it within seconds once the load stops, and an election takes 2-3 keepalives.
+SETTLE_S = 90.0
+HOLD_S = 3.0  # the same master in the same epoch, followed by every node, this long
+
+
+class SoakFailure(Exception):
+    pass
+
+
+def wait_settled(nodes):
+    """Seconds until every node runs and follows one serving master in one epoch, the same
+    for HOLD_S; SoakFailure after SETTLE_S."""
+    start = time.time()
+    office, since, last = None, None, None
+    while time.time() < start + SETTLE_S:
+        states = [n.api() for n in nodes]
+        last = [(n.node_id, s and (s["role"], s["master"], s["epoch"], s["serving"], s["lastCommitted"])) for n, s in zip(nodes, states)]
+        masters = [s for s in states if s and s["role"] == "master" and s["serving"]]
+        now = time.time()
+        if (all(n.alive() for n in nodes) and len(masters) == 1
+                and all(s and s["master"] == masters[0]["id"] and s["epoch"] == masters[0]["epoch"] for s in states)):
+            key = (masters[0]["id"], masters[0]["epoch"])
+            if key != office:
+                office, since = key, now
+            elif now - since >= HOLD_S:
+                return now - start
+        else:
+            office = None
+        time.sleep(0.2)
+    raise SoakFailure(f"the cluster did not settle within {SETTLE_S:g} s: {last}")
+
+
+def table_differences(rows, limit=3):
+    """Per table, what each node lacks of the rows any node holds: {table: {node: text}}."""
+    out = {}
+    for table in ("swarms", "peers", "completions", "last_txid"):
+        sets = {node: set(r[table]) if isinstance(r[table], list) else {r[table]} for node, r in rows.items()}
+        union = set().union(*sets.values()) if sets else set()
+        lacking = {node: f"lacks {len(union - held)} rows, e.g. {sorted(union - held, key=repr)[:limit]}"
+                   for node, held in sets.items() if union - held}
+        if lacking:
+            out[table] = lacking
+    return out
+
+
+def keep_evidence(nodes, seed, reason):
+    """Copies what explains a failure off the soak's disks; returns the folder."""
+    out = tempfile.mkdtemp(prefix=f"tracker-soak-evidence-{seed}-", dir=os.environ.get("SOAK_EVIDENCE_DIR", "/tmp"))
+    rows = {}
+    for n in nodes:
+        name = f"node{n.node_id}"
+        try:
+            # SQLite's backup: one consistent state, whatever the node writes meanwhile.
+            src = sqlite3.connect(f"file:{n.db}?mode=ro", uri=True, timeout=5)
+            dst = sqlite3.connect(os.path.join(out, f"{name}.sqlite"))
+            src.backup(dst)
+            src.close()
+            dst.close()
+            rows[name] = n.rows()
+        except (sqlite3.Error, OSError) as e:
+            rows.pop(name, None)
+            print(f"  evidence: {name}'s repository could not be copied: {e}", flush=True)
+        with open(os.path.join(out, f"{name}.api.json"), "w") as f:
+            json.dump(n.api(timeout=2), f, indent=1)
+        try:
+            shutil.copy2(n.log_path, os.path.join(out, f"{name}.log"))
+        except OSError:
+            pass
+    differences = table_differences(rows)
+    with open(os.path.join(out, "differences.json"), "w") as f:
+        json.dump({"reason": reason, "differences": differences}, f, indent=1, default=repr)
+    print(f"  evidence kept in {out}", flush=True)
+    for table, per_node in differences.items():
+        for node, what in per_node.items():
+            print(f"  {table}: {node} {what}"[:600], flush=True)
+    return out
 
 
 class Checker(threading.Thread):
@@ -103,6 +189,7 @@ def main():
     checker = None
     load = None
     counts = {"node-kill": 0, "broker-kill": 0, "freeze": 0, "disk-full": 0}
+    nodes = []
     try:
         nodes = [cluster.add(1, db=os.path.join(mount, "node1.sqlite")), cluster.add(2, broker=f"{B},{A}"), cluster.add(3)]
         cluster.wait_converged(30)
@@ -133,8 +220,7 @@ def main():
                 continue
             for n in nodes:
                 if not n.alive():
-                    cluster.dump()
-                    fail(f"node {n.node_id} died on its own (exit {n.proc.returncode})")
+                    raise SoakFailure(f"node {n.node_id} died on its own (exit {n.proc.returncode})")
             kind = rng.choice(sorted(counts))
             counts[kind] += 1
             at = time.time() - start
@@ -170,10 +256,13 @@ def main():
         load.join(timeout=60)
         crashed = [n.node_id for n in nodes if not n.alive()]
         if crashed:
-            cluster.dump()
-            fail(f"nodes {crashed} are not running at the end")
-        cluster.wait_converged(30)
-        rows = cluster.wait_equal_rows(cluster.live(), timeout=30)
+            raise SoakFailure(f"nodes {crashed} are not running at the end")
+        settled = wait_settled(nodes)
+        log(f"settled {settled:.1f} s after the load ended (bound {SETTLE_S:g} s)")
+        try:
+            rows = cluster.wait_equal_rows(nodes, timeout=30)
+        except SystemExit:
+            raise SoakFailure("SQLite repositories differ after 30 s") from None
         stored = {bytes.fromhex(r[1]) for r in rows["peers"] if bytes.fromhex(r[0]) == checker.torrent}
         acked = checker.acked()
         lost = [p for p in acked if p not in stored]
@@ -187,13 +276,17 @@ def main():
                    f"double={len(doubles)} load={load_result.get('rate', 0):.0f}/s replicas=equal crashed=0")
         print(summary, flush=True)
         if lost:
-            fail(f"{len(lost)} acknowledged announces are missing from the replicas")
+            raise SoakFailure(f"{len(lost)} acknowledged announces are missing from the replicas")
         if doubles:
             # Which node answered: each replies from its own address (group mode).
             senders = {(n.api() or {}).get("replyFrom"): n.node_id for n in nodes}
-            fail(f"{len(doubles)} requests were answered more than once, e.g. (transaction, sent at s, "
+            raise SoakFailure(f"{len(doubles)} requests were answered more than once, e.g. (transaction, sent at s, "
                  f"[(reply after s, action, node)]) "
                  f"{[(t, round(checker.sent[t][0] - start, 2), [(round(at - checker.sent[t][0], 2), a, senders.get(src, src)) for at, a, src in r]) for t, r in list(doubles.items())[:3]]}")
+    except SoakFailure as failure:
+        cluster.dump()
+        keep_evidence(nodes, seed, str(failure))
+        fail(str(failure))
     finally:
         if checker:
             checker.stop_flag = True
