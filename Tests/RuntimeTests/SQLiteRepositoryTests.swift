@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import NIOCore
 import Testing
 import TrackerLogic
@@ -351,5 +352,42 @@ import TrackerRuntime
         try Data((0..<8192).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: path))
         #expect(throws: RepositoryError.self) { _ = try SQLiteRepository(path: path) }
         #expect(throws: RepositoryError.self) { _ = try SQLiteRepository(path: "/nonexistent-dir/x/repo.sqlite") }
+    }
+}
+
+/// What reading the repository costs SQLite, counted in its virtual machine's steps (the
+/// same on every run and machine, unlike time).
+@Suite struct SQLiteRepositoryCostTests {
+    /// SQLite's steps to read every row of `peer_rows` from a repository whose base holds
+    /// `peers` peers and whose log holds `peers` more rows, half of them replacing base rows.
+    func stepsToReadThePeers(_ peers: Int) throws -> Int32 {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("cost-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
+        _ = try SQLiteRepository(path: path)
+        let db = try DatabaseQueue(path: path)
+        try db.write { db in
+            try db.execute(sql: """
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+                INSERT INTO peer_base SELECT zeroblob(20), CAST(printf('%020d', i) AS BLOB), '10.0.0.1', 6881, 0, 0, 1, i FROM n;
+                WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+                INSERT INTO peer_log(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
+                    SELECT zeroblob(20), CAST(printf('%020d', i) AS BLOB), '10.0.0.1', 6882, 0, 0, 1, i FROM n;
+                """, arguments: [peers, peers / 2 + 1, peers / 2 + peers])
+        }
+        return try db.read { db in
+            let statement = try db.makeStatement(sql: "SELECT * FROM peer_rows")
+            let rows = try Row.fetchCursor(statement)
+            var count = 0
+            while try rows.next() != nil { count += 1 }
+            #expect(count == peers / 2 + peers)
+            return sqlite3_stmt_status(statement.sqliteStatement, SQLITE_STMTSTATUS_VM_STEP, 0)
+        }
+    }
+
+    /// Four times the rows cost about four times the steps (a log lookup per base row is a
+    /// B-tree search); a scan of the log per base row cost sixteen times.
+    @Test func readingThePeersIsLinearInTheirRows() throws {
+        let small = try stepsToReadThePeers(500), large = try stepsToReadThePeers(2000)
+        #expect(Double(large) < 6 * Double(small), "\(small) steps for 500 peers, \(large) for 2,000")
     }
 }
