@@ -1,0 +1,66 @@
+import Testing
+import TrackerLogic
+
+/// What a new master proposes again while it recovers. Whatever a node prepared right
+/// after the new master's last commit may have been committed by the old master, so it
+/// is proposed again; a transaction prepared after another branch's commit of the same
+/// number (a minority's own epoch) is not, since it would apply that branch's older
+/// records over ours (seed 4851 rolled an acknowledged announce back so). A diverged
+/// branch comes back by merge, which keeps the newer record.
+@Suite("Recovery") struct RecoveryTests {
+    let t0 = Instant(milliseconds: 9_000_000)
+    let ours = Epoch(term: 2, master: NodeID(3))
+    /// n1 led an epoch of its own in a minority and committed its #1 there.
+    let minority = Epoch(term: 1, master: NodeID(1))
+    let ids = ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))
+
+    func update(_ n: UInt32) -> SwarmUpdate {
+        .announce(Announce(infoHash: InfoHash(a: 9, b: 9, c: 9), peerID: PeerID(a: 1, b: 1, c: n),
+                           endpoint: PeerEndpoint(ip: .v4(0x0A00_0000 | n), port: 6881), uploaded: 0, downloaded: 0,
+                           left: 10, event: .started, at: t0))
+    }
+
+    func env(from: UInt32, _ m: ClusterMessage) -> NodeEvent {
+        .cluster(ClusterEnvelope(from: NodeID(from), incarnation: UInt64(from) * 1000, epoch: ours, to: nil, message: m))
+    }
+
+    /// n3, restored at ours#1, elected over n1 and n2; the PREPAREs it sends once it
+    /// serves, after n1 and n2 answered its COORDINATOR with what they prepared.
+    func recover(n1: (last: TxRef, prepared: Transaction), n2: (last: TxRef, prepared: Transaction)) -> [Transaction] {
+        let last = TxRef(epoch: ours, txid: 1)
+        let snapshot = Snapshot(lastCommitted: last, history: EpochHistory(runs: [.init(epoch: ours, firstTxid: 1)]), content: [], digest: 0)
+        var n3 = TrackerNode(id: NodeID(3), incarnation: 3000, config: ClusterConfig(),
+                             handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
+                             seed: 7, now: t0, restoring: DurableState(snapshot: snapshot, epoch: ours))
+        var t = t0
+        var actions: [NodeAction] = []
+        for _ in 0..<200 where !n3.isServing {
+            for (id, ref) in [(UInt32(1), n1.last), (2, n2.last)] {
+                _ = n3.step(env(from: id, .keepalive(Keepalive(role: .slave, master: .unassigned, lastCommitted: ref, inSync: false,
+                                                               address: ""))), now: t)
+            }
+            let step = n3.step(.tick, now: t)
+            actions += step
+            for case .persistEpoch(let e) in step { actions += n3.step(.epochStored(e), now: t) }
+            if n3.role == .master {
+                actions += n3.step(env(from: 1, .coordinatorAck(lastCommitted: n1.last, prepared: n1.prepared)), now: t)
+                actions += n3.step(env(from: 2, .coordinatorAck(lastCommitted: n2.last, prepared: n2.prepared)), now: t)
+            }
+            t = t + Milliseconds(50)
+        }
+        for _ in 0..<10 {
+            actions += n3.step(.tick, now: t)
+            t = t + Milliseconds(50)
+        }
+        return actions.compactMap { if case .broadcast(let e) = $0, case .prepare(let tx, _, _) = e.message { return tx } else { return nil } }
+    }
+
+    @Test func aTransactionPreparedOnAnotherBranchIsNotProposedAgain() throws {
+        let onOurs = Transaction(ref: TxRef(epoch: ours, txid: 2), updates: [update(2)])
+        let onTheirs = Transaction(ref: TxRef(epoch: minority, txid: 2), updates: [update(1)])
+        let prepares = recover(n1: (TxRef(epoch: minority, txid: 1), onTheirs), n2: (TxRef(epoch: ours, txid: 1), onOurs))
+        let first = try #require(prepares.first)
+        #expect(first.updates.contains(update(2)), "prepared after our #1: it may have been committed")
+        #expect(!prepares.contains { $0.updates.contains(update(1)) }, "prepared after the minority's #1")
+    }
+}
