@@ -17,6 +17,12 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case fragmentedMessage
     /// A node that woke from a pause dropped a peer datagram queued in its socket.
     case pauseBacklogDiscarded
+    /// A node crashed while the broker was down and the network partitioned.
+    case crashInBrokerOutageAndPartition
+    /// A node was paused within a second of its start.
+    case pauseRightAfterStart
+    /// A cluster of 6 or more under a strict quorum was partitioned.
+    case largeStrictClusterPartitioned
 
     public var description: String {
         switch self {
@@ -27,6 +33,9 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .hostileFrameRejected: return "hostile frame rejected"
         case .fragmentedMessage: return "message sent in fragments"
         case .pauseBacklogDiscarded: return "pause backlog discarded"
+        case .crashInBrokerOutageAndPartition: return "crash in a broker outage and a partition"
+        case .pauseRightAfterStart: return "pause within a second of a start"
+        case .largeStrictClusterPartitioned: return "strict cluster of 6+ partitioned"
         }
     }
 }

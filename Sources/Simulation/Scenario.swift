@@ -91,6 +91,15 @@ public struct Scenario: Sendable, CustomStringConvertible {
         self.seed = seed
         nodes = 1 + rng.below(maxNodes)
         quorum = rng.chance(0.5) ? .live : .strict
+        // The neighbours of past failures, from a stream of their own (every other draw stays
+        // as it was): a strict quorum of 6-7 nodes (seed 910244: a strict minority's master
+        // queued requests the majority answered), then below a broker outage overlapping a
+        // partition and a crash (8002358) and a pause right after a restart (9019594).
+        var neighbours = SeededGenerator(seed: seed ^ 0x4E45_4947_4842_4F52)
+        if maxNodes >= 6 && neighbours.chance(0.05) {
+            nodes = 6 + neighbours.below(min(2, maxNodes - 5))
+            quorum = .strict
+        }
         let calm = rng.chance(0.15)
         lossRate = calm ? 0 : Double(rng.below(31)) / 100
         duplicateRate = calm ? 0 : Double(rng.below(11)) / 100
@@ -203,6 +212,25 @@ public struct Scenario: Sendable, CustomStringConvertible {
                 let back = firstJoin + Milliseconds(Int64(2500 + odd.below(3000)))
                 if back < faultEnd { faults.append(TimedFault(at: back, fault: .restart(n))) }
             }
+        }
+        // Before the impostor: it is placed only where no partition or pause is near.
+        if initial > 1 && neighbours.chance(0.06) {
+            let at = Scenario.start + Milliseconds(Int64(2500 + neighbours.below(Int(max(1, faultSeconds * 1000 - 5000)))))
+            let side = (0..<initial).filter { _ in neighbours.chance(0.5) }
+            let n = neighbours.below(initial)
+            let crashAt = at + Milliseconds(Int64(200 + neighbours.below(1500)))
+            if at < faultEnd, !side.isEmpty, side.count < initial {
+                faults.append(TimedFault(at: at - Milliseconds(Int64(neighbours.below(800))), fault: .brokerOutage))
+                faults.append(TimedFault(at: at, fault: .partition(side)))
+                faults.append(TimedFault(at: crashAt, fault: .crash(n)))
+                faults.append(TimedFault(at: crashAt + Milliseconds(Int64(500 + neighbours.below(3500))), fault: .restart(n)))
+                faults.append(TimedFault(at: at + Milliseconds(Int64(2000 + neighbours.below(4000))), fault: .heal))
+            }
+        }
+        if neighbours.chance(0.08), let restart = faults.filter({ if case .restart = $0.fault { return true } else { return false } })
+            .min(by: { $0.at < $1.at }), case .restart(let n) = restart.fault {
+            let at = restart.at + Milliseconds(Int64(neighbours.below(400)))
+            if at < faultEnd { faults.append(TimedFault(at: at, fault: .pause(n, for: Int64(500 + neighbours.below(3000))))) }
         }
         if initial > 1 && odd.chance(0.08) {
             // Only where nothing else happens to that node or the network around it: ids are

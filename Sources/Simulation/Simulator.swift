@@ -50,6 +50,8 @@ final class SimSlot {
     var trackedApplied: UInt64 = 0
     /// Bumped when the node's memory is lost beyond what its disk kept, or wiped.
     var generation = 0
+    /// When its current process started (simulated time).
+    var startedAt = Instant(milliseconds: .min)
     var extraDelay: Int64 = 0
     /// Seals the node's frames and verifies what reaches it, as in the runtime.
     var channel: ClusterChannel?
@@ -366,6 +368,7 @@ public struct Simulator {
 
     mutating func startNode(_ slot: Int, incarnation: UInt64? = nil) {
         slots[slot].exists = true
+        slots[slot].startedAt = now
         let durable = slots[slot].disk.durable()
         // As the runtime draws it: from the start time, so a later run's is larger.
         let drawn = UInt64(bitPattern: nodeNow(slot).milliseconds) << 20 | rng.next() & 0xF_FFFF
@@ -588,6 +591,7 @@ public struct Simulator {
         switch fault {
         case .crash(let s):
             guard let node = slots[s].node else { return }
+            if brokerDown && partitionSide != nil { coverage.count(.crashInBrokerOutageAndPartition) }
             if slots[s].disk.lastTxid < node.replica.lastCommitted.txid { slots[s].generation += 1 }
             retire(s)
             slots[s].node = nil
@@ -600,6 +604,7 @@ public struct Simulator {
             _ = startExtraNode(id: original.id, incarnation: original.incarnation &+ 1)
         case .pause(let s, let span):
             guard slots[s].isRunning else { return }
+            if now - slots[s].startedAt < Milliseconds(1000) { coverage.count(.pauseRightAfterStart) }
             slots[s].pausedUntil = now + Milliseconds(span)
             slots[s].discardingBacklog = false
             slots[s].backlogPosition = 0
@@ -611,7 +616,9 @@ public struct Simulator {
             step(s, .shutdown, label: "shutdown")
             retire(s)
             slots[s].node = nil
-        case .partition(let side): partitionSide = Set(side)
+        case .partition(let side):
+            partitionSide = Set(side)
+            if scenario.quorum == .strict && scenario.nodes >= 6 { coverage.count(.largeStrictClusterPartitioned) }
         case .oneWay(let a, let b): oneWay = (a, b)
         case .brokerOutage: brokerDown = true
         case .peerNetworkPartition(let side): peerNetworkSide = Set(side)
