@@ -49,17 +49,17 @@ extension Simulator {
     mutating func deliverCluster(_ frame: ByteBuffer, from: Int, to: Int, beacon: Bool = false) {
         guard slots[to].isRunning, !(beacon ? peerNetworkBlocked(from, to) : blocked(from, to)) else { return }
         if lost() { return }
-        let serving = slots[from].isServing
+        let serving = slots[from].isServing ? now : nil
         if corrupted() {
             // The damaged copy arrives; the channel must drop it (the checker fails the seed
             // if it does not). Nothing else about the delivery changes.
-            queue.push(now + delay(from, to), .cluster(to, damage(frame), fromAdversary: false, fromServing: serving,
+            queue.push(now + delay(from, to), .cluster(to, damage(frame), fromAdversary: false, servingAt: serving,
                                                       beacon: beacon, corrupted: true))
             return
         }
-        queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, fromServing: serving, beacon: beacon))
+        queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, servingAt: serving, beacon: beacon))
         // A duplicate is dropped by the receiver's replay window.
-        if duplicated() { queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, fromServing: serving, beacon: beacon)) }
+        if duplicated() { queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, servingAt: serving, beacon: beacon)) }
     }
 
     mutating func multicast(_ bytes: ByteBuffer, from peer: Int) {
@@ -116,20 +116,28 @@ extension Simulator {
             }
             guard let p = peerByEndpoint[to] else { return }
             let key = RequestKey(peer: p, tid: response.transactionID)
-            guard let process = slots[slot].inspect({ $0.incarnation }) else { return }
-            // A master woken from a pause answers nothing from its socket's backlog that
-            // another node process answered (unless the peer sent it again, or that process
-            // still serves beside it: two sides of a partition in live mode each serve what
-            // reaches them).
-            if let first = answeredBy[key], first != Answerer(slot: slot, incarnation: process), !retransmitted.contains(key),
-               slots[slot].backlogRead.contains(key),
-               !(slots[first.slot].isServing && slots[first.slot].inspect({ $0.incarnation }) == first.incarnation) {
-                return fail("s\(slot) answered p\(p)'s transaction \(key.tid) a second time: it read the request from what its "
-                            + "socket queued while it was stopped, and s\(first.slot) had answered it")
+            guard let me = slots[slot].inspect({ HeardServing.Process(id: $0.id, incarnation: $0.incarnation) }) else { return }
+            // Answered at most once (an error is no answer: it asks the client to retry),
+            // unless this process could not have known of the first answer (see
+            // `HeardServing`), the peer sent the request again, or the first answerer still
+            // serves beside this one (two masters of live quorum that have not yet heard
+            // each other's epochs each answer what reaches them).
+            var isError = false, isConnect = false
+            if case .error = response { isError = true }
+            if case .connect = response { isConnect = true }
+            if !isError, let first = answeredBy[key], first.process != me, !retransmitted.contains(key),
+               !(slots[first.slot].isServing && slots[first.slot].inspect({ $0.incarnation }) == first.process.incarnation),
+               let read = slots[slot].readAt[key],
+               let heard = slots[slot].heardServing.firstHeard(first.process, after: first.at, isConnect: isConnect),
+               read.serving ? heard < read.at - config.receiveSkew : heard < (slots[slot].held.servingSince ?? now) {
+                return fail("s\(slot) answered p\(p)'s transaction \(key.tid) a second time: s\(first.slot) had answered it at "
+                            + "\(first.at.milliseconds - Scenario.start.milliseconds)ms, s\(slot) heard so at "
+                            + "\(heard.milliseconds - Scenario.start.milliseconds)ms and read the request at "
+                            + "\(read.at.milliseconds - Scenario.start.milliseconds)ms \(read.serving ? "serving" : "not serving")")
             }
-            answeredBy[key] = Answerer(slot: slot, incarnation: process)
+            if !isError { answeredBy[key] = Answerer(slot: slot, process: me, at: now) }
             answeredAt[key] = now
-            if case .error = response { replies.append((now, slot, true)) } else { replies.append((now, slot, false)) }
+            replies.append((now, slot, isError))
             if case .announce = response { recordAck(peer: p, by: slot) }
             let bytes = BEP15Codec.encode(response)
             if lost() { return }

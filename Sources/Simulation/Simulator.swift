@@ -69,9 +69,10 @@ final class SimSlot {
     var backlogPosition = 0
     /// The node asked for its peer backlog to be dropped (`NodeAction.discardPeerBacklog`).
     var discardingBacklog = false
-    /// Requests this process read from the backlog of its last pause (what it answers of
-    /// them must not have been answered already).
-    var backlogRead: Set<RequestKey> = []
+    /// What this process heard serving masters say, and when they said it (see `HeardServing`).
+    var heardServing = HeardServing()
+    /// When this process last read each request, and whether it served then.
+    var readAt: [RequestKey: (at: Instant, serving: Bool)] = [:]
     /// Hashes of the frames this process's channel accepted: one accepted twice is a replay
     /// its window let through (the network duplicates frames, the adversary replays them).
     var acceptedFrames: Set<Int> = []
@@ -106,7 +107,7 @@ struct HeldWatch {
 enum SimEvent {
     case tick(Int)
     /// A sealed frame for a node: from the broker, or (`beacon`) a keepalive on the peer network.
-    case cluster(Int, ByteBuffer, fromAdversary: Bool, fromServing: Bool, beacon: Bool = false, corrupted: Bool = false)
+    case cluster(Int, ByteBuffer, fromAdversary: Bool, servingAt: Instant?, beacon: Bool = false, corrupted: Bool = false)
     /// `backlogOf`: it waited in the socket of this stopped process (an incarnation); the
     /// socket dies with the process.
     case peerDatagram(Int, ByteBuffer, PeerEndpoint, backlogOf: UInt64? = nil)
@@ -132,7 +133,8 @@ struct RequestKey: Hashable, Comparable {
 /// A node process that answered a peer.
 struct Answerer: Equatable {
     var slot: Int
-    var incarnation: UInt64
+    var process: HeardServing.Process
+    var at: Instant
 }
 
 /// A node received a request that no node could answer when it was sent.
@@ -151,6 +153,8 @@ struct AckedAnnounce {
 /// everything; nothing here reads a clock, a global generator or an unordered
 /// collection's iteration order.
 public struct Simulator {
+    /// Peer datagrams a stopped process's socket holds; the rest are dropped.
+    static let peerSocketBacklog = 48
     public let scenario: Scenario
     var rng: SeededGenerator
     var now = Scenario.start
@@ -201,7 +205,7 @@ public struct Simulator {
     /// last answered by anyone.
     var unservedSends: [RequestKey: Instant] = [:]
     var answeredAt: [RequestKey: Instant] = [:]
-    /// Which node process first answered each request.
+    /// Which node process last answered each request (errors aside), and when.
     var answeredBy: [RequestKey: Answerer] = [:]
     /// Requests a peer sent more than once (each copy may be answered).
     var retransmitted: Set<RequestKey> = []
@@ -225,6 +229,14 @@ public struct Simulator {
         c.quorum = scenario.quorum
         c.clusterSize = scenario.nodes
         c.keepaliveInterval = Milliseconds(1000)
+        // As an operator sets it for the network: the spread of its delays (a slow link's
+        // datagrams still in flight when it heals arrive after fresh ones), or a socket
+        // backlog's drain after a pause, whichever is longer (see `HeardServing`).
+        let slowest = scenario.faults.map { f -> Int64 in
+            if case .slow(_, let extra) = f.fault { return extra }
+            return 0
+        }.max() ?? 0
+        c.receiveSkew = Milliseconds(max(scenario.maxDelay - scenario.minDelay + slowest, Int64(Self.peerSocketBacklog)) + 10)
         self.config = c
         var t = TrackerConfig()
         t.announceInterval = scenario.announceInterval
@@ -380,7 +392,8 @@ public struct Simulator {
         slots[slot].held = HeldWatch()  // a new process holds nothing
         slots[slot].pausedUntil = nil
         slots[slot].discardingBacklog = false
-        slots[slot].backlogRead = []
+        slots[slot].heardServing = HeardServing()
+        slots[slot].readAt = [:]
         slots[slot].acceptedFrames = []
         slots[slot].channel = ClusterChannel(keys: [clusterKey], startedAt: nodeNow(slot), fragmentBytes: scenario.fragmentBytes)
         slots[slot].trackedLast = node.replica.lastCommitted
@@ -436,7 +449,14 @@ public struct Simulator {
                 }
                 if case .peerDatagram(_, let bytes, let from, let queued) = event,
                    let process = queued ?? slots[s].inspect({ $0.incarnation }) {
-                    if queued == nil { slots[s].peerBacklog += 1 }
+                    if queued == nil {
+                        // A full socket buffer drops what arrives (the kernel does): it
+                        // also keeps the drain, one datagram a millisecond, well inside
+                        // the span a node allows for reading a request after the message
+                        // that answered it (`ClusterConfig.receiveSkew`).
+                        guard slots[s].peerBacklog < Self.peerSocketBacklog else { return }
+                        slots[s].peerBacklog += 1
+                    }
                     slots[s].backlogPosition += 1
                     queue.push(until + Milliseconds(Int64(slots[s].backlogPosition)), .peerDatagram(s, bytes, from, backlogOf: process))
                     return
@@ -451,7 +471,7 @@ public struct Simulator {
             guard slots[s].scheduledTick == now else { return }
             slots[s].scheduledTick = nil
             step(s, .tick, label: "tick")
-        case .cluster(let s, let frame, let fromAdversary, let fromServing, let beacon, let corrupted):
+        case .cluster(let s, let frame, let fromAdversary, let servingAt, let beacon, let corrupted):
             let nodeTime = nodeNow(s)
             // Opened in place: a copy would share the replay windows and copy them on write.
             guard let ownID = slots[s].nodeID,
@@ -477,7 +497,8 @@ public struct Simulator {
                 if fromAdversary && adversary?.plan.kind == .outsider {
                     return fail("s\(s) accepted a frame forged without the key: \(env.message.name) from n\(env.from.rawValue)")
                 }
-                if fromServing { slots[s].held.lastHeardServing = now }
+                if servingAt != nil || (!fromAdversary && HeardServing.isMasterWord(env)) { slots[s].held.lastHeardServing = now }
+                if let sent = servingAt { slots[s].heardServing.note(env, sentAt: sent, heardAt: now) }
                 step(s, beacon ? .beacon(env) : .cluster(env),
                      label: "\(fromAdversary ? "HOSTILE " : "")\(beacon ? "beacon " : "")\(env.message.name) from n\(env.from.rawValue) \(env.epoch)")
             case .failure(let reason):
@@ -501,7 +522,7 @@ public struct Simulator {
             // adversary's own drawing (the nodes' randomness is not touched).
             for s in slots.indices where slots[s].isRunning {
                 queue.push(now + Milliseconds(1) + Milliseconds(Int64(a.rng.below(Int(scenario.maxDelay) + 1))),
-                           .cluster(s, frame, fromAdversary: true, fromServing: false))
+                           .cluster(s, frame, fromAdversary: true, servingAt: nil))
             }
             queue.push(now + a.nextDelay(), .adversaryWake)
             adversary = a
@@ -525,9 +546,9 @@ public struct Simulator {
                     if slots[s].peerBacklog == 0 { slots[s].discardingBacklog = false }
                     return note(s, "backlog datagram from \(from) discarded")
                 }
-                if let p = peerByEndpoint[from], let header = BEP15Codec.peekHeader(bytes) {
-                    slots[s].backlogRead.insert(RequestKey(peer: p, tid: header.transactionID))
-                }
+            }
+            if let p = peerByEndpoint[from], let header = BEP15Codec.peekHeader(bytes), let serving = slots[s].inspect({ $0.isServing }) {
+                slots[s].readAt[RequestKey(peer: p, tid: header.transactionID)] = (now, serving)
             }
             if slots[s].inspect({ $0.isServing }) == false, let p = peerByEndpoint[from],
                let header = BEP15Codec.peekHeader(bytes), unservedSends[RequestKey(peer: p, tid: header.transactionID)] != nil {
@@ -608,7 +629,6 @@ public struct Simulator {
             slots[s].pausedUntil = now + Milliseconds(span)
             slots[s].discardingBacklog = false
             slots[s].backlogPosition = 0
-            slots[s].backlogRead = []
             slots[s].held.backlogUntil = now + Milliseconds(span) + config.keepaliveInterval
         case .restart(let s), .join(let s):
             if !slots[s].isRunning { startNode(s) }

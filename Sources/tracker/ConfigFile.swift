@@ -93,7 +93,7 @@ enum ConfigFile {
     static let editableKeys = ["interval", "peer-timeout", "numwant-default", "numwant-max", "connection-id-lifetime",
                                "connect-limit", "announce-limit", "error-limit", "max-swarms", "max-peers-per-swarm", "max-peers", "max-scrape",
                                "only-registered", "trust-announced-ip", "keepalive", "quorum", "cluster-size",
-                               "held-requests", "held-window"]
+                               "held-requests", "held-window", "receive-skew"]
 
     static func editor(file: String) -> SettingsEditor {
         let onCommandLine = Set(CommandLine.arguments.filter { $0.hasPrefix("--") }.map { String($0.dropFirst(2)) })
@@ -143,6 +143,7 @@ enum ConfigFile {
         cluster-size = 3                  # for strict quorum
         held-requests = 4096              # requests kept while no master serves; the next one answers them
         held-window = "15s"               # …if they are at most this old by then
+        receive-skew = "100ms"            # a held request read this soon after a master's word was its to answer
         db = "/var/lib/tracker/node1.sqlite"
 
         # --- dashboard

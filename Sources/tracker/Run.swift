@@ -161,6 +161,10 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("held-window"), help: "How old a held request may be when the next master answers it.")
     var heldWindow: String = "15s"
 
+    @Option(name: .customLong("receive-skew"),
+            help: "How much later than a master's message a held request may be read and still count as answered by it (the spread of the network's delays).")
+    var receiveSkew: String = "100ms"
+
     @OptionGroup var service: PeerServiceOptions
 
     @Option(help: "TOML file with any of these options (keys are the long names without dashes; see `tracker config example`). Options given here override it.")
@@ -282,6 +286,7 @@ struct Run: AsyncParsableCommand {
         cluster.clusterSize = clusterSize
         cluster.heldRequests = heldRequests
         do { cluster.heldRequestWindow = try Self.duration(heldWindow) } catch { throw ValidationError("--held-window: \(error)") }
+        do { cluster.receiveSkew = try Self.duration(receiveSkew) } catch { throw ValidationError("--receive-skew: \(error)") }
         var brokerSettings: StompSettings
         do { brokerSettings = try StompSettings(url: broker) } catch { throw ValidationError("--broker: \(error)") }
         if let brokerUser { brokerSettings.login = brokerUser }

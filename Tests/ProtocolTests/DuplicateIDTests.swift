@@ -60,4 +60,31 @@ import TrackerLogic
         #expect(!actions.contains(.exit(reason: .idInUse(NodeID(2)))))
         #expect(n.role == .starting)
     }
+    /// A COMMIT of the twin, master of e1.2: its keepalives may all be lost.
+    func twinCommit(_ txid: UInt64) -> NodeEvent {
+        let e = Epoch(term: 1, master: NodeID(2))
+        return .cluster(ClusterEnvelope(from: NodeID(2), incarnation: 1000, epoch: e, to: nil,
+                                        message: .commit(TxRef(epoch: e, txid: txid), digest: 0)))
+    }
+
+    /// Every frame of the twin shows it is live, not only its keepalives (fresh seed
+    /// 25277421324759605: both keepalives of a startup lost, the twin's COMMITs heard,
+    /// and the new process led the twin's epoch beside it).
+    @Test func aTwinHeardOnlyThroughItsCommitsIsLiveToo() {
+        var n = starting()
+        let until = t0 + n.config.startupListen
+        _ = n.step(twinCommit(1), now: until - Milliseconds(100))
+        tick(&n, from: until - Milliseconds(100), until: until + Milliseconds(899))
+        let actions = n.step(twinCommit(2), now: until + Milliseconds(900))
+        #expect(actions.contains(.exit(reason: .idInUse(NodeID(2)))))
+    }
+
+    /// The epoch a twin led is never claimed again by this process, even when the twin
+    /// turns out dead: two reigns of one epoch would number two transactions alike.
+    @Test func theTwinsEpochIsNeverClaimedAgain() {
+        var n = starting()
+        let heard = t0 + n.config.startupListen - Milliseconds(100)
+        #expect(n.step(twinCommit(1), now: heard).contains(.persistEpoch(Epoch(term: 1, master: NodeID(2)))))
+        #expect(n.epoch == Epoch(term: 1, master: NodeID(2)))
+    }
 }

@@ -132,40 +132,23 @@ struct RandomizedScenarioTests {
         "seed=4851 nodes=6 quorum=live loss=0.25 dup=0.01 delay=5-60 peers=3 torrents=3 until=16000 settle=25000 "
             + "drift=0,0,0,0,0,0 interval=6 timeout=12000 fragments=407 corrupt=0.0 faults=4666:slow:3:92,7885:store-fails:5,"
             + "10062:store-fails:1,12421:partition:1+4+5,13037:store-heals:5,15180:heal operator=4857:register:1:0,7318:register:5:1",
-    ])
-    func formerFailureLines(line: String) throws {
-        var sim = Simulator(scenario: try Scenario(line: line))
-        let report = sim.run()
-        #expect(report.passed, "\(report)")
-    }
-
-    /// Fresh seeds that still fail, found by the last sweep of issue 26's session and not
-    /// yet fixed (its closing note says what each is). Each is a known issue: the test
-    /// fails once a line passes, so the fix moves it to `formerFailureLines`.
-    /// 25277421324716363, 25277421324769278: a node paused 19-39 ms after its restart
-    /// answered, from its socket's backlog, a request another master had answered.
-    /// 25277421324759605: an impostor of the only running node of two; both processes of
-    /// n2 committed e1.2#1.
-    @Test(arguments: [
-        "seed=25277421324716363 nodes=4 quorum=live loss=0.07 dup=0.0 delay=4-91 peers=5 torrents=1 until=12000 "
-            + "settle=25000 drift=0,197,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.03 "
-            + "faults=2516:crash:2,5236:crash:3,7030:disk-loss:0:0,7822:restart:2,7841:pause:2:1456,8619:broker-down,8961:partition:2,9446:crash:1,10111:restart:0,12304:restart:1,12986:heal "
-            + "operator=",
         "seed=25277421324759605 nodes=2 quorum=live loss=0.12 dup=0.08 delay=4-31 peers=7 torrents=3 until=23000 "
             + "settle=25000 drift=0,-150 interval=1800 timeout=3600000 fragments=307 corrupt=0.04 "
             + "faults=5689:slow:0:298,7491:shutdown:0,9643:impostor:1,13520:restart:0 "
             + "operator=5938:register:1:0,7378:unregister:1:0,10243:register:1:2,11996:register:0:3",
+        "seed=25277421324716363 nodes=4 quorum=live loss=0.07 dup=0.0 delay=4-91 peers=5 torrents=1 until=12000 "
+            + "settle=25000 drift=0,197,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.03 "
+            + "faults=2516:crash:2,5236:crash:3,7030:disk-loss:0:0,7822:restart:2,7841:pause:2:1456,8619:broker-down,8961:partition:2,9446:crash:1,10111:restart:0,12304:restart:1,12986:heal "
+            + "operator=",
         "seed=25277421324769278 nodes=3 quorum=strict loss=0.11 dup=0.05 delay=2-19 peers=4 torrents=1 until=14000 "
             + "settle=25000 drift=0,65,71 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.02 "
             + "faults=4146:shutdown:2,5345:restart:2,5384:pause:2:861,7652:store-fails:0,8706:peer-partition:2,10723:store-heals:0,11849:partition:0+2,13630:heal,15559:heal "
             + "operator=",
     ])
-    func openFailureLines(line: String) throws {
+    func formerFailureLines(line: String) throws {
         var sim = Simulator(scenario: try Scenario(line: line))
         let report = sim.run()
-        withKnownIssue("a fresh seed this code still fails") {
-            #expect(report.passed, "\(report)")
-        }
+        #expect(report.passed, "\(report)")
     }
 
     @Test func sameSeedGivesIdenticalTrace() {

@@ -17,6 +17,17 @@ import NIOCore
 /// A request that a master received but had not yet put in a transaction when it died is
 /// the one case this misses (a window of one batch delay); the client retransmits.
 ///
+/// The order in which a node reads its two sockets is not the order in which the bytes
+/// arrived: after a pause too short to notice (a process stopped right after its start,
+/// while it expected no wake for seconds, or for under half a keepalive interval), the
+/// broker's backlog, with the COMMIT that answered a request, is read before the peer
+/// socket's, with the request; and a peer's datagram may take longer to this node than
+/// the master's whole round of two-phase commit. Fresh seeds 25277421324716363 and
+/// 25277421324769278 read the request 2-4 ms after the COMMIT, and a node that came to
+/// serve answered it a second time. So evidence covers what was read up to `skew`
+/// after it (`ClusterConfig.receiveSkew`). A request that truly arrived in that span
+/// goes unanswered by the next master, and its client retransmits.
+///
 /// Bounded: only connects and announces (scrapes are cheap to resend and change nothing),
 /// at most `capacity` of them, none older than `window`; the oldest go first. A client
 /// retransmitting the same request (same source and transaction id) is answered once.
@@ -42,6 +53,9 @@ struct HeldRequests: Sendable {
         /// answered, once the partition healed and it recovered, announces the majority's
         /// master had answered, and applied them over newer state.
         var committed = TxRef.zero
+        /// When this node itself last stopped serving: it answered what it read until
+        /// then, and nothing it read after (its own reads are in order, so no skew).
+        var servedUntil = Instant(milliseconds: .min)
 
         /// Evidence only grows: a later message never makes an answered request look
         /// unanswered again.
@@ -61,6 +75,8 @@ struct HeldRequests: Sendable {
 
     let capacity: Int
     let window: Milliseconds
+    /// How much later than the evidence that answered it a request may be read.
+    let skew: Milliseconds
     /// A ring: `slots[head]` is the oldest of `count` entries.
     private var slots: [Request?] = []
     private var head = 0
@@ -75,9 +91,10 @@ struct HeldRequests: Sendable {
     /// larger one is not a request a client waits on.
     static let maxDatagram = 1024
 
-    init(capacity: Int, window: Milliseconds) {
+    init(capacity: Int, window: Milliseconds, skew: Milliseconds = Milliseconds(0)) {
         self.capacity = max(capacity, 0)
         self.window = window
+        self.skew = Milliseconds(max(skew.value, 0))
     }
 
     /// Keeps a connect or announce (anything else, or anything malformed, is ignored: the
@@ -122,7 +139,8 @@ struct HeldRequests: Sendable {
         for i in 0..<count {
             guard let r = slots[(head + i) % slots.count] else { continue }
             guard now - r.receivedAt <= window else { continue }
-            guard r.receivedAt > (r.isConnect ? evidence.alive : evidence.decided) else { continue }
+            guard r.receivedAt > evidence.servedUntil,
+                  r.receivedAt - skew > (r.isConnect ? evidence.alive : evidence.decided) else { continue }
             if seen.insert(Key(source: r.source, transactionID: r.transactionID, isConnect: r.isConnect)).inserted { out.append(r) }
         }
         removeAll()

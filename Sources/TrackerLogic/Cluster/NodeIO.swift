@@ -119,6 +119,10 @@ public struct ClusterConfig: Sendable, Hashable {
     /// …received at most this long ago when the master starts serving. BEP 15 clients
     /// wait 15 s before they retransmit; an answer later than that is wasted.
     public var heldRequestWindow = Milliseconds(15_000)
+    /// A held request read up to this long after a serving master's message may have
+    /// arrived before it (a socket backlog drained after an unnoticed pause, a slower
+    /// peer path), so that message counts as its answer (see `HeldRequests`).
+    public var receiveSkew = Milliseconds(100)
 
     public init() {}
 
@@ -145,6 +149,7 @@ public struct ClusterConfig: Sendable, Hashable {
         c.voteRetries = min(max(voteRetries, 0), 100)
         c.heldRequests = min(max(heldRequests, 0), 1 << 20)
         c.heldRequestWindow = Milliseconds(min(max(heldRequestWindow.value, 0), 600_000))
+        c.receiveSkew = Milliseconds(min(max(receiveSkew.value, 0), 60_000))
         return c
     }
 
@@ -157,6 +162,7 @@ public struct ClusterConfig: Sendable, Hashable {
         if voteTimeout.value < 1 { out.append("vote timeout must be positive") }
         if heldRequests < 0 || heldRequests > 1 << 20 { out.append("--held-requests must be between 0 and 1048576") }
         if heldRequestWindow.value < 0 || heldRequestWindow.value > 600_000 { out.append("--held-window must be at most 600 s") }
+        if receiveSkew.value < 0 || receiveSkew.value > 60_000 { out.append("--receive-skew must be at most 60 s") }
         return out
     }
 }

@@ -66,7 +66,8 @@ public struct TrackerNode: Sendable {
         var rng = SeededGenerator(seed: seed)
         self.limiter = handler.makeRateLimiter(key: SipHash24(k0: rng.next(), k1: rng.next()))
         self.rng = rng
-        self.held = HeldRequests(capacity: self.config.heldRequests, window: self.config.heldRequestWindow)
+        self.held = HeldRequests(capacity: self.config.heldRequests, window: self.config.heldRequestWindow,
+                                 skew: self.config.receiveSkew)
         self.replica = Replica()
         self.startedAt = now
         var epoch = restoring?.epoch ?? .zero
@@ -117,7 +118,7 @@ public struct TrackerNode: Sendable {
             } else {
                 // What reached us while we served, we answered (or it is in the next
                 // master's hands through its own held requests).
-                held.evidence.raise(alive: now, decided: now)
+                held.evidence.servedUntil = now
                 held.evidence.heard(committed: replica.lastCommitted, at: now, holding: replica.lastCommitted)
             }
         }
@@ -346,13 +347,22 @@ public struct TrackerNode: Sendable {
         // Nothing a message says may break what we hold: an impossible epoch is dropped.
         guard env.epoch.isWellFormed else { return }
         if env.from == id && id.isAssigned {
-            // Another process with our id (or someone claiming to be us). Its keepalives
-            // show whether it is live; nothing else it says is acted upon — a node never
-            // follows, votes for or answers "itself".
-            if case .keepalive = env.message {
+            // Another process with our id (or someone claiming to be us). What it sends
+            // unprompted shows it is live: its keepalives, and as a master its PREPAREs,
+            // COMMITs and ABORTs — the keepalives can all be lost while those get
+            // through, and a starting node that waited for keepalives alone finished
+            // startup beside a live master of its id and led the same epoch (fresh seed
+            // 25277421324759605: two different e1.2#1). Answers and election messages
+            // are not counted: they follow what others sent. The epoch any of them names
+            // is never claimed again here. Nothing
+            // else is acted upon: a node never follows, votes for or answers "itself".
+            if role != .master { adopt(epoch: env.epoch) }
+            switch env.message {
+            case .keepalive, .prepare, .commit, .abort:
                 noteIDConflict(env.incarnation, now)
                 membership.heard(env, now: now, onBroker: onBroker)
                 checkIDConflict(now)
+            default: break
             }
             return
         }
