@@ -1,7 +1,8 @@
+import Foundation
 import NIOCore
-// scripts/fuzz.sh compiles Sources/Runtime/STOMP/StompFrame.swift into this target's own
-// module: the decoder needs NIOCore only, and instrumenting the whole runtime (HTTP,
-// SQLite, metrics) for it took most of the fuzz phase's time.
+// scripts/fuzz.sh compiles the runtime's STOMP session and frame code (Sources/Runtime/
+// STOMP, which needs NIOCore only) into this target's own module: instrumenting the whole
+// runtime (HTTP, SQLite, metrics) for it took most of the fuzz phase's time.
 #if canImport(TrackerRuntime)
 import TrackerRuntime
 #endif
@@ -11,11 +12,13 @@ import TrackerRuntime
 /// decoded frame re-encodes to bytes that decode to the same frame (up to the
 /// content-length header the encoder adds to every frame with a body); and the stream
 /// decoder the connection uses, fed the same bytes in reads of fuzzer-chosen sizes, yields
-/// the same frames as one decode of the whole.
+/// the same frames as one decode of the whole; and a whole client session fed the bytes
+/// as its broker's stream keeps its invariants (`checkSession`).
 @_cdecl("LLVMFuzzerTestOneInput")
 public func stompFuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = UnsafeBufferPointer(start: data, count: size)
     checkStreamDecoder(bytes)
+    checkSession(bytes)
     var buffer = ByteBuffer(bytes: bytes)
     var frames = 0
     while frames < 64, buffer.readableBytes > 0 {
@@ -75,4 +78,84 @@ func checkStreamDecoder(_ bytes: UnsafeBufferPointer<UInt8>) {
         }
     }
     if got.count < expected.count { fatalError("the stream decoder missed a frame a whole decode yields") }
+}
+
+/// A client session whose broker sends the fuzzer's bytes: the first byte picks the read
+/// size and how far the clock moves between reads; every connection the session opens is
+/// accepted at once and gets the rest of the stream. Properties: nothing traps; the
+/// session writes only to the connection it calls current and never to one it closed;
+/// it is ready only after a CONNECTED on that connection; every timer it asks for lies
+/// ahead of the clock and within a minute (a hostile broker can neither make the host
+/// spin nor put the session to sleep); and each event answers with a bounded number of
+/// actions.
+func checkSession(_ bytes: UnsafeBufferPointer<UInt8>) {
+    guard let first = bytes.first else { return }
+    let stream = UnsafeBufferPointer(rebasing: bytes.dropFirst())
+    let chunk = Int(first & 0x3F) + 1
+    let step = TimeAmount.milliseconds(Int64(first >> 6) * 400 + 7)
+    var settings = StompSettings(host: "127.0.0.1", port: 61613)
+    settings.fallbacks = [BrokerAddress(host: "127.0.0.1", port: 61614)]
+    var session = StompSession(settings: settings)
+    var now = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
+    var closed = Set<StompSession.Attempt>()
+    /// The connection opened last and not closed since, as the actions tell it.
+    var live: StompSession.Attempt?
+    var connectedOn: StompSession.Attempt?
+
+    func apply(_ actions: [StompSession.Action]) {
+        if actions.count > 16 { fatalError("one event answered with \(actions.count) actions") }
+        for action in actions {
+            switch action {
+            case .connect(_, let a):
+                if live != nil { fatalError("a second connection while #\(live ?? 0) is open") }
+                live = a
+                apply(session.connected(a, now: now))
+            case .write(let outbound, let a):
+                if closed.contains(a) || a != live { fatalError("wrote \(outbound) to #\(a), live \(String(describing: live))") }
+            case .close(let a):
+                closed.insert(a)
+                if live == a { live = nil }
+            case .deliver(.ready):
+                if connectedOn == nil || connectedOn != session.current || !session.isReady { fatalError("ready without CONNECTED") }
+            case .deliver, .disconnected, .log: break
+            }
+        }
+        if let wake = session.nextWake, wake > now + .seconds(61) { fatalError("a timer more than a minute ahead") }
+    }
+
+    _ = session.subscribe("/topic/cluster")
+    apply(session.start(now: now))
+    var decoder = StompStreamDecoder()
+    var pending = ByteBuffer()
+    var offset = 0
+    var events = 0
+    while offset < stream.count, events < 256 {
+        let end = min(stream.count, offset + chunk)
+        pending.writeBytes(UnsafeBufferPointer(rebasing: stream[offset..<end]))
+        offset = end
+        guard let attempt = session.current else { break }
+        while events < 256 {
+            events += 1
+            let decoded: StompCodec.Decoded?
+            do { decoded = try decoder.decode(&pending) } catch {
+                decoder = StompStreamDecoder()
+                pending.clear()
+                apply(session.malformed(attempt, error: "\(error)", now: now))
+                break
+            }
+            guard let decoded else { break }
+            if case .frame(let f) = decoded, f.command == "CONNECTED" { connectedOn = attempt }
+            apply(session.received(decoded, on: attempt, now: now))
+        }
+        // The clock moves; every timer due fires, and none may be due again at once.
+        now = now + step
+        var fired = 0
+        while let wake = session.nextWake, wake <= now {
+            fired += 1
+            if fired > 64 { fatalError("timers due again and again at one instant") }
+            let before = wake
+            apply(session.tick(now: now))
+            if let again = session.nextWake, again <= before { fatalError("a timer that does not move") }
+        }
+    }
 }

@@ -4,9 +4,9 @@
 # Builds TrackerLogic and its dependencies with coverage instrumentation
 # (-sanitize=fuzzer) into .build-fuzz, links each target in Fuzz/ with swiftc directly
 # (an executable target built by SwiftPM would bring a `main` of its own; the STOMP
-# target compiles the runtime's frame decoder, which needs NIOCore only, into itself
-# instead of instrumenting the whole runtime), then runs it on a copy of its
-# committed seed corpus (Fuzz/corpus/TARGET) for SECONDS. Crashes are written to
+# target compiles the runtime's frame decoder and client session, which need NIOCore
+# only, into itself instead of instrumenting the whole runtime), then runs it on a copy
+# of its committed seed corpus (Fuzz/corpus/TARGET) for SECONDS. Crashes are written to
 # .build-fuzz/crashes/TARGET and fail the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +40,9 @@ for t in "${targets[@]}"; do
     source_file="Fuzz/$(tr '[:lower:]' '[:upper:]' <<< "${t:0:1}")${t:1}Fuzz.swift"
     [ "$t" = bep15 ] && source_file=Fuzz/BEP15Fuzz.swift
     extra_sources=()
-    [ "$t" = stomp ] && extra_sources=(Sources/Runtime/STOMP/StompFrame.swift)
+    [ "$t" = stomp ] && extra_sources=(Sources/Runtime/STOMP/StompFrame.swift Sources/Runtime/STOMP/StompHeartbeat.swift
+                                       Sources/Runtime/STOMP/StompSession.swift Sources/Runtime/STOMP/StompSettings.swift
+                                       Sources/Runtime/ConfigurationError.swift)
     exe="$bin/fuzz-$t"
     swiftc -O -sanitize=fuzzer -parse-as-library -module-name "Fuzz_$t" -I "$bin/Modules" "${modulemaps[@]}" \
         "$source_file" "${extra_sources[@]}" "${objects[@]}" -o "$exe" 2> "$scratch/link-$t.log" \

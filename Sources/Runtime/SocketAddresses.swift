@@ -46,11 +46,6 @@ public struct EndpointArgument: Sendable, CustomStringConvertible {
 }
 
 /// A problem with what the operator asked for, worded for the operator.
-public struct ConfigurationError: Error, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
-}
-
 extension SocketAddress {
     /// The inverse of `PeerEndpoint(_:)`, built from the bits without parsing text:
     /// replies are built per datagram.
