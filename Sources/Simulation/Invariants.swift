@@ -235,8 +235,9 @@ extension Simulator {
         let receipts = slots[slot].held.receipts
         slots[slot].held.receipts = []
         guard slots[slot].held.servingSince == start, slots[slot].isServing, adversary?.plan.kind != .insider else { return }
-        // What a node read within its skew of a serving master's message counts as answered.
-        let cutoff = slots[slot].held.lastHeardServing + config.receiveSkew
+        // What a node read within its skew (or a backlog's drain) of a serving master's
+        // message may count as answered.
+        let cutoff = slots[slot].held.lastHeardServing + max(config.receiveSkew, config.backlogDrain)
         for r in receipts where r.at > cutoff && r.at > slots[slot].held.backlogUntil && r.at <= start
             && start - r.at < config.heldRequestWindow && !anotherServed(than: slot, after: r.at, before: start) {
             guard let sent = unservedSends[r.request], (answeredAt[r.request] ?? .zero) >= sent else {

@@ -230,13 +230,13 @@ public struct Simulator {
         c.clusterSize = scenario.nodes
         c.keepaliveInterval = Milliseconds(1000)
         // As an operator sets it for the network: the spread of its delays (a slow link's
-        // datagrams still in flight when it heals arrive after fresh ones), or a socket
-        // backlog's drain after a pause, whichever is longer (see `HeardServing`).
+        // datagrams still in flight when it heals arrive after fresh ones). A socket
+        // backlog is drained within `backlogDrain`: at most 48 datagrams, one a ms.
         let slowest = scenario.faults.map { f -> Int64 in
             if case .slow(_, let extra) = f.fault { return extra }
             return 0
         }.max() ?? 0
-        c.receiveSkew = Milliseconds(max(scenario.maxDelay - scenario.minDelay + slowest, Int64(Self.peerSocketBacklog)) + 10)
+        c.receiveSkew = Milliseconds(scenario.maxDelay - scenario.minDelay + slowest + 2)
         self.config = c
         var t = TrackerConfig()
         t.announceInterval = scenario.announceInterval

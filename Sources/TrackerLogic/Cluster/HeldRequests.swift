@@ -18,15 +18,23 @@ import NIOCore
 /// the one case this misses (a window of one batch delay); the client retransmits.
 ///
 /// The order in which a node reads its two sockets is not the order in which the bytes
-/// arrived: after a pause too short to notice (a process stopped right after its start,
-/// while it expected no wake for seconds, or for under half a keepalive interval), the
-/// broker's backlog, with the COMMIT that answered a request, is read before the peer
-/// socket's, with the request; and a peer's datagram may take longer to this node than
-/// the master's whole round of two-phase commit. Fresh seeds 25277421324716363 and
-/// 25277421324769278 read the request 2-4 ms after the COMMIT, and a node that came to
-/// serve answered it a second time. So evidence covers what was read up to `skew`
-/// after it (`ClusterConfig.receiveSkew`). A request that truly arrived in that span
-/// goes unanswered by the next master, and its client retransmits.
+/// arrived, two ways:
+/// - after a pause too short to notice (a process stopped right after its start, while
+///   it expected no wake for seconds, or for under half a keepalive interval), the
+///   broker's backlog, with the COMMIT that answered a request, is read before the peer
+///   socket's, with the request. Fresh seeds 25277421324716363 and 25277421324769278 read
+///   the request 2-4 ms after the COMMIT, and a node that came to serve answered it a
+///   second time. A backlog is read in one run of steps with no wait between them, so
+///   evidence read earlier in the same run covers requests read up to `drain` after it
+///   (`ClusterConfig.backlogDrain`). A node that waited between the two (its sockets
+///   were empty) read the request after the evidence arrived: not covered — else a
+///   client whose first request lands just after the dead master's last message waits
+///   for its own retry (aria2 at a failover took 6.1 s instead of 3.1 s).
+/// - a peer's datagram may take longer to this node than the master's whole round of
+///   two-phase commit: evidence covers what was read up to `skew` after it, always
+///   (`ClusterConfig.receiveSkew`, the spread of the network's delays).
+/// A request that truly arrived in either span goes unanswered by the next master, and
+/// its client retransmits.
 ///
 /// Bounded: only connects and announces (scrapes are cheap to resend and change nothing),
 /// at most `capacity` of them, none older than `window`; the oldest go first. A client
@@ -38,6 +46,8 @@ struct HeldRequests: Sendable {
         var receivedAt: Instant
         var isConnect: Bool
         var transactionID: UInt32
+        /// When the run of steps it was read in began (the node last waited).
+        var runStart: Instant
     }
 
     /// What this node last heard from a serving master (or did itself while serving).
@@ -75,8 +85,10 @@ struct HeldRequests: Sendable {
 
     let capacity: Int
     let window: Milliseconds
-    /// How much later than the evidence that answered it a request may be read.
+    /// How much later than the evidence that answered it a request may be read: always,
+    /// and within one run of steps.
     let skew: Milliseconds
+    let drain: Milliseconds
     /// A ring: `slots[head]` is the oldest of `count` entries.
     private var slots: [Request?] = []
     private var head = 0
@@ -91,15 +103,16 @@ struct HeldRequests: Sendable {
     /// larger one is not a request a client waits on.
     static let maxDatagram = 1024
 
-    init(capacity: Int, window: Milliseconds, skew: Milliseconds = Milliseconds(0)) {
+    init(capacity: Int, window: Milliseconds, skew: Milliseconds = Milliseconds(0), drain: Milliseconds = Milliseconds(0)) {
         self.capacity = max(capacity, 0)
         self.window = window
         self.skew = Milliseconds(max(skew.value, 0))
+        self.drain = Milliseconds(max(drain.value, 0))
     }
 
     /// Keeps a connect or announce (anything else, or anything malformed, is ignored: the
     /// handler would drop it anyway).
-    mutating func hold(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant) {
+    mutating func hold(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant, runStart: Instant) {
         guard capacity > 0, now >= ignoredUntil, datagram.readableBytes <= Self.maxDatagram,
               let header = BEP15Codec.peekHeader(datagram) else { return }
         let isConnect: Bool
@@ -112,7 +125,7 @@ struct HeldRequests: Sendable {
         if count == capacity { removeOldest() }
         // Copied: the runtime's receive buffer is not ours to keep.
         let request = Request(datagram: ByteBuffer(bytes: datagram.readableBytesView), source: source,
-                              receivedAt: now, isConnect: isConnect, transactionID: header.transactionID)
+                              receivedAt: now, isConnect: isConnect, transactionID: header.transactionID, runStart: runStart)
         if count == slots.count { grow() }
         slots[(head + count) % slots.count] = request
         count += 1
@@ -139,8 +152,9 @@ struct HeldRequests: Sendable {
         for i in 0..<count {
             guard let r = slots[(head + i) % slots.count] else { continue }
             guard now - r.receivedAt <= window else { continue }
-            guard r.receivedAt > evidence.servedUntil,
-                  r.receivedAt - skew > (r.isConnect ? evidence.alive : evidence.decided) else { continue }
+            let heard = r.isConnect ? evidence.alive : evidence.decided
+            guard r.receivedAt > evidence.servedUntil, r.receivedAt - skew > heard,
+                  heard < r.runStart || r.receivedAt - drain > heard else { continue }
             if seen.insert(Key(source: r.source, transactionID: r.transactionID, isConnect: r.isConnect)).inserted { out.append(r) }
         }
         removeAll()

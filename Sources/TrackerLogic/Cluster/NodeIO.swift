@@ -120,9 +120,12 @@ public struct ClusterConfig: Sendable, Hashable {
     /// wait 15 s before they retransmit; an answer later than that is wasted.
     public var heldRequestWindow = Milliseconds(15_000)
     /// A held request read up to this long after a serving master's message may have
-    /// arrived before it (a socket backlog drained after an unnoticed pause, a slower
-    /// peer path), so that message counts as its answer (see `HeldRequests`).
-    public var receiveSkew = Milliseconds(100)
+    /// arrived before it (a slower peer path: the spread of the network's delays), so
+    /// that message counts as its answer (see `HeldRequests`).
+    public var receiveSkew = Milliseconds(10)
+    /// The same, within one run of steps with no wait between them: a socket backlog read
+    /// after a pause too short to notice.
+    public var backlogDrain = Milliseconds(50)
 
     public init() {}
 
@@ -150,6 +153,7 @@ public struct ClusterConfig: Sendable, Hashable {
         c.heldRequests = min(max(heldRequests, 0), 1 << 20)
         c.heldRequestWindow = Milliseconds(min(max(heldRequestWindow.value, 0), 600_000))
         c.receiveSkew = Milliseconds(min(max(receiveSkew.value, 0), 60_000))
+        c.backlogDrain = Milliseconds(min(max(backlogDrain.value, 0), 60_000))
         return c
     }
 

@@ -36,6 +36,10 @@ public struct TrackerNode: Sendable {
     /// When this node expected its next step at the latest (`nextWake` after the last
     /// one): running much later means it was paused (see `discountPause`).
     var wakeDue: Instant?
+    /// When the node last stepped, and when the current run of steps with no wait between
+    /// them began.
+    var lastStep: Instant?
+    var runStart = Instant(milliseconds: .min)
     /// A master that kept its office through a pause keeps its socket's backlog until
     /// then (see `discountPause`); if it loses the office before, the backlog goes too.
     var pauseBacklogUntil: Instant?
@@ -67,7 +71,7 @@ public struct TrackerNode: Sendable {
         self.limiter = handler.makeRateLimiter(key: SipHash24(k0: rng.next(), k1: rng.next()))
         self.rng = rng
         self.held = HeldRequests(capacity: self.config.heldRequests, window: self.config.heldRequestWindow,
-                                 skew: self.config.receiveSkew)
+                                 skew: self.config.receiveSkew, drain: self.config.backlogDrain)
         self.replica = Replica()
         self.startedAt = now
         var epoch = restoring?.epoch ?? .zero
@@ -101,6 +105,10 @@ public struct TrackerNode: Sendable {
         if case .stopped = state { return [] }
         if !commitQuorums.isEmpty { commitQuorums.removeAll(keepingCapacity: true) }
         if let due = wakeDue { discountPause(due: due, now) }
+        // A step more than a millisecond after the last one: the node waited, its
+        // sockets were empty (see `HeldRequests`).
+        if let last = lastStep, now - last <= Milliseconds(1) {} else { runStart = now }
+        lastStep = now
         let wasServing = isServing
         switch event {
         case .tick: tick(now)
@@ -524,7 +532,7 @@ public struct TrackerNode: Sendable {
         guard isServing else {
             // Slaves, candidates and recovering masters stay silent, but keep the request
             // in case the master that should answer it is gone.
-            held.hold(datagram, from: source, now: now)
+            held.hold(datagram, from: source, now: now, runStart: runStart)
             return
         }
         switch handler.decide(datagram, from: source, now: now, store: replica.store, limiter: &limiter) {
