@@ -131,19 +131,22 @@ enum ConfigFile {
 
         # --- cluster
         id = "1"                          # unique node id, or "auto"
-        broker = "stomp://127.0.0.1:61613"  # or a failover list: "stomp://a:61613,stomp://b:61613"
+        broker = "stomp://127.0.0.1:61613"  # stomp+ssl://HOST:PORT off this host; or a failover list: "stomp+ssl://a:61614,stomp+ssl://b:61614"
         cluster = "tracker"               # broker topic /topic/NAME
         cluster-key-file = ["/etc/tracker/cluster.key"]   # two during a rotation: the first signs
         # insecure-cluster = false        # never on a broker others can publish to
         # connection-id-key-file = "/etc/tracker/connid.key"
         # broker-user = "tracker"
         # broker-password-file = "/etc/tracker/broker.password"
+        # broker-ca-file = "/etc/tracker/broker-ca.pem"   # for stomp+ssl:// brokers (default: system trust store)
+        # broker-cert-file = "/etc/tracker/node1.pem"     # a client certificate, if the broker asks for one
+        # broker-key-file = "/etc/tracker/node1.key"
         keepalive = "1s"
         quorum = "live"                   # live | strict
         cluster-size = 3                  # for strict quorum
         held-requests = 4096              # requests kept while no master serves; the next one answers them
         held-window = "15s"               # …if they are at most this old by then
-        receive-skew = "100ms"            # a held request read this soon after a master's word was its to answer
+        receive-skew = "10ms"             # a held request read this soon after a master's word was its to answer
         db = "/var/lib/tracker/node1.sqlite"
 
         # --- dashboard

@@ -108,7 +108,7 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Interface to join the group on.")
     var interface: String = "lo"
 
-    @Option(help: "STOMP broker of the cluster channel, e.g. stomp://127.0.0.1:61613, or a failover list: stomp://a:61613,stomp://b:61613.")
+    @Option(help: "STOMP broker of the cluster channel, e.g. stomp+ssl://broker.example:61614 or stomp://127.0.0.1:61613, or a failover list: stomp+ssl://a:61614,stomp+ssl://b:61614.")
     var broker: String?
 
     @Option(help: "SQLite file holding this node's repository (emptied on clean shutdown).")
@@ -145,6 +145,16 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("broker-password-file"), help: "File holding the STOMP passcode (first line).")
     var brokerPasswordFile: String?
 
+    @Option(name: .customLong("broker-ca-file"),
+            help: "PEM CA certificates a stomp+ssl:// broker's certificate must chain to (default: the system's trust store).")
+    var brokerCAFile: String?
+
+    @Option(name: .customLong("broker-cert-file"), help: "PEM client certificate offered to a stomp+ssl:// broker (with --broker-key-file).")
+    var brokerCertFile: String?
+
+    @Option(name: .customLong("broker-key-file"), help: "PEM private key of --broker-cert-file.")
+    var brokerKeyFile: String?
+
     @Option(help: "Keepalive interval, e.g. 1s or 250ms; a node missing 2 is down.")
     var keepalive: String = "1s"
 
@@ -163,7 +173,7 @@ struct Run: AsyncParsableCommand {
 
     @Option(name: .customLong("receive-skew"),
             help: "How much later than a master's message a held request may be read and still count as answered by it (the spread of the network's delays).")
-    var receiveSkew: String = "100ms"
+    var receiveSkew: String = "10ms"
 
     @OptionGroup var service: PeerServiceOptions
 
@@ -286,7 +296,7 @@ struct Run: AsyncParsableCommand {
         cluster.clusterSize = clusterSize
         cluster.heldRequests = heldRequests
         do { cluster.heldRequestWindow = try Self.duration(heldWindow) } catch { throw ValidationError("--held-window: \(error)") }
-        do { cluster.receiveSkew = try Self.duration(receiveSkew) } catch { throw ValidationError("--receive-skew: \(error)") }
+        do { cluster.receiveSkew = try Self.duration(receiveSkew, atLeast: 0) } catch { throw ValidationError("--receive-skew: \(error)") }
         var brokerSettings: StompSettings
         do { brokerSettings = try StompSettings(url: broker) } catch { throw ValidationError("--broker: \(error)") }
         if let brokerUser { brokerSettings.login = brokerUser }
@@ -296,6 +306,10 @@ struct Run: AsyncParsableCommand {
             }
             brokerSettings.passcode = text.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
         }
+        brokerSettings.caFile = brokerCAFile
+        brokerSettings.certFile = brokerCertFile
+        brokerSettings.keyFile = brokerKeyFile
+        do { _ = try BrokerTLS.context(for: brokerSettings) } catch { throw ValidationError("\(error)") }
         let keys = try clusterKeyFiles.map { try Self.readKey($0, flag: "cluster-key-file", logger: logger) }
         if keys.isEmpty && !insecureCluster {
             throw ValidationError("""
@@ -355,7 +369,7 @@ struct Run: AsyncParsableCommand {
     }
 
     /// `1s`, `250ms` or plain milliseconds.
-    static func duration(_ text: String) throws -> Milliseconds {
+    static func duration(_ text: String, atLeast minimum: Int64 = 10) throws -> Milliseconds {
         let value: Int64?
         if text.hasSuffix("ms") { value = Int64(text.dropLast(2)) }
         else if text.hasSuffix("s") {
@@ -365,7 +379,9 @@ struct Run: AsyncParsableCommand {
             }
         }
         else { value = Int64(text) }
-        guard let value, value >= 10 else { throw ValidationError("'\(text)' is not a duration of at least 10ms (e.g. 1s, 250ms)") }
+        guard let value, value >= minimum else {
+            throw ValidationError("'\(text)' is not a duration of at least \(minimum)ms (e.g. 1s, 250ms)")
+        }
         return Milliseconds(value)
     }
 }

@@ -126,6 +126,28 @@ import TrackerRuntime
         #expect(s.stats.droppedWhileDown == 1)
     }
 
+    /// A TLS handshake failure may reach the client after the close it caused: it then
+    /// only says better why the connection went, which is what the operator reads.
+    @Test func aLateErrorExplainsTheLastLoss() {
+        var s = StompSession(settings: settings())
+        _ = s.start(now: t0)
+        _ = s.connected(1, now: t0)
+        _ = s.closed(1, reason: "connection closed by the broker", now: t0)
+        #expect(s.problem == "connection closed by the broker")
+        #expect(lines(s.failed(1, reason: "TLS: certificate", now: t0)) == ["log warning broker connection failed"])
+        #expect(s.problem == "TLS: certificate")
+        // Once the next connection is under way, an old error changes nothing.
+        _ = s.tick(now: t0 + .seconds(1))
+        #expect(lines(s.failed(1, reason: "late", now: t0 + .seconds(1))) == [])
+        #expect(s.problem == "TLS: certificate")
+        // A connection that fails while current is closed and lost, once.
+        _ = s.connected(2, now: t0 + .seconds(1))
+        #expect(lines(s.failed(2, reason: "reset", now: t0 + .seconds(1))).prefix(2) == ["close #2", "log warning broker connection lost"])
+        #expect(s.stats.connectionsLost == 2)
+        _ = s.received(frame("CONNECTED"), on: 3, now: t0)
+        #expect(s.problem == "reset")
+    }
+
     @Test func malformedBytesReconnect() {
         var s = ready()
         let actions = lines(s.malformed(1, error: "header too long", now: t0))

@@ -169,6 +169,10 @@ def main():
             fail(f"some node heard no keepalive on the peer network: {beacons}")
         log(f"3 nodes in namespaces, service address {VIP}:{PORT}; master {master.node_id}; "
             f"keepalives heard on the peer network {beacons}")
+        # The broker is on another host here, reached in clear text: every node says so.
+        for n in cluster.live():
+            if "broker connection not encrypted" not in n.tail(400):
+                fail(f"node {n.node_id} reaches a broker off its host over plain stomp:// without a warning")
         peer = subprocess.Popen(["ip", "netns", "exec", CLIENT, "/usr/bin/python3", os.path.join(HERE, "_lt_vip_peer.py"),
                                  "10.77.0.50", f"{VIP}:{PORT}"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

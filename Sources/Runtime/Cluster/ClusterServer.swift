@@ -135,10 +135,15 @@ public final class ClusterServer: @unchecked Sendable {
 
     /// Binds the peer channel and connects to the broker.
     public func start() async throws {
+        let tls = try BrokerTLS.context(for: settings.broker)
+        for broker in settings.broker.brokers where !broker.tls && !broker.isLoopback {
+            logger.warning("broker connection not encrypted: the broker password and every peer address cross the network in clear text; use stomp+ssl://",
+                           metadata: ["broker": "\(broker.url)"])
+        }
         let peerSockets = try await PeerChannelBinder.bind(settings.peers, loop: loop) { [self] in PeerDatagramHandler(server: self) }
         try await loop.submit { [self] in
             sockets = peerSockets
-            stomp = StompClient(settings: settings.broker, loop: loop, logger: logger) { [self] event in brokerEvent(event) }
+            stomp = StompClient(settings: settings.broker, tls: tls, loop: loop, logger: logger) { [self] event in brokerEvent(event) }
             stomp.subscribe(settings.topic)
             subscribeOwnTopic()
             stomp.start()

@@ -39,7 +39,7 @@ extension ClusterServer {
         s.backlogDiscarded = stats.backlogDiscarded
         s.protocolPaths = Dictionary(uniqueKeysWithValues: ProtocolPath.allCases.map { ($0.description, node.paths[$0]) })
         s.broker = NodeStatus.BrokerStatus(
-            connected: stomp?.isReady ?? false, connectedTo: stomp?.connectedTo.map { "stomp://\($0)" }, sent: stomp?.stats.sent ?? 0, received: stomp?.stats.received ?? 0,
+            connected: stomp?.isReady ?? false, connectedTo: stomp?.connectedTo?.url, problem: stomp?.problem, sent: stomp?.stats.sent ?? 0, received: stomp?.stats.received ?? 0,
             droppedWhileDown: stomp?.stats.droppedWhileDown ?? 0, connectionsLost: stomp?.stats.connectionsLost ?? 0,
             errorFrames: stomp?.stats.errorFrames ?? 0, badFrames: stomp?.stats.badFrames ?? 0,
             badClusterMessages: stats.rejected.values.reduce(0, +),

@@ -23,6 +23,9 @@ public struct NodeStatus: Codable, Sendable {
         var connected = false
         /// The broker of the current (or last) connection, of the failover list.
         var connectedTo: String?
+        /// Why it is not connected (nil while it is): a refused connection, a broker
+        /// certificate that did not verify, an ERROR frame.
+        var problem: String?
         var sent = 0
         var received = 0
         var droppedWhileDown = 0

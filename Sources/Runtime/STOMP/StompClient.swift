@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 
 /// The host of a `StompSession`: NIO connections, one timer, and the owner's callbacks.
 /// Everything the session decides (what to write, when to reconnect, what a broker's
@@ -15,9 +16,13 @@ public final class StompClient: @unchecked Sendable {
     var channels: [StompSession.Attempt: Channel] = [:]
     var wake: (at: NIODeadline, task: Scheduled<Void>)?
     var disconnected: EventLoopPromise<Void>?
+    /// For `stomp+ssl://` brokers (`BrokerTLS`).
+    let tls: NIOSSLContext?
 
-    public init(settings: StompSettings, loop: EventLoop, logger: Logger, onEvent: @escaping (StompEvent) -> Void) {
+    public init(settings: StompSettings, tls: NIOSSLContext? = nil, loop: EventLoop, logger: Logger,
+                onEvent: @escaping (StompEvent) -> Void) {
         self.session = StompSession(settings: settings)
+        self.tls = tls
         self.loop = loop
         self.logger = logger
         self.onEvent = onEvent
@@ -27,6 +32,9 @@ public final class StompClient: @unchecked Sendable {
     /// The broker of the current (or last) connection.
     public var connectedTo: BrokerAddress? { session.connectedTo }
     public var stats: StompStats { session.stats }
+    /// Why the client is not connected (nil while it is): a refused connection, a
+    /// certificate that did not verify, an ERROR frame.
+    public var problem: String? { session.problem }
 
     public func start() {
         loop.preconditionInEventLoop()
@@ -100,16 +108,29 @@ public final class StompClient: @unchecked Sendable {
     }
 
     func open(_ broker: BrokerAddress, _ attempt: StompSession.Attempt) {
+        let tlsHandler: NIOSSLClientHandler?
+        if broker.tls {
+            do {
+                guard let tls else { throw ConfigurationError("no TLS configuration") }
+                tlsHandler = try BrokerTLS.handler(tls, for: broker)
+            } catch {
+                perform(session.connectFailed(attempt, reason: "TLS to \(broker.url): \(error)", now: .now()))
+                return
+            }
+        } else {
+            tlsHandler = nil
+        }
         let bootstrap = ClientBootstrap(group: loop)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(2))
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tlsHandler { try channel.pipeline.syncOperations.addHandler(tlsHandler) }
                     try channel.pipeline.syncOperations.addHandlers([
                         ByteToMessageHandler(StompFrameDecoder()),
                         MessageToByteHandler(StompFrameEncoder()),
-                        StompChannelHandler(client: self, attempt: attempt),
+                        StompChannelHandler(client: self, attempt: attempt, broker: broker),
                     ])
                 }
             }
@@ -119,7 +140,7 @@ public final class StompClient: @unchecked Sendable {
                 channels[attempt] = channel
                 perform(session.connected(attempt, now: .now()))
             case .failure(let error):
-                perform(session.connectFailed(attempt, reason: "connect to \(broker) failed: \(error)", now: .now()))
+                perform(session.connectFailed(attempt, reason: "connect to \(broker.url) failed: \(error)", now: .now()))
             }
         }
     }
@@ -141,10 +162,12 @@ final class StompChannelHandler: ChannelInboundHandler {
     typealias InboundIn = StompCodec.Decoded
     let client: StompClient
     let attempt: StompSession.Attempt
+    let broker: BrokerAddress
 
-    init(client: StompClient, attempt: StompSession.Attempt) {
+    init(client: StompClient, attempt: StompSession.Attempt, broker: BrokerAddress) {
         self.client = client
         self.attempt = attempt
+        self.broker = broker
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -160,8 +183,8 @@ final class StompChannelHandler: ChannelInboundHandler {
         if error is StompFrameError || error is ByteToMessageDecoderError {
             client.perform(client.session.malformed(attempt, error: "\(error)", now: .now()))
         } else {
-            context.close(promise: nil)
-            client.perform(client.session.closed(attempt, reason: "\(error)", now: .now()))
+            let reason = BrokerTLS.explain(error, broker: broker) ?? "\(error)"
+            client.perform(client.session.failed(attempt, reason: reason, now: .now()))
         }
     }
 }

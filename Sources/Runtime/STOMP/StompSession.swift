@@ -85,6 +85,11 @@ public struct StompSession {
     /// a period that does not move with every frame (the host's timer stays put).
     var lastCheck = NIODeadline.uptimeNanoseconds(0)
     public private(set) var stats = StompStats()
+    /// Why the session is not connected (nil once it is ready): the last refused
+    /// connection, handshake failure, ERROR frame or silence.
+    public private(set) var problem: String?
+    /// The connection lost last (its late error may explain it better).
+    var lastLost: Attempt?
     var out: [Action] = []
 
     /// A broker that accepts TCP but never answers is as good as down.
@@ -201,6 +206,23 @@ public struct StompSession {
         return take()
     }
 
+    /// The connection failed with an error (a TLS handshake the broker's certificate did
+    /// not pass, a reset). The error may come after the close it caused: it then only
+    /// says better why the last connection went.
+    public mutating func failed(_ attempt: Attempt, reason: String, now: NIODeadline) -> [Action] {
+        if case .connecting(attempt) = phase {
+            out.append(.close(attempt))
+            scheduleReconnect(reason: reason, now: now)
+        } else if attempt == current {
+            out.append(.close(attempt))
+            lose(attempt, reason: reason, now: now)
+        } else if attempt == lastLost, case .idle = phase {
+            problem = reason
+            out.append(.log(.warning, "broker connection failed", [("reason", reason)]))
+        }
+        return take()
+    }
+
     /// Bytes that are not STOMP: the connection is dropped and a new one started.
     public mutating func malformed(_ attempt: Attempt, error: String, now: NIODeadline) -> [Action] {
         guard attempt == current else { return [] }
@@ -292,6 +314,7 @@ public struct StompSession {
     }
 
     mutating func scheduleReconnect(reason: String, now: NIODeadline) {
+        problem = reason
         let count = settings.brokers.count
         brokerIndex = (brokerIndex + 1) % count
         failuresInRound += 1
@@ -323,6 +346,7 @@ public struct StompSession {
         default: return
         }
         heartbeat = nil
+        lastLost = attempt
         stats.connectionsLost += 1
         out.append(.log(.warning, "broker connection lost", [("reason", reason)]))
         out.append(.deliver(.lost(reason: reason)))
@@ -332,6 +356,7 @@ public struct StompSession {
     mutating func becomeReadyIfSubscribed() {
         guard case .subscribing(let a, let pending) = phase, pending.isEmpty else { return }
         phase = .ready(a)
+        problem = nil
         out.append(.log(.info, "broker connected", [("broker", connectedTo.map { "\($0)" } ?? "?"), ("subscriptions", "\(subscriptions.count)")]))
         out.append(.deliver(.ready))
     }

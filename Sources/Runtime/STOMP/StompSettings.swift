@@ -4,8 +4,20 @@ import NIOCore
 public struct BrokerAddress: Sendable, Hashable, CustomStringConvertible {
     public var host: String
     public var port: Int
-    public init(host: String, port: Int) { self.host = host; self.port = port }
+    /// `stomp+ssl://`: the connection is TLS, the broker's certificate verified.
+    public var tls: Bool
+    public init(host: String, port: Int, tls: Bool = false) { self.host = host; self.port = port; self.tls = tls }
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    /// As written in `--broker`.
+    public var url: String { "\(tls ? "stomp+ssl" : "stomp")://\(self)" }
+
+    /// Whether the host is this machine (127.0.0.0/8 or ::1): the only place a plain
+    /// connection keeps the broker password and the cluster's traffic to itself.
+    public var isLoopback: Bool {
+        if host == "::1" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
+    }
 }
 
 /// Where and how to reach the broker.
@@ -19,15 +31,21 @@ public struct StompSettings: Sendable {
     public var heartbeat: Int = 1000
     public var reconnectMin = TimeAmount.milliseconds(100)
     public var reconnectMax = TimeAmount.seconds(2)
+    /// For `stomp+ssl://` brokers: the CA certificates (PEM) a broker's certificate must
+    /// chain to (nil: the system's trust store), and an optional client certificate.
+    public var caFile: String?
+    public var certFile: String?
+    public var keyFile: String?
 
     public init(host: String, port: Int) { primary = BrokerAddress(host: host, port: port) }
 
     /// Every broker, in the order they are tried.
     public var brokers: [BrokerAddress] { [primary] + fallbacks }
 
-    /// `stomp://HOST:PORT` (login and passcode as `stomp://user:pass@HOST:PORT`), or a
-    /// failover list of them separated by commas (`stomp://a:61613,stomp://b:61613`);
-    /// credentials, if given more than once, must be the same.
+    /// `stomp://HOST:PORT` or `stomp+ssl://HOST:PORT` (login and passcode as
+    /// `stomp://user:pass@HOST:PORT`), or a failover list of them separated by commas
+    /// (`stomp+ssl://a:61614,stomp+ssl://b:61614`, schemes may mix); credentials, if
+    /// given more than once, must be the same.
     public init(url: String) throws {
         let parts = url.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         guard parts.count <= 16 else { throw ConfigurationError("at most 16 brokers in a failover list (got \(parts.count))") }
@@ -35,7 +53,9 @@ public struct StompSettings: Sendable {
         var login: String?, passcode: String?
         for part in parts {
             let (address, l, p) = try Self.parse(part)
-            if brokers.contains(address) { throw ConfigurationError("broker \(address) is listed twice") }
+            if brokers.contains(where: { $0.host == address.host && $0.port == address.port }) {
+                throw ConfigurationError("broker \(address) is listed twice")
+            }
             brokers.append(address)
             if let l {
                 if let login, login != l || passcode != p {
@@ -47,14 +67,24 @@ public struct StompSettings: Sendable {
         }
         guard let first = brokers.first else { throw ConfigurationError("no broker URL") }
         self.init(host: first.host, port: first.port)
+        primary = first
         fallbacks = Array(brokers.dropFirst())
         self.login = login
         self.passcode = passcode
     }
 
     static func parse(_ url: String) throws -> (BrokerAddress, login: String?, passcode: String?) {
-        guard url.hasPrefix("stomp://") else { throw ConfigurationError("broker URL must start with stomp:// (got '\(url)')") }
-        var rest = Substring(url.dropFirst("stomp://".count))
+        let tls: Bool
+        var rest: Substring
+        if url.hasPrefix("stomp://") {
+            tls = false
+            rest = Substring(url.dropFirst("stomp://".count))
+        } else if url.hasPrefix("stomp+ssl://") {
+            tls = true
+            rest = Substring(url.dropFirst("stomp+ssl://".count))
+        } else {
+            throw ConfigurationError("broker URL must start with stomp:// or stomp+ssl:// (got '\(url)')")
+        }
         if rest.hasSuffix("/") { rest = rest.dropLast() }
         var login: String?, passcode: String?
         if let at = rest.lastIndex(of: "@") {
@@ -74,6 +104,6 @@ public struct StompSettings: Sendable {
             // ActiveMQ's STOMP connector listens on IPv4 only; "localhost" may resolve to ::1.
             host = "127.0.0.1"
         }
-        return (BrokerAddress(host: host, port: port), login, passcode)
+        return (BrokerAddress(host: host, port: port, tls: tls), login, passcode)
     }
 }

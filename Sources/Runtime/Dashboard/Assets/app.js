@@ -104,7 +104,8 @@ function renderNode(n) {
     ["last committed", n.lastCommitted + " (" + n.lastCommittedEpoch + ")"], ["in sync", n.inSync ? "yes" : "no"],
     ["swarms / peers", n.swarms + " / " + n.peers], ["requests / replies / errors", n.datagrams + " / " + n.replies + " / " + n.errorReplies],
     ["store", (n.storeHealthy ? "healthy" : "FAILING") + (n.storeBacklog ? ", backlog " + n.storeBacklog : "")],
-    ["broker", n.mode === "cluster" ? (n.brokerConnected ? "connected" : "disconnected") + (n.broker.authenticated ? ", authenticated" : ", NOT authenticated") : "—"],
+    ["broker", n.mode === "cluster" ? (n.brokerConnected ? "connected to " + (n.broker.connectedTo || "?") : "disconnected" + (n.broker.problem ? ": " + n.broker.problem : ""))
+      + (n.broker.authenticated ? ", authenticated" : ", NOT authenticated") : "—"],
     ["uptime", Math.round(n.uptimeMs / 1000) + " s"],
   ];
   fill($("node-facts"), facts.map(([k, v]) => row([k, v])));
