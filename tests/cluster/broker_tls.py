@@ -84,16 +84,6 @@ class TLSFront(threading.Thread):
                 pass
 
 
-def wait_for(what, predicate, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    fail(f"timed out waiting for {what}")
-
-
 def main():
     print(activemq("start"))
     work = tempfile.mkdtemp(prefix="broker-tls-")
