@@ -19,8 +19,8 @@ import TrackerLogic
 /// "Say something" is what the node's rule (`HeldRequests`) may use, so this tests that
 /// rule and not a stronger one: for a connect, answered the moment the master read it,
 /// a keepalive, PREPARE, COMMIT or ABORT; for an announce, answered when its transaction
-/// commits, a COMMIT or ABORT. The simulator sets `receiveSkew` to cover its delays and
-/// socket backlogs, as an operator sets it for a network.
+/// commits, a COMMIT or ABORT. The simulator sets `receiveSkew` to cover its delays, as
+/// an operator sets it for a network; its socket backlogs drain within `backlogDrain`.
 struct HeardServing {
     /// A node process: a node id and one run of it (an impostor shares the id).
     struct Process: Hashable {

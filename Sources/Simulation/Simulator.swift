@@ -153,8 +153,10 @@ struct AckedAnnounce {
 /// everything; nothing here reads a clock, a global generator or an unordered
 /// collection's iteration order.
 public struct Simulator {
-    /// Peer datagrams a stopped process's socket holds; the rest are dropped.
-    static let peerSocketBacklog = 48
+    /// Peer datagrams a stopped process's socket holds, the rest dropped: read one a
+    /// millisecond, they are drained within the node's `backlogDrain` (derived from it, so
+    /// the two cannot drift apart).
+    var peerSocketBacklog: Int { Int(max(config.backlogDrain.value - 2, 1)) }
     public let scenario: Scenario
     var rng: SeededGenerator
     var now = Scenario.start
@@ -231,7 +233,7 @@ public struct Simulator {
         c.keepaliveInterval = Milliseconds(1000)
         // As an operator sets it for the network: the spread of its delays (a slow link's
         // datagrams still in flight when it heals arrive after fresh ones). A socket
-        // backlog is drained within `backlogDrain`: at most 48 datagrams, one a ms.
+        // backlog is drained within `backlogDrain` (see `peerSocketBacklog`).
         let slowest = scenario.faults.map { f -> Int64 in
             if case .slow(_, let extra) = f.fault { return extra }
             return 0
@@ -450,11 +452,8 @@ public struct Simulator {
                 if case .peerDatagram(_, let bytes, let from, let queued) = event,
                    let process = queued ?? slots[s].inspect({ $0.incarnation }) {
                     if queued == nil {
-                        // A full socket buffer drops what arrives (the kernel does): it
-                        // also keeps the drain, one datagram a millisecond, well inside
-                        // the span a node allows for reading a request after the message
-                        // that answered it (`ClusterConfig.receiveSkew`).
-                        guard slots[s].peerBacklog < Self.peerSocketBacklog else { return }
+                        // A full socket buffer drops what arrives (the kernel does).
+                        guard slots[s].peerBacklog < peerSocketBacklog else { return }
                         slots[s].peerBacklog += 1
                     }
                     slots[s].backlogPosition += 1
