@@ -49,6 +49,10 @@ struct HeardServing {
     private var frames: [Process: [Heard]] = [:]
 
     mutating func note(_ env: ClusterEnvelope, sentAt: Instant, heardAt: Instant) {
+        // Only what the node's rule takes as a master's word: a master's keepalive that
+        // says "behind" (sent in the step it came to serve, fresh seed 24345527638500756)
+        // shows nothing to the node, so it shows nothing here either.
+        guard Self.isMasterWord(env) else { return }
         let decides: Bool
         switch env.message {
         case .keepalive, .prepare: decides = false

@@ -144,6 +144,10 @@ struct RandomizedScenarioTests {
             + "settle=25000 drift=0,65,71 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.02 "
             + "faults=4146:shutdown:2,5345:restart:2,5384:pause:2:861,7652:store-fails:0,8706:peer-partition:2,10723:store-heals:0,11849:partition:0+2,13630:heal,15559:heal "
             + "operator=",
+        "seed=24345527638500756 nodes=6 quorum=live loss=0.18 dup=0.06 delay=3-25 peers=7 torrents=2 until=25000 "
+            + "settle=25000 drift=320,0,0,0,0,-218 interval=6 timeout=12000 fragments=497 corrupt=0.0 "
+            + "faults=2082:join:4,5229:one-way:1>4,7206:heal,7330:shutdown:3,7864:partition:1+2+4,8408:join:5,9420:restart:3,12161:heal "
+            + "operator=",
     ])
     func formerFailureLines(line: String) throws {
         var sim = Simulator(scenario: try Scenario(line: line))
