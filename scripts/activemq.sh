@@ -18,6 +18,13 @@
 # duplex network connector from a to b (OpenWire on 127.0.0.1:61634) that forwards
 # topics both ways; give the nodes --broker stomp://127.0.0.1:61623,stomp://127.0.0.1:61633.
 # ACTIVEMQ_PAIR=a|b selects one of them for start, stop, kill, status.
+#
+# A broker host's configuration (deploy/activemq, as docs/deploy.md installs it): with
+# ACTIVEMQ_DEPLOY_CONF=DIR (what /etc/activemq/tracker holds: activemq.xml,
+# broker.properties, login.config, users.properties, broker.p12, …) the broker runs the
+# ExecStart of ACTIVEMQ_UNIT (default deploy/activemq/activemq-tracker.service) with
+# /etc/activemq/tracker read as DIR and /var/lib/activemq/tracker as ACTIVEMQ_STATE, and
+# the probe speaks STOMP over TLS as the users.properties user "tracker".
 set -euo pipefail
 
 NAME="tracker"
@@ -33,6 +40,14 @@ STATE="${ACTIVEMQ_STATE:-/tmp/tracker-activemq}"
 HOST="${ACTIVEMQ_STOMP_HOST:-127.0.0.1}"
 PORT="${ACTIVEMQ_STOMP_PORT:-61613}"
 AUTH_FILE="${ACTIVEMQ_AUTH_FILE:-}"
+DEPLOY_CONF="${ACTIVEMQ_DEPLOY_CONF:-}"
+UNIT="${ACTIVEMQ_UNIT:-$(dirname "$0")/../deploy/activemq/activemq-tracker.service}"
+# A value of the deploy configuration's broker.properties.
+deploy_property() { sed -n "s/^$1=//p" "$DEPLOY_CONF/broker.properties" | tail -n 1; }
+if [ -n "$DEPLOY_CONF" ]; then
+    PORT=$(deploy_property tracker.stomp.port)
+    [ -n "$PORT" ] || { echo "activemq.sh: no tracker.stomp.port in $DEPLOY_CONF/broker.properties" >&2; exit 2; }
+fi
 PIDFILE="$STATE/activemq.pid"
 LOG="$STATE/activemq.log"
 
@@ -80,6 +95,10 @@ XML
 
 # login/passcode headers for our own CONNECT probe: the first user of the file.
 probe_credentials() {
+    if [ -n "$DEPLOY_CONF" ]; then
+        printf 'login:tracker\npasscode:%s\n' "$(sed -n 's/^tracker=//p' "$DEPLOY_CONF/users.properties")"
+        return 0
+    fi
     [ -n "$AUTH_FILE" ] || return 0
     awk '$1 !~ /^#/ && NF >= 2 { printf "login:%s\npasscode:%s\n", $1, $2; exit }' "$AUTH_FILE"
 }
@@ -158,7 +177,20 @@ stomp_connected() {
     creds=$(probe_credentials)
     [ -n "$creds" ] && frame+="${creds//$'\n'/\\n}\\n"
     frame+='\n\0'
+    if [ -n "$DEPLOY_CONF" ]; then
+        # The probe only asks whether the broker answers; the nodes verify its certificate.
+        printf "$frame" | timeout 3 openssl s_client -quiet -connect "$HOST:$PORT" 2>/dev/null | head -c 9 | grep -q CONNECTED
+        return
+    fi
     timeout 2 bash -c "exec 3<>/dev/tcp/$HOST/$PORT && printf '$frame' >&3 && head -c 9 <&3" 2>/dev/null | grep -q CONNECTED
+}
+
+# The unit's ExecStart, continuation lines joined, with the host's paths made the
+# configuration's and the state directory's.
+deploy_command() {
+    [ -r "$UNIT" ] || { echo "activemq.sh: cannot read the unit $UNIT" >&2; return 1; }
+    sed -n '/^ExecStart=/,/[^\\]$/p' "$UNIT" | sed -e 's/^ExecStart=//' -e 's/\\$//' | tr '\n' ' ' \
+        | sed -e "s#/etc/activemq/tracker#$DEPLOY_CONF#g" -e "s#/var/lib/activemq/tracker#$STATE#g"
 }
 
 start() {
@@ -166,6 +198,16 @@ start() {
         if stomp_connected; then echo "activemq running (pid $p) on stomp://$HOST:$PORT"; return 0; fi
     fi
     install_if_missing
+    if [ -n "$DEPLOY_CONF" ]; then
+        mkdir -p "$STATE"
+        chmod 700 "$STATE"
+        local command; command=$(deploy_command)
+        # shellcheck disable=SC2086 # the unit's words, split as systemd splits them
+        setsid $command >> "$LOG" 2>&1 < /dev/null &
+        echo $! > "$PIDFILE"
+        wait_connected
+        return
+    fi
     write_config
     local java; java=$(command -v java)
     # The JVM flags Debian's launcher passes on Java > 8.
@@ -180,6 +222,10 @@ start() {
         -jar /usr/share/activemq/bin/activemq.jar start "xbean:file:$STATE/conf/activemq.xml" \
         >> "$LOG" 2>&1 < /dev/null &
     echo $! > "$PIDFILE"
+    wait_connected
+}
+
+wait_connected() {
     local deadline=$((SECONDS + ${ACTIVEMQ_START_TIMEOUT:-60}))
     while [ $SECONDS -lt $deadline ]; do
         if ! pid >/dev/null; then

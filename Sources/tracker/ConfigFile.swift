@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import TOMLKit
 import TrackerRuntime
 
@@ -118,40 +119,46 @@ enum ConfigFile {
         }
     }
 
+    /// The example is also the package's /etc/tracker/tracker.toml: a node of a cluster
+    /// across hosts (docs/deploy.md), which starts once its key files exist.
     static let example = """
         # tracker run --config FILE: every key is a `tracker run` option without its dashes.
         # Options given on the command line override the file. Unknown keys are an error.
+        # `tracker config check FILE` makes every check `run` makes before it binds anything.
+        # A cluster of three hosts and a broker host: /usr/share/doc/tracker/deploy.md.
 
-        # --- peers
-        # udp = "127.0.0.1:6969"          # standalone node: where peers send requests
+        # --- peers: one peer channel (deploy.md says which fits your network)
+        floating = "10.0.0.100:6969"      # cluster: an address keepalived moves to the serving master's host
+        group = "239.255.42.99:6969"      # with floating: keepalives cross the LAN through it; alone: peers send to it (Transmission only)
+        interface = "eth0"                # the interface the group is joined on
+        # vip = "10.0.0.100:6969"         # cluster, with group: a shared address delivered through the group's MAC
+        # udp = "0.0.0.0:6969"            # standalone node (no broker): where peers send requests
         # threads = 2                     # standalone node: event loops, one SO_REUSEPORT socket each
-        group = "239.255.42.99:6969"      # cluster: the multicast group peers send to
-        # vip = "10.0.0.100:6969"         # shared service address (libtorrent, aria2 need it)
-        interface = "lo"                  # interface to join the group on
 
         # --- cluster
-        id = "1"                          # unique node id, or "auto"
-        broker = "stomp://127.0.0.1:61613"  # stomp+ssl://HOST:PORT off this host; or a failover list: "stomp+ssl://a:61614,stomp+ssl://b:61614"
+        id = "1"                          # unique per node: 1, 2, 3 (the highest live id is master)
+        broker = "stomp+ssl://broker.example.net:61614"   # or a failover list: "stomp+ssl://a:61614,stomp+ssl://b:61614"
         cluster = "tracker"               # broker topic /topic/NAME
-        cluster-key-file = ["/etc/tracker/cluster.key"]   # two during a rotation: the first signs
+        cluster-key-file = ["/etc/tracker/cluster.key"]   # from `tracker keygen`; two during a rotation: the first signs
         # insecure-cluster = false        # never on a broker others can publish to
         # connection-id-key-file = "/etc/tracker/connid.key"
-        # broker-user = "tracker"
-        # broker-password-file = "/etc/tracker/broker.password"
-        # broker-ca-file = "/etc/tracker/broker-ca.pem"   # for stomp+ssl:// brokers (default: system trust store)
-        # broker-cert-file = "/etc/tracker/node1.pem"     # a client certificate, if the broker asks for one
-        # broker-key-file = "/etc/tracker/node1.key"
+        broker-user = "tracker"
+        broker-password-file = "/etc/tracker/broker.password"
+        broker-ca-file = "/etc/tracker/broker-ca.pem"     # the CA the broker's certificate chains to
+        # broker-cert-file = "/etc/tracker/node.pem"      # a client certificate, if the broker asks for one
+        # broker-key-file = "/etc/tracker/node.key"
         keepalive = "1s"
         quorum = "live"                   # live | strict
         cluster-size = 3                  # for strict quorum
         held-requests = 4096              # requests kept while no master serves; the next one answers them
         held-window = "15s"               # …if they are at most this old by then
         receive-skew = "10ms"             # a held request read this soon after a master's word was its to answer
-        db = "/var/lib/tracker/node1.sqlite"
+        db = "/var/lib/tracker/tracker.sqlite"
 
-        # --- dashboard
+        # --- dashboard, /api/health (keepalived asks it) and /metrics
         http = "127.0.0.1:8081"
-        # admin-token-file = "/etc/tracker/admin.token"
+        # admin-token-file = "/etc/tracker/admin.token"   # default: drawn and written beside db
+        # http-host-name = ["tracker1.example.net"]
 
         # --- tracker service
         interval = 1800                   # seconds between announces
@@ -172,6 +179,7 @@ enum ConfigFile {
         # --- logging
         log-level = "info"
         """
+
 }
 
 /// `tracker config example | check FILE`.
@@ -186,15 +194,20 @@ struct Config: ParsableCommand {
     }
 
     struct Check: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Check a config file: every key known, every value valid.")
+        static let configuration = CommandConfiguration(
+            abstract: "Check a config file as `tracker run --config FILE` would before it binds anything.",
+            discussion: "Every key known, every value valid and in range, every file readable, key files valid, addresses that parse, the interface present and up.")
         @Argument(help: "The TOML file.") var file: String
         func run() throws {
+            let args: [String]
+            do { args = try ConfigFile.arguments(path: file) } catch let p as ConfigFile.Problem { throw ValidationError(p.description) }
+            let node: String
             do {
-                let args = try ConfigFile.arguments(path: file)
-                print("\(file): \(args.filter { $0.hasPrefix("--") }.count) settings, all valid")
-            } catch let p as ConfigFile.Problem {
-                throw ValidationError(p.description)
+                node = try Run.parse(args).preflight(logger: Logger(label: "tracker"))
+            } catch {
+                throw ValidationError("config \(file): " + ConfigFile.rewrite(Run.message(for: error)))
             }
+            print("\(file): \(args.filter { $0.hasPrefix("--") }.count) settings, all valid: \(node)")
         }
     }
 }

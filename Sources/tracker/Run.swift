@@ -85,9 +85,12 @@ struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a tracker node. With no options: a standalone node on udp://127.0.0.1:6969.",
         discussion: """
-            Cluster node: give --broker (and --group or --vip for the peer channel), --db and usually --http:
-              tracker run --id 1 --group 239.255.42.99:6969 --interface lo \\
+            Cluster node: give --broker, the peer channel (--group, --vip with --group, or --floating), \
+            --cluster-key-file, --db and usually --http. On one machine:
+              tracker keygen --output /tmp/cluster.key
+              tracker run --id 1 --group 239.255.42.99:6969 --interface lo --cluster-key-file /tmp/cluster.key \\
                 --broker stomp://127.0.0.1:61613 --db /tmp/n1.sqlite --http 127.0.0.1:8081
+            Across hosts see docs/deploy.md; `tracker config check FILE` runs every check `run` makes.
             """)
 
     @Option(help: "UDP address to serve peers on (standalone node), e.g. 127.0.0.1:6969 or [::1]:6969.")
@@ -99,14 +102,17 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Cluster node id (1…4294967295), or 'auto' to get one from the master.")
     var id: String = "auto"
 
-    @Option(help: "Multicast group the cluster serves peers on, e.g. 239.255.42.99:6969.")
+    @Option(help: "Multicast group the cluster serves peers on, e.g. 239.255.42.99:6969 (with --floating: the group that carries keepalives).")
     var group: String?
 
     @Option(help: "Shared service address every node binds (with --group for delivery), e.g. 10.0.0.100:6969.")
     var vip: String?
 
-    @Option(help: "Interface to join the group on.")
-    var interface: String = "lo"
+    @Option(help: "Floating service address that keepalived moves to the serving master's host, e.g. 10.0.0.100:6969 (bound before it arrives); with --group, keepalives also cross the peer network through that group.")
+    var floating: String?
+
+    @Option(help: "Interface to join the group on (--group, --vip; no default: `lo` for a cluster on one machine).")
+    var interface: String?
 
     @Option(help: "STOMP broker of the cluster channel, e.g. stomp+ssl://broker.example:61614 or stomp://127.0.0.1:61613, or a failover list: stomp+ssl://a:61614,stomp+ssl://b:61614.")
     var broker: String?
@@ -183,7 +189,7 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
-    var isCluster: Bool { broker != nil || group != nil || vip != nil }
+    var isCluster: Bool { broker != nil || group != nil || vip != nil || floating != nil }
 
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown log level '\(logLevel)'") }
@@ -216,6 +222,32 @@ struct Run: AsyncParsableCommand {
         }
         let code = try await ClusterHost.run(settings, dashboard: try dashboard(logger: logger), logger: logger, reload: reloadCluster)
         if code != 0 { throw ExitCode(code) }
+    }
+
+    /// Every check `run` makes before it binds anything, with no side effect (no token
+    /// drawn, no file written): what `tracker config check` runs.
+    func preflight(logger: Logger) throws -> String {
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown log level '\(logLevel)'") }
+        let http = try httpEndpoint()
+        if let adminTokenFile {
+            guard http != nil else { throw ValidationError("--admin-token-file needs --http") }
+            do { _ = try AdminToken(file: adminTokenFile) } catch { throw ValidationError(error.description) }
+        }
+        guard isCluster else {
+            let bind: EndpointArgument
+            do { bind = try EndpointArgument(parsing: udp ?? "127.0.0.1:6969") } catch { throw ValidationError("--udp: \(error)") }
+            guard (1...StandaloneHost.maxThreads).contains(threads) else {
+                throw ValidationError("--threads must be 1 to \(StandaloneHost.maxThreads) (got \(threads))")
+            }
+            if let connectionIDKeyFile { _ = try Self.readKey(connectionIDKeyFile, flag: "connection-id-key-file", logger: logger) }
+            _ = try service.config()
+            return "standalone node on udp \(bind.endpoint)"
+        }
+        guard threads == 1 else {
+            throw ValidationError("--threads is for a standalone node: a cluster node serves peers on one loop, in the order it commits")
+        }
+        let settings = try clusterSettings(logger: logger)
+        return "cluster node \(id) on \(settings.peers), broker \(settings.broker.brokers.map(\.url).joined(separator: ","))"
     }
 
     /// `--http` and the admin token. The address defaults to loopback: the dashboard
@@ -276,13 +308,28 @@ struct Run: AsyncParsableCommand {
         } else {
             throw ValidationError("--id must be a number from 1 to 4294967295, or 'auto' (got '\(id)')")
         }
+        /// The group's interface: named, present and up.
+        func joinInterface(_ flag: String) throws -> String {
+            guard let interface else {
+                throw ValidationError("--\(flag) needs --interface NAME, the interface the group is joined on (lo for a cluster on one machine)")
+            }
+            if let problem = NetworkInterface.problem(named: interface) { throw ValidationError("--interface: \(problem)") }
+            return interface
+        }
         let mode: PeerChannelMode
-        switch (udp, group, vip) {
-        case (nil, let g?, nil): mode = .group(try endpoint("group", g), interface: interface)
-        case (nil, let g?, let v?): mode = .vip(try endpoint("vip", v), group: try endpoint("group", g), interface: interface)
-        case (let u?, nil, nil): mode = .udp(try endpoint("udp", u))
-        case (nil, nil, _): throw ValidationError("--vip needs --group: the group delivers the service address to every node")
-        default: throw ValidationError("use one peer channel: --group, --vip with --group, or --udp")
+        switch (udp, group, vip, floating) {
+        case (nil, let g?, nil, nil): mode = .group(try endpoint("group", g), interface: try joinInterface("group"))
+        case (nil, let g?, let v?, nil): mode = .vip(try endpoint("vip", v), group: try endpoint("group", g), interface: try joinInterface("vip"))
+        case (nil, let g, nil, let f?):
+            let keepalives = try g.map { KeepaliveGroup(group: try endpoint("group", $0), interface: try joinInterface("group")) }
+            mode = .floating(try endpoint("floating", f), keepalives: keepalives)
+            if keepalives == nil {
+                logger.warning("--floating without --group: keepalives travel on the broker only, so while the broker is down every node is alone and masters on its own; give --group and --interface to carry them on the peer network too")
+            }
+        case (let u?, nil, nil, nil): mode = .udp(try endpoint("udp", u))
+        case (nil, nil, _?, nil): throw ValidationError("--vip needs --group: the group delivers the service address to every node")
+        case (nil, nil, nil, nil): throw ValidationError("a cluster node needs a peer channel: --group, --vip with --group, or --floating")
+        default: throw ValidationError("use one peer channel: --group, --vip with --group, --floating (with --group for keepalives), or --udp")
         }
         guard let broker else { throw ValidationError("a cluster node needs --broker stomp://HOST:PORT") }
         guard let db else { throw ValidationError("a cluster node needs --db PATH (its SQLite repository)") }
@@ -333,6 +380,12 @@ struct Run: AsyncParsableCommand {
             logger.warning("connection ids keyed per process (no cluster key, no --connection-id-key-file): they do not survive failover")
             connectionIDKeys = [SipHash24(k0: WallClock.randomSeed(), k1: WallClock.randomSeed())]
         }
+        let directory = URL(fileURLWithPath: db).deletingLastPathComponent().path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ValidationError("--db \(db): directory \(directory) does not exist")
+        }
+        guard access(directory, W_OK) == 0 else { throw ValidationError("--db \(db): this user cannot write in \(directory)") }
         let settings = ClusterNodeSettings(
             id: nodeID, peers: mode, broker: brokerSettings, database: db,
             http: try httpEndpoint(), clusterName: self.cluster,

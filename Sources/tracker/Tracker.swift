@@ -6,6 +6,7 @@ struct Tracker: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tracker",
         abstract: "A replicated BitTorrent UDP tracker (BEP 15, BEP 23).",
+        version: BuildInfo.line,
         subcommands: [Run.self, Client.self, Bench.self, Simulate.self, Keygen.self, Config.self],
         defaultSubcommand: nil)
 

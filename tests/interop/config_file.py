@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """`tracker run --config FILE` and the configuration tab's edits, on a standalone node.
 
-1. `tracker config example` passes `tracker config check`; an unknown key, a bad value
-   and a broken file are errors naming the key (or the line).
+1. `tracker config example` (the package's /etc/tracker/tracker.toml) passes `tracker
+   config check` once the files it names exist, and is refused naming the first missing
+   one before; an unknown key, a bad value, a broken file, a quorum or id out of range, a
+   missing key, CA or database directory, a missing or absent interface are errors naming
+   the key (or the line), found by `check` as `run` would find them before binding.
 2. `run --config FILE` takes the file's settings; a flag on the command line overrides it.
 3. PUT /api/config saves an edit to the file (validated first; a bad value changes
    nothing), the running service keeps its settings, and Stop + Start applies the file.
@@ -43,11 +46,28 @@ def setting(port, key):
 def main():
     work = tempfile.mkdtemp(prefix="config-")
     example = os.path.join(work, "example.toml")
+    text = subprocess.run([tracker_binary(), "config", "example"], capture_output=True, text=True, check=True).stdout
     with open(example, "w") as f:
-        f.write(subprocess.run([tracker_binary(), "config", "example"], capture_output=True, text=True, check=True).stdout)
+        f.write(text)
+    # The example names the package's paths; until they exist it must say which is missing.
+    code, line = check(example)
+    if code == 0 or "cannot read /etc/tracker/" not in line:
+        fail(f"the example without its key file must be refused naming the file: {line}")
+    # Made as docs/deploy.md makes them, under the work directory instead of /etc/tracker.
+    etc = os.path.join(work, "etc")
+    os.makedirs(etc)
+    subprocess.run([tracker_binary(), "keygen", "--output", os.path.join(etc, "cluster.key")], check=True, capture_output=True)
+    with open(os.path.join(etc, "broker.password"), "w") as f:
+        f.write("secret-broker-password\n")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+                    "-subj", "/CN=config test CA", "-keyout", os.path.join(etc, "ca.key"), "-out", os.path.join(etc, "broker-ca.pem")],
+                   check=True, capture_output=True)
+    text = text.replace("/etc/tracker/", etc + "/").replace("/var/lib/tracker/", work + "/").replace('"eth0"', '"lo"')
+    with open(example, "w") as f:
+        f.write(text)
     code, line = check(example)
     if code != 0:
-        fail(f"the example must pass its own check: {line}")
+        fail(f"the example must pass its own check once its files exist: {line}")
     for body, want in (("bogus = 1\n", "unknown key 'bogus'"), ("max-swarms = \"many\"\n", "key 'max-swarms'"),
                        ("connect-limit = \"fast\"\n", "key 'connect-limit'"), ("interval = [\n", "line 1"),
                        ("[section]\nx = 1\n", "key 'section'")):
@@ -57,7 +77,34 @@ def main():
         code, line = check(path)
         if code == 0 or want not in line:
             fail(f"{body!r} must be refused naming {want!r}: {line}")
-    print("  config check: the example passes; unknown keys, bad values and broken files are named")
+    # What only starting a node used to find: every check `run` makes before it binds.
+    def cluster_node(**changes):
+        lines = []
+        for row in text.splitlines():
+            key = row.split("=")[0].strip()
+            if key in changes:
+                if changes[key] is not None:
+                    lines.append(f"{key} = {changes[key]}")
+            else:
+                lines.append(row)
+        lines += [f"{k} = {v}" for k, v in changes.items() if v is not None and not any(r.startswith(k + " ") for r in text.splitlines())]
+        return "\n".join(lines) + "\n"
+    missing = os.path.join(work, "missing.key")
+    for body, want in ((cluster_node(quorum='"majority"'), "--quorum must be live or strict"),
+                       (cluster_node(id='"0"'), "--id must be a number"),
+                       (cluster_node(**{"cluster-key-file": f'["{missing}"]'}), f"cannot read {missing}"),
+                       (cluster_node(**{"broker-ca-file": f'"{missing}"'}), missing),
+                       (cluster_node(db=f'"{work}/no/such/dir/n.sqlite"'), "does not exist"),
+                       (cluster_node(interface=None), "needs --interface"),
+                       (cluster_node(floating=None, interface='"nosuch0"'), "no interface named 'nosuch0'"),
+                       (cluster_node(floating='"10.0.0.300:6969"'), "floating")):
+        path = os.path.join(work, "bad-node.toml")
+        with open(path, "w") as f:
+            f.write(body)
+        code, line = check(path)
+        if code == 0 or want not in line:
+            fail(f"a node file must be refused naming {want!r}: {line}")
+    print("  config check: the example passes once its files exist; unknown keys, bad values, broken files and every check of run are named")
 
     udp, http = free_udp_port(), free_tcp_port()
     path = os.path.join(work, "node.toml")

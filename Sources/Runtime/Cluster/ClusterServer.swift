@@ -40,6 +40,8 @@ public struct ClusterNodeSettings: Sendable {
         switch peers {
         case .group(let g, _), .vip(_, let g, _):
             if !g.ip.isIPv4Multicast { out.append("group \(g.ip) is not an IPv4 multicast address (224.0.0.0/4)") }
+        case .floating(_, let keepalives):
+            if let g = keepalives?.group, !g.ip.isIPv4Multicast { out.append("group \(g.ip) is not an IPv4 multicast address (224.0.0.0/4)") }
         case .udp: break
         }
         return out

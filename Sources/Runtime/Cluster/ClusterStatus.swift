@@ -61,7 +61,7 @@ extension ClusterNodeSettings {
         var rows = [
             SettingRow(key: "id", value: id.isAssigned ? "\(id.rawValue)" : "auto"),
             SettingRow(key: "peer channel", value: peers.description),
-            SettingRow(key: "broker", value: broker.brokers.map { "stomp://\($0)" }.joined(separator: ",")),
+            SettingRow(key: "broker", value: broker.brokers.map(\.url).joined(separator: ",")),
             SettingRow(key: "broker user", value: broker.login ?? "(none)"),
             SettingRow(key: "cluster", value: clusterName),
             SettingRow(key: "cluster keys", value: keys.isEmpty ? "none (--insecure-cluster)" : keys.map { String(format: "%08x", $0.id) }.joined(separator: ", ")),

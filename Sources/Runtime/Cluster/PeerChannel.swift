@@ -14,6 +14,13 @@ public enum PeerChannelMode: Sendable, CustomStringConvertible {
     /// sent to the group's MAC reach all of them; the master replies from the service
     /// address, which every client accepts.
     case vip(PeerEndpoint, group: PeerEndpoint, interface: String)
+    /// The service address lives on the master's host only (keepalived moves it there
+    /// when the master's `/api/health` says it serves). Every node binds it before it
+    /// arrives (IP_FREEBIND), so the master's replies leave from the address the client
+    /// sent to; followers receive nothing. Keepalives also cross the peer network through
+    /// `keepalives`, a group joined on an interface, so that a broker outage does not
+    /// leave every node alone; without it they travel on the broker only.
+    case floating(PeerEndpoint, keepalives: KeepaliveGroup?)
     /// One node, one socket (no group).
     case udp(PeerEndpoint)
 
@@ -22,6 +29,7 @@ public enum PeerChannelMode: Sendable, CustomStringConvertible {
         switch self {
         case .group(let g, _): g
         case .vip(let v, _, _): v
+        case .floating(let f, _): f
         case .udp(let u): u
         }
     }
@@ -30,9 +38,19 @@ public enum PeerChannelMode: Sendable, CustomStringConvertible {
         switch self {
         case .group(let g, let i): "group \(g) on \(i)"
         case .vip(let v, let g, let i): "service address \(v) via group \(g.ip) on \(i)"
+        case .floating(let f, let k?): "floating address \(f), keepalives via group \(k.group.ip) on \(k.interface)"
+        case .floating(let f, nil): "floating address \(f), keepalives on the broker only"
         case .udp(let u): "udp \(u)"
         }
     }
+}
+
+/// A multicast group that carries keepalives on the peer network, and the interface it
+/// is joined on.
+public struct KeepaliveGroup: Sendable, Equatable {
+    public var group: PeerEndpoint
+    public var interface: String
+    public init(group: PeerEndpoint, interface: String) { self.group = group; self.interface = interface }
 }
 
 /// The sockets of the peer channel: where requests arrive and where replies leave.
@@ -60,6 +78,8 @@ enum PeerChannelBinder {
     /// Linux delivers every group joined by *any* socket on the host to a socket bound to
     /// the port unless this is off.
     static let ipMulticastAll: CInt = 49
+    /// Lets a socket bind an address the host does not hold (yet): Linux's IP_FREEBIND.
+    static let ipFreeBind: CInt = 15
 
     static func bind(_ mode: PeerChannelMode, loop: EventLoop, handler: @escaping @Sendable () -> ChannelHandler) async throws -> PeerSockets {
         func bootstrap() -> DatagramBootstrap {
@@ -76,6 +96,16 @@ enum PeerChannelBinder {
         case .udp(let endpoint):
             let ch = try await bootstrap().bind(to: endpoint.socketAddress()).get()
             return PeerSockets(receive: ch, reply: ch, unicast: endpoint)
+        case .floating(let endpoint, let keepalives):
+            let ch = try await bootstrap()
+                .channelOption(.socket(SocketOptionLevel(IPPROTO_IP), SocketOptionName(ipFreeBind)), value: 1)
+                .bind(to: endpoint.socketAddress()).get()
+            var sockets = PeerSockets(receive: ch, reply: ch, unicast: endpoint)
+            if let keepalives {
+                let device = try multicastDevice(named: keepalives.interface)
+                try await bindKeepalives(&sockets, group: keepalives.group, device: device, bootstrap: bootstrap(), loop: loop)
+            }
+            return sockets
         case .group(let group, let interface):
             let device = try multicastDevice(named: interface)
             let ch = try await bootstrap().bind(to: group.socketAddress()).get()
@@ -97,18 +127,28 @@ enum PeerChannelBinder {
             let device = try multicastDevice(named: interface)
             let ch = try await bootstrap().bind(to: vip.socketAddress()).get()
             try await join(ch, group: group, device: device)
-            guard let local = device.address, let ip = PeerEndpoint(local)?.ip else {
-                throw ConfigurationError("interface \(interface) has no IPv4 address")
-            }
-            let beacons = try await bootstrap().bind(to: group.socketAddress()).get()
-            try await join(beacons, group: group, device: device)
-            // Keepalives leave from the node's own address: every node holds the service
-            // address, and a kernel drops a datagram whose source is one of its own.
-            let sender = try await DatagramBootstrap(group: loop).bind(to: PeerEndpoint(ip: ip, port: 0).socketAddress()).get()
-            try await sender.setMulticastInterface(ip).get()
-            return PeerSockets(receive: ch, reply: ch, unicast: vip,
-                               beaconTarget: group.socketAddress(), beaconSender: sender, beaconReceive: beacons)
+            var sockets = PeerSockets(receive: ch, reply: ch, unicast: vip)
+            try await bindKeepalives(&sockets, group: group, device: device, bootstrap: bootstrap(), loop: loop)
+            return sockets
         }
+    }
+
+    /// Keepalives on the peer network when the service socket is bound to an address
+    /// other than the group: they arrive on a socket bound to the group, and leave from
+    /// the node's own address (every node may hold the service address, and a kernel
+    /// drops a datagram whose source is one of its own).
+    static func bindKeepalives(_ sockets: inout PeerSockets, group: PeerEndpoint, device: NIONetworkDevice,
+                               bootstrap: DatagramBootstrap, loop: EventLoop) async throws {
+        guard let local = device.address, let ip = PeerEndpoint(local)?.ip else {
+            throw ConfigurationError("interface \(device.name) has no IPv4 address")
+        }
+        let beacons = try await bootstrap.bind(to: group.socketAddress()).get()
+        try await join(beacons, group: group, device: device)
+        let sender = try await DatagramBootstrap(group: loop).bind(to: PeerEndpoint(ip: ip, port: 0).socketAddress()).get()
+        try await sender.setMulticastInterface(ip).get()
+        sockets.beaconTarget = group.socketAddress()
+        sockets.beaconSender = sender
+        sockets.beaconReceive = beacons
     }
 
     static func join(_ channel: Channel, group: PeerEndpoint, device: NIONetworkDevice) async throws {

@@ -104,6 +104,11 @@ enum DashboardRoutes {
         router.get("/app.css") { _, _ in asset(PackageResources.app_css, type: "text/css; charset=utf-8") }
 
         router.get("/api/node") { _, _ in json(await backend.status()) }
+        // 200 only while this node answers peers; 503 and the reason otherwise.
+        router.get("/api/health") { _, _ in
+            let verdict = HealthVerdict(await backend.status())
+            return json(verdict, status: verdict.serving ? .ok : .serviceUnavailable)
+        }
         router.get("/api/config") { _, _ in json(await backend.settings()) }
         router.get("/api/trackers") { _, _ in json(TrackerRow.rows(await backend.status())) }
         router.get("/api/history") { _, _ in json(await backend.history()) }

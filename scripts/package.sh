@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Builds dist/tracker_VERSION_ARCH.deb: the release binary with the Swift runtime linked
+# statically (the target host needs no toolchain), the systemd unit, the commented
+# /etc/tracker/tracker.toml (a conffile: `tracker config example`), the deployment guide
+# and the keepalived and ActiveMQ templates under /usr/share/doc/tracker.
+#
+# Usage: scripts/package.sh [--check]
+#   --check  also runs lintian (no errors allowed) and `systemd-analyze verify` on the
+#            unit as the package installs it, and prints the package's size and
+#            dependencies.
+# TRACKER_STATIC_BIN=PATH packages an already built static binary instead of building.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+check=0
+[ "${1:-}" = --check ] && check=1
+
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+[ "$commit" != unknown ] && ! git diff --quiet HEAD -- Sources Package.swift 2>/dev/null && commit="$commit-modified"
+bin="${TRACKER_STATIC_BIN:-}"
+if [ -z "$bin" ]; then
+    # The commit goes into the binary for `tracker --version`; the file is put back
+    # however the build ends.
+    info=Sources/tracker/BuildInfo.swift
+    saved=$(mktemp)
+    cp "$info" "$saved"
+    trap 'cp "$saved" "$info"; rm -f "$saved"' EXIT
+    sed -i "s/static let commit = \"unknown\"/static let commit = \"$commit\"/" "$info"
+    swift build -c release --static-swift-stdlib --product tracker --scratch-path .build-static
+    cp "$saved" "$info"
+    rm -f "$saved"
+    trap - EXIT
+    bin=.build-static/release/tracker
+fi
+
+version=$("$bin" --version | awk '{print $1}')
+arch=$(dpkg --print-architecture)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+root="$work/tracker_${version}_${arch}"
+doc="$root/usr/share/doc/tracker"
+
+install -D -m 0755 "$bin" "$root/usr/bin/tracker"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/tracker"
+install -D -m 0644 deploy/systemd/tracker.service "$root/usr/lib/systemd/system/tracker.service"
+install -d -m 0755 "$root/etc/tracker"
+"$bin" config example > "$root/etc/tracker/tracker.toml"
+chmod 0644 "$root/etc/tracker/tracker.toml"
+install -D -m 0644 docs/deploy.md "$doc/deploy.md"
+install -D -m 0644 deploy/debian/copyright "$doc/copyright"
+install -D -m 0644 deploy/keepalived/keepalived.conf "$doc/examples/keepalived/keepalived.conf"
+for f in deploy/activemq/*; do install -D -m 0644 "$f" "$doc/examples/activemq/$(basename "$f")"; done
+printf 'tracker (%s) unstable; urgency=medium\n\n  * Built from commit %s.\n\n -- %s  %s\n' \
+    "$version" "$commit" "$(sed -n 's/^Maintainer: //p' deploy/debian/control.in)" "$(date -R)" \
+    | gzip -9n > "$doc/changelog.gz"
+chmod 0644 "$doc/changelog.gz"
+
+# Dependencies: what the binary links (libc, libstdc++, libsqlite3, …), from the
+# shared-library database.
+mkdir -p "$work/src/debian"
+printf 'Source: tracker\n\nPackage: tracker\nArchitecture: any\n' > "$work/src/debian/control"
+depends=$(cd "$work/src" && dpkg-shlibdeps -O "$root/usr/bin/tracker" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+[ -n "$depends" ] || { echo "package.sh: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
+size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
+install -d -m 0755 "$root/DEBIAN"
+sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" -e "s/@DEPENDS@/$depends/" \
+    deploy/debian/control.in > "$root/DEBIAN/control"
+echo /etc/tracker/tracker.toml > "$root/DEBIAN/conffiles"
+for s in postinst prerm postrm; do install -m 0755 "deploy/debian/$s" "$root/DEBIAN/$s"; done
+
+mkdir -p dist
+deb="dist/tracker_${version}_${arch}.deb"
+dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
+echo "package.sh: $deb ($(du -h "$deb" | cut -f1), installed $((size / 1024)) MiB), commit $commit"
+echo "package.sh: Depends: $depends, adduser"
+
+if [ "$check" = 1 ]; then
+    # lintian: errors fail; warnings and notes are printed for the reader.
+    lintian --no-tag-display-limit "$deb" | tee "$work/lintian.txt" || true
+    if grep -q '^E:' "$work/lintian.txt"; then echo "package.sh: lintian reports errors" >&2; exit 1; fi
+    # The unit as installed, in a root holding the package and the host's own units (for
+    # the targets it names).
+    verify="$work/verify"
+    dpkg-deb -x "$deb" "$verify"
+    mkdir -p "$verify/usr/lib/systemd/system"
+    cp -an /usr/lib/systemd/system/. "$verify/usr/lib/systemd/system/"
+    if ! out=$(systemd-analyze verify --root="$verify" tracker.service 2>&1) || [ -n "$out" ]; then
+        echo "package.sh: systemd-analyze verify tracker.service:" >&2
+        echo "$out" >&2
+        exit 1
+    fi
+    echo "package.sh: systemd-analyze verify tracker.service: clean"
+    # The binary needs no Swift toolchain: only system libraries.
+    if ldd "$verify/usr/bin/tracker" | grep -Ei 'swift|not found'; then
+        echo "package.sh: the binary links a Swift library or misses one" >&2
+        exit 1
+    fi
+    echo "package.sh: ldd: $(ldd "$verify/usr/bin/tracker" | awk '{print $1}' | tr '\n' ' ')"
+    "$verify/usr/bin/tracker" --version
+fi
