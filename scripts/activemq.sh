@@ -44,7 +44,9 @@ DEPLOY_CONF="${ACTIVEMQ_DEPLOY_CONF:-}"
 UNIT="${ACTIVEMQ_UNIT:-$(dirname "$0")/../deploy/activemq/activemq-tracker.service}"
 # A value of the deploy configuration's broker.properties.
 deploy_property() { sed -n "s/^$1=//p" "$DEPLOY_CONF/broker.properties" | tail -n 1; }
+SCHEME=stomp
 if [ -n "$DEPLOY_CONF" ]; then
+    SCHEME=stomp+ssl
     PORT=$(deploy_property tracker.stomp.port)
     [ -n "$PORT" ] || { echo "activemq.sh: no tracker.stomp.port in $DEPLOY_CONF/broker.properties" >&2; exit 2; }
 fi
@@ -141,7 +143,7 @@ write_config() {
 $plugins
 $network
     <transportConnectors>
-      <transportConnector name="stomp" uri="stomp://$HOST:$PORT?transport.maxFrameSize=67108864&amp;transport.tcpNoDelay=true"/>
+      <transportConnector name="stomp" uri="$SCHEME://$HOST:$PORT?transport.maxFrameSize=67108864&amp;transport.tcpNoDelay=true"/>
 $openwire
     </transportConnectors>
   </broker>
@@ -179,7 +181,10 @@ stomp_connected() {
     frame+='\n\0'
     if [ -n "$DEPLOY_CONF" ]; then
         # The probe only asks whether the broker answers; the nodes verify its certificate.
-        printf "$frame" | timeout 3 openssl s_client -quiet -connect "$HOST:$PORT" 2>/dev/null | head -c 9 | grep -q CONNECTED
+        # s_client waits for more until the timeout ends it: its status says nothing.
+        local answer
+        answer=$(printf "$frame" | timeout 3 openssl s_client -quiet -connect "$HOST:$PORT" 2>/dev/null | head -c 9 || true)
+        [ "$answer" = CONNECTED ]
         return
     fi
     timeout 2 bash -c "exec 3<>/dev/tcp/$HOST/$PORT && printf '$frame' >&3 && head -c 9 <&3" 2>/dev/null | grep -q CONNECTED
@@ -195,7 +200,7 @@ deploy_command() {
 
 start() {
     if p=$(pid); then
-        if stomp_connected; then echo "activemq running (pid $p) on stomp://$HOST:$PORT"; return 0; fi
+        if stomp_connected; then echo "activemq running (pid $p) on $SCHEME://$HOST:$PORT"; return 0; fi
     fi
     install_if_missing
     if [ -n "$DEPLOY_CONF" ]; then
@@ -234,7 +239,7 @@ wait_connected() {
             return 1
         fi
         if stomp_connected; then
-            echo "activemq running (pid $(cat "$PIDFILE")) on stomp://$HOST:$PORT"
+            echo "activemq running (pid $(cat "$PIDFILE")) on $SCHEME://$HOST:$PORT"
             return 0
         fi
         sleep 0.2
@@ -271,7 +276,7 @@ kill9() {
 
 status() {
     if p=$(pid) && stomp_connected; then
-        echo "activemq running (pid $p) on stomp://$HOST:$PORT"
+        echo "activemq running (pid $p) on $SCHEME://$HOST:$PORT"
     else
         echo "activemq not running"; return 3
     fi

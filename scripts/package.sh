@@ -8,7 +8,7 @@
 #   --check  also runs lintian (no errors allowed) and `systemd-analyze verify` on the
 #            unit as the package installs it, and prints the package's size and
 #            dependencies.
-# TRACKER_STATIC_BIN=PATH packages an already built static binary instead of building.
+# TRACKER_STATIC_BIN=PATH packages an already built static binary instead of linking one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=0
@@ -16,26 +16,42 @@ check=0
 
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 [ "$commit" != unknown ] && ! git diff --quiet HEAD -- Sources Package.swift 2>/dev/null && commit="$commit-modified"
+work=$(mktemp -d)
+info=Sources/tracker/BuildInfo.swift
+cp "$info" "$work/BuildInfo.swift"
+# However this script ends, the source is put back and the scratch space removed.
+trap 'cp "$work/BuildInfo.swift" "$info"; rm -rf "$work"' EXIT
+
+# The static binary: the release build's own objects (those the tests ran against),
+# linked again with the Swift runtime and Foundation static. SwiftPM's link command is
+# read from its build manifest; Foundation's static archives are named explicitly
+# because objects compiled for dynamic linking do not ask for them. Only the tracker
+# module is compiled again, with the commit stamped into BuildInfo for `--version`.
+static_link() {
+    sed -i "s/static let commit = \"unknown\"/static let commit = \"$commit\"/" "$info"
+    swift build -c release --product tracker
+    cp "$work/BuildInfo.swift" "$info"
+    /usr/bin/python3 - "$work/tracker" > "$work/link.args" <<'PY'
+import json, re, sys
+manifest = open(".build/release.yaml").read()
+start = re.search(r'^  "C\.tracker-[^"]*\.exe":$', manifest, re.M).end()
+line = next(l for l in manifest[start:].splitlines() if l.strip().startswith("args:"))
+args = json.loads(line.strip()[len("args:"):])
+args[args.index("-o") + 1] = sys.argv[1]
+args.insert(1, "-static-stdlib")
+print("\n".join(args))
+PY
+    mapfile -t link < "$work/link.args"
+    "${link[@]}" -Xlinker --start-group -lFoundation -lCoreFoundation -lFoundationInternationalization -l_FoundationICU \
+        -lFoundationEssentials -l_FoundationCShims -l_FoundationCollections -Xlinker --end-group
+}
 bin="${TRACKER_STATIC_BIN:-}"
 if [ -z "$bin" ]; then
-    # The commit goes into the binary for `tracker --version`; the file is put back
-    # however the build ends.
-    info=Sources/tracker/BuildInfo.swift
-    saved=$(mktemp)
-    cp "$info" "$saved"
-    trap 'cp "$saved" "$info"; rm -f "$saved"' EXIT
-    sed -i "s/static let commit = \"unknown\"/static let commit = \"$commit\"/" "$info"
-    swift build -c release --static-swift-stdlib --product tracker --scratch-path .build-static
-    cp "$saved" "$info"
-    rm -f "$saved"
-    trap - EXIT
-    bin=.build-static/release/tracker
+    static_link
+    bin="$work/tracker"
 fi
-
 version=$("$bin" --version | awk '{print $1}')
 arch=$(dpkg --print-architecture)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 root="$work/tracker_${version}_${arch}"
 doc="$root/usr/share/doc/tracker"
 
@@ -75,7 +91,7 @@ echo "package.sh: Depends: $depends, adduser"
 
 if [ "$check" = 1 ]; then
     # lintian: errors fail; warnings and notes are printed for the reader.
-    lintian --no-tag-display-limit "$deb" | tee "$work/lintian.txt" || true
+    lintian --tag-display-limit 0 "$deb" | tee "$work/lintian.txt" || true
     if grep -q '^E:' "$work/lintian.txt"; then echo "package.sh: lintian reports errors" >&2; exit 1; fi
     # The unit as installed, in a root holding the package and the host's own units (for
     # the targets it names).

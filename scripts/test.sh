@@ -2,7 +2,8 @@
 # Runs every test: setup, an optimized build (the simulator runs thousands of
 # scenarios), the real-process tests (real BitTorrent clients, malformed floods, the
 # multi-process cluster with ActiveMQ, shared-address mode in network namespaces, a
-# 2-minute soak, a seconds-long run of the benchmark suite), then
+# 2-minute soak, a seconds-long run of the benchmark suite, the Debian package checked
+# by lintian and systemd-analyze, and docs/deploy.md run as written in namespaces), then
 # `swift test` (protocol, runtime and cluster simulation suites), 2,000 simulated
 # scenarios each run under two hashing seeds, then libFuzzer on the BEP 15, cluster and
 # STOMP decoders (FUZZ_SECONDS each, default 60).
@@ -11,6 +12,9 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 # One optimized build of everything, tests included, with the flags `swift test` uses.
 swift build -c release --build-tests
+# The package, from the same objects (relinked with the Swift runtime static), checked
+# by lintian and systemd-analyze; tests/deploy installs it in namespaces.
+scripts/package.sh --check
 export TRACKER_BIN="$PWD/.build/release/tracker"
 # The cluster tests start the broker; stop it (unless it was already running) and any
 # node left behind, however we exit.
@@ -23,7 +27,7 @@ cleanup() {
 }
 trap cleanup EXIT
 passed=0; failed=0; failures=()
-for t in tests/interop/*.py tests/cluster/*.py; do
+for t in tests/interop/*.py tests/cluster/*.py tests/deploy/*.py; do
   name="$(basename "$t")"
   [ "$name" = common.py ] && continue
   [[ "$name" == _* ]] && continue

@@ -85,12 +85,14 @@ struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a tracker node. With no options: a standalone node on udp://127.0.0.1:6969.",
         discussion: """
-            Cluster node: give --broker, the peer channel (--group, --vip with --group, or --floating), \
-            --cluster-key-file, --db and usually --http. On one machine:
+            Cluster node: give --broker, the peer channel (--group, --vip with --group, or \
+            --floating), --cluster-key-file, --db and usually --http. On one machine:
               tracker keygen --output /tmp/cluster.key
-              tracker run --id 1 --group 239.255.42.99:6969 --interface lo --cluster-key-file /tmp/cluster.key \\
-                --broker stomp://127.0.0.1:61613 --db /tmp/n1.sqlite --http 127.0.0.1:8081
-            Across hosts see docs/deploy.md; `tracker config check FILE` runs every check `run` makes.
+              tracker run --id 1 --group 239.255.42.99:6969 --interface lo \\
+                --cluster-key-file /tmp/cluster.key --broker stomp://127.0.0.1:61613 \\
+                --db /tmp/n1.sqlite --http 127.0.0.1:8081
+            Across hosts: docs/deploy.md. `tracker config check FILE` makes every check \
+            that run makes before it binds anything.
             """)
 
     @Option(help: "UDP address to serve peers on (standalone node), e.g. 127.0.0.1:6969 or [::1]:6969.")

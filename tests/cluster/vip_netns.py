@@ -32,17 +32,15 @@ encrypted handshake (libtorrent closes it while Transmission waits for the VC: 3
 a loop of the two alone; 0 of 220 plaintext handshakes failed), and Transmission dials the
 seeder again ~9 s later and misses that rechoke: the download overran 20 s in CI once. The
 tracker never sees peer connections; this keeps the bound about the tracker."""
-import hashlib
-import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import Cluster, activemq, fail, log  # noqa: E402
+from _netns import OtherClient, host, ip, remove, switch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VIP, GROUP, PORT = "10.77.0.100", "239.255.42.99", 6969
@@ -55,32 +53,14 @@ NODES = {1: f"{TAG}n1", 2: f"{TAG}n2", 3: f"{TAG}n3"}
 BROKER_STATE = f"/tmp/tracker-activemq-{TAG}"
 
 
-def ip(*args, check=True):
-    out = subprocess.run(["ip", *args], capture_output=True, text=True)
-    if check and out.returncode != 0:
-        fail(f"ip {' '.join(args)}: {out.stderr.strip()}")
-    return out
-
-
-def host(ns, address, index):
-    ip("netns", "add", ns)
-    ip("-n", SWITCH, "link", "add", f"v{index}", "type", "veth", "peer", "name", "eth0", "netns", ns)
-    ip("-n", SWITCH, "link", "set", f"v{index}", "master", "br0", "up")
-    ip("-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
-    ip("-n", ns, "link", "set", "eth0", "up")
-    ip("-n", ns, "link", "set", "lo", "up")
-
-
 def build_network():
-    ip("netns", "add", SWITCH)
-    ip("-n", SWITCH, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0")
-    ip("-n", SWITCH, "link", "set", "br0", "up")
-    host(BROKER, "10.77.0.2", 2)
-    host(CLIENT, "10.77.0.50", 50)
-    host(TRANSMISSION, "10.77.0.51", 51)
-    host(ARIA2, "10.77.0.52", 52)
+    switch(SWITCH)
+    host(SWITCH, BROKER, "10.77.0.2", 2)
+    host(SWITCH, CLIENT, "10.77.0.50", 50)
+    host(SWITCH, TRANSMISSION, "10.77.0.51", 51)
+    host(SWITCH, ARIA2, "10.77.0.52", 52)
     for node_id, ns in NODES.items():
-        host(ns, f"10.77.0.{10 + node_id}", 10 + node_id)
+        host(SWITCH, ns, f"10.77.0.{10 + node_id}", 10 + node_id)
         ip("-n", ns, "addr", "add", f"{VIP}/32", "dev", "lo")
         # The service address must not be claimed by ARP: clients map it to the group's MAC.
         subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1",
@@ -90,54 +70,7 @@ def build_network():
 
 
 def teardown_network():
-    for ns in [CLIENT, TRANSMISSION, ARIA2, BROKER, *NODES.values(), SWITCH]:
-        ip("netns", "del", ns, check=False)
-
-
-class OtherClient:
-    """transmission-cli or aria2c downloading the helper's torrent in its own namespace."""
-
-    def __init__(self, name, ns, torrent, sha1):
-        self.name, self.ns, self.sha1 = name, ns, sha1
-        self.work = tempfile.mkdtemp(prefix=f"{name}-")
-        self.log = open(os.path.join(self.work, "client.log"), "w")
-        if name == "transmission":
-            config = os.path.join(self.work, "config")
-            os.makedirs(config)
-            # uTP off and plaintext preferred: see the module's doc comment. No DHT or
-            # local peer discovery: the seeder must come from the tracker.
-            with open(os.path.join(config, "settings.json"), "w") as f:
-                json.dump({"utp-enabled": False, "encryption": 0, "dht-enabled": False, "lpd-enabled": False}, f)
-            cmd = ["transmission-cli", "-g", config, "-w", self.work, "-p", "51413", "-M", torrent]
-        else:
-            # aria2 talks to UDP trackers only with its DHT on (facts measured here).
-            cmd = ["aria2c", "--enable-dht=true", "--dht-listen-port=6882", "--listen-port=6881", "--seed-time=0",
-                   "--bt-enable-lpd=false", "--enable-peer-exchange=false", "--dir", self.work, torrent]
-        self.started = time.time()
-        self.proc = subprocess.Popen(["ip", "netns", "exec", ns, *cmd], stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        self.done_after = None
-
-    def poll(self):
-        if self.done_after is None:
-            path = os.path.join(self.work, "payload.bin")
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-            except OSError:
-                return False
-            if hashlib.sha1(data).hexdigest() == self.sha1:
-                self.done_after = time.time() - self.started
-        return self.done_after is not None
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
-        self.log.close()
-
-    def tail(self):
-        with open(os.path.join(self.work, "client.log"), errors="replace") as f:
-            return "\n".join(f.read().replace("\r", "\n").splitlines()[-15:])
+    remove([CLIENT, TRANSMISSION, ARIA2, BROKER, *NODES.values(), SWITCH])
 
 
 def main():

@@ -122,7 +122,9 @@ public final class StompClient: @unchecked Sendable {
         }
         let bootstrap = ClientBootstrap(group: loop)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            // TCP level: `.socketOption(.tcp_nodelay)` would be SOL_SOCKET option 1,
+            // SO_DEBUG, which only root may set (a service user's connect failed on it).
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(2))
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {

@@ -1,0 +1,403 @@
+#!/usr/bin/python3
+"""Runs docs/deploy.md as written, in network namespaces that act as its hosts.
+
+The blocks the guide marks `<!-- guide-test: ROLE -->` run with `bash -e`: `admin` once
+in a secrets directory, `broker` on the broker host, `node` on each tracker host (with
+NODE_ID), `check` on each tracker host. Each host is a namespace on one bridge with the
+guide's address and a root where the package is unpacked (`dpkg -x`); the guide's
+absolute paths (/etc/tracker, /var/lib/tracker, …) are rewritten to that root, and so
+are the paths in the package's own /etc/tracker/tracker.toml, which is what installing
+into that root would give. `/etc/netns/NS/hosts` names the broker for each host.
+
+What the unmarked `systemctl enable --now` lines start is started as the units say:
+tracker.service's ExecStart as the `tracker` user, the broker through
+`scripts/activemq.sh` running activemq-tracker.service's ExecStart, and keepalived with
+the configuration the guide wrote.
+
+Checked:
+1. exactly one node answers /api/health with 200 and its host holds the floating address;
+2. libtorrent, aria2 and Transmission each complete a download through
+   udp://10.0.0.100:6969 before `kill -9` of the master, after it (the failover time is
+   measured with BEP 15 connects sent every 50 ms from the moment of the kill) and after
+   a restart of the broker;
+3. a fourth node given a CA other than the broker's, by the same guide block, refuses
+   the broker, says why in /api/node, stays alive and never joins.
+
+Needs root, the package (dist/tracker_*.deb, from scripts/package.sh; TRACKER_DEB
+names another), ActiveMQ, keepalived, transmission-cli, aria2 and python3-libtorrent. The
+`tracker` system user is created if missing and removed again at the end."""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
+from _harness import ROOT, activemq, fail, log  # noqa: E402
+from _netns import OtherClient, host, ip, remove, switch  # noqa: E402
+
+GUIDE = os.path.join(ROOT, "docs", "deploy.md")
+TAG = f"g{os.getpid() % 100000}"
+SWITCH, BROKER, CLIENT, TRANSMISSION, ARIA2 = f"{TAG}sw", f"{TAG}b", f"{TAG}c", f"{TAG}tr", f"{TAG}ar"
+NODES = {1: f"{TAG}n1", 2: f"{TAG}n2", 3: f"{TAG}n3"}
+ROGUE_ID, ROGUE = 4, f"{TAG}n4"
+ADDRESSES = {BROKER: "10.0.0.2", CLIENT: "10.0.0.50", TRANSMISSION: "10.0.0.51", ARIA2: "10.0.0.52",
+             **{ns: f"10.0.0.{10 + i}" for i, ns in NODES.items()}, ROGUE: "10.0.0.14"}
+FLOATING, PORT, HTTP = "10.0.0.100", 6969, "127.0.0.1:8081"
+# The host paths the guide names, rewritten to a host's root.
+HOST_PATHS = ["/etc/tracker", "/etc/keepalived", "/etc/activemq/tracker", "/etc/systemd/system",
+              "/var/lib/tracker", "/var/lib/activemq/tracker", "/usr/share/doc/tracker", "/usr/bin/tracker"]
+CLIENT_BOUND_S = 60
+
+
+def guide_blocks():
+    """{role: script} for the blocks the guide marks for this test."""
+    text = open(GUIDE).read()
+    blocks = {}
+    for role, body in re.findall(r"<!-- guide-test: (\w+) -->\n```sh\n(.*?)```", text, re.S):
+        blocks[role] = blocks.get(role, "") + body
+    for role in ("admin", "broker", "node", "check"):
+        if role not in blocks:
+            fail(f"docs/deploy.md has no block marked guide-test: {role}")
+    return blocks
+
+
+def rewrite(text, root):
+    pattern = "|".join(re.escape(p) for p in sorted(HOST_PATHS, key=len, reverse=True))
+    return re.sub(rf"(?<![\w./-])({pattern})(?=[/\s\"']|$)", lambda m: root + m.group(1), text, flags=re.M)
+
+
+def run_block(role, script, ns, root, cwd, extra_env=None):
+    env = {**os.environ, "PATH": f"{root}/usr/bin:{os.environ['PATH']}", **(extra_env or {})}
+    prefix = ["ip", "netns", "exec", ns] if ns else []
+    out = subprocess.run(prefix + ["bash", "-e", "-o", "pipefail", "-c", rewrite(script, root)], cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        fail(f"the guide's {role} block failed on {ns or 'the admin machine'}:\n{out.stdout}{out.stderr}")
+    return out.stdout
+
+
+def unpack(deb, root):
+    """What installing the package into ROOT gives, postinst included."""
+    subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
+    conf = os.path.join(root, "etc/tracker/tracker.toml")
+    with open(conf) as f:
+        text = f.read()
+    with open(conf, "w") as f:
+        f.write(rewrite(text, root))
+    for path, mode in (("etc/keepalived", 0o755), ("etc/systemd/system", 0o755), ("run", 0o755)):
+        os.makedirs(os.path.join(root, path), mode=mode, exist_ok=True)
+    state = os.path.join(root, "var/lib/tracker")
+    os.makedirs(state, mode=0o700)
+    shutil.chown(state, "tracker", "tracker")
+    shutil.chown(os.path.join(root, "etc/tracker"), "root", "tracker")
+    shutil.chown(conf, "root", "tracker")
+    os.chmod(os.path.join(root, "etc/tracker"), 0o750)
+    os.chmod(conf, 0o640)
+
+
+def exec_start(unit, root):
+    """A unit's ExecStart, continuation lines joined, paths rewritten to ROOT."""
+    text = open(unit).read().replace("\\\n", " ")
+    line = next(row for row in text.splitlines() if row.startswith("ExecStart="))
+    return rewrite(line[len("ExecStart="):], root).split()
+
+
+class TrackerHost:
+    def __init__(self, work, node_id, ns, deb, secrets):
+        self.node_id, self.ns = node_id, ns
+        self.root = os.path.join(work, ns)
+        os.makedirs(self.root)
+        os.chmod(self.root, 0o755)
+        unpack(deb, self.root)
+        # The files copied from the admin machine.
+        self.copied = os.path.join(work, f"{ns}-copied")
+        os.makedirs(self.copied)
+        for name in ("cluster.key", "ca.pem", "broker.password"):
+            shutil.copy(os.path.join(secrets, name), self.copied)
+        self.proc = self.keepalived = None
+        self.log_path = os.path.join(work, f"{ns}.log")
+
+    def start(self):
+        command = exec_start(os.path.join(self.root, "usr/lib/systemd/system/tracker.service"), self.root)
+        env = {**os.environ, "STATE_DIRECTORY": os.path.join(self.root, "var/lib/tracker")}
+        self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns, "setpriv", "--reuid=tracker", "--regid=tracker",
+                                      "--init-groups", "--inh-caps=-all", *command],
+                                     cwd="/", env=env, stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT)
+
+    def start_keepalived(self):
+        run = os.path.join(self.root, "run")
+        self.keepalived = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns, "keepalived", "--dont-fork", "--log-console", "--vrrp",
+             "-f", os.path.join(self.root, "etc/keepalived/keepalived.conf"), "-p", f"{run}/keepalived.pid",
+             "-r", f"{run}/vrrp.pid", "-c", f"{run}/checkers.pid"],
+            stdout=open(self.log_path + ".keepalived", "a"), stderr=subprocess.STDOUT)
+
+    def get(self, path):
+        """(HTTP status, body) of a dashboard path, asked inside the host."""
+        out = subprocess.run(["ip", "netns", "exec", self.ns, "curl", "-s", "-m", "2", "-w", "\n%{http_code}",
+                              f"http://{HTTP}{path}"], capture_output=True, text=True)
+        body, _, code = out.stdout.rpartition("\n")
+        return int(code or 0), body
+
+    def node(self):
+        code, body = self.get("/api/node")
+        return json.loads(body) if code == 200 else None
+
+    def holds_floating(self):
+        return FLOATING in ip("-n", self.ns, "-br", "addr", "show", "eth0").stdout
+
+    def stop(self):
+        for p in (self.keepalived, self.proc):
+            if p and p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+    def tail(self, n=25):
+        out = []
+        for path in (self.log_path, self.log_path + ".keepalived"):
+            try:
+                out.append(f"--- {os.path.basename(path)}\n" + "".join(open(path, errors="replace").readlines()[-n:]))
+            except OSError:
+                pass
+        return "\n".join(out)
+
+
+def serving_master(hosts, timeout):
+    """The one host whose node answers /api/health with 200 and holds the address."""
+    deadline = time.time() + timeout
+    seen = None
+    while time.time() < deadline:
+        healthy = [h for h in hosts if h.proc.poll() is None and h.get("/api/health")[0] == 200]
+        holders = [h for h in hosts if h.holds_floating()]
+        seen = ([h.node_id for h in healthy], [h.node_id for h in holders])
+        if len(healthy) == 1 and holders == healthy:
+            return healthy[0]
+        time.sleep(0.2)
+    for h in hosts:
+        print(h.tail())
+    fail(f"no single serving master holding {FLOATING} within {timeout} s (healthy, holders): {seen}")
+
+
+def first_reply_after(start, timeout=30):
+    """Seconds from START until a BEP 15 connect to the floating address is answered,
+    sent every 50 ms from the client host."""
+    probe = ("import socket,struct,sys,time\n"
+             "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(0.05)\n"
+             f"end=time.time()+{timeout}\n"
+             "while time.time()<end:\n"
+             f"  s.sendto(struct.pack('>QII',0x41727101980,0,7),('{FLOATING}',{PORT}))\n"
+             "  try:\n"
+             "    d=s.recv(64)\n"
+             "    if len(d)==16 and struct.unpack('>II',d[:8])==(0,7): print(time.time()); sys.exit(0)\n"
+             "  except socket.timeout: pass\n"
+             "sys.exit(1)\n")
+    out = subprocess.run(["ip", "netns", "exec", CLIENT, "/usr/bin/python3", "-c", probe], capture_output=True, text=True)
+    if out.returncode != 0:
+        return None
+    return float(out.stdout.strip()) - start
+
+
+class Downloads:
+    """A libtorrent seeder in the client host, and a round of three leechers."""
+
+    def __init__(self):
+        self.peer = subprocess.Popen(["ip", "netns", "exec", CLIENT, "/usr/bin/python3",
+                                      os.path.join(ROOT, "tests", "cluster", "_lt_vip_peer.py"),
+                                      ADDRESSES[CLIENT], f"{FLOATING}:{PORT}"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready = self.peer.stdout.readline().split()
+        if not ready or ready[0] != "READY":
+            fail(f"libtorrent helper did not start: {ready}")
+        self.torrent, self.sha1 = ready[2], ready[3]
+
+    def round(self, label, hosts):
+        """libtorrent, Transmission and aria2 started together; each must finish."""
+        self.peer.stdin.write("leech\n")
+        self.peer.stdin.flush()
+        others = [OtherClient("transmission", TRANSMISSION, self.torrent, self.sha1),
+                  OtherClient("aria2", ARIA2, self.torrent, self.sha1)]
+        try:
+            answer = self.peer.stdout.readline().strip()
+            if not answer.startswith("DONE"):
+                for h in hosts:
+                    print(h.tail())
+                fail(f"{label}: libtorrent: {answer or 'helper died'}")
+            times = {"libtorrent": float(answer.split()[1])}
+            deadline = others[0].started + CLIENT_BOUND_S
+            while time.time() < deadline and not all([c.poll() for c in others]):
+                time.sleep(0.2)
+            for c in others:
+                if not c.poll():
+                    for h in hosts:
+                        print(h.tail())
+                    fail(f"{label}: {c.name} did not complete within {CLIENT_BOUND_S} s; its log:\n{c.tail()}")
+                times[c.name] = c.done_after
+        finally:
+            for c in others:
+                c.stop()
+                shutil.rmtree(c.work, ignore_errors=True)
+        log(f"{label}: " + ", ".join(f"{name} {t:.1f} s" for name, t in times.items()))
+        return times
+
+    def stop(self):
+        self.peer.kill()
+        self.peer.wait()
+
+
+def main():
+    if os.geteuid() != 0:
+        fail("this test creates network namespaces and users and must run as root")
+    debs = [os.environ["TRACKER_DEB"]] if os.environ.get("TRACKER_DEB") else sorted(glob.glob(os.path.join(ROOT, "dist", "tracker_*.deb")), key=os.path.getmtime)
+    if not debs or not os.path.exists(debs[-1]):
+        fail("no package: run scripts/package.sh first (or give TRACKER_DEB)")
+    deb = debs[-1]
+    blocks = guide_blocks()
+    work = tempfile.mkdtemp(prefix="deploy-guide-")
+    os.chmod(work, 0o755)
+    created_user = subprocess.run(["getent", "passwd", "tracker"], capture_output=True).returncode != 0
+    if created_user:
+        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", "tracker"], check=True)
+    namespaces = [CLIENT, TRANSMISSION, ARIA2, BROKER, *NODES.values(), ROGUE, SWITCH]
+    netns_etc = [os.path.join("/etc/netns", ns) for ns in namespaces]
+    made_netns_dir = not os.path.isdir("/etc/netns")
+    broker_env = None
+    hosts, rogue, downloads = [], None, None
+    ok = False
+    try:
+        remove(namespaces)
+        switch(SWITCH)
+        for index, (ns, address) in enumerate(ADDRESSES.items()):
+            host(SWITCH, ns, address, 2 + index)
+            os.makedirs(f"/etc/netns/{ns}", exist_ok=True)
+            with open(f"/etc/netns/{ns}/hosts", "w") as f:
+                f.write(f"127.0.0.1 localhost\n{ADDRESSES[BROKER]} broker.example.net\n")
+
+        # The admin machine: keys, the CA, the broker's certificate, passwords.
+        tools = os.path.join(work, "admin-tools")
+        subprocess.run(["dpkg-deb", "-x", deb, tools], check=True)
+        secrets = os.path.join(work, "secrets")
+        os.makedirs(secrets, mode=0o700)
+        run_block("admin", blocks["admin"], None, tools, secrets)
+        log(f"admin block: {', '.join(sorted(os.listdir(secrets)))}")
+
+        # The broker host: the package's activemq examples copied over, the block run.
+        broot = os.path.join(work, BROKER)
+        subprocess.run(["dpkg-deb", "-x", deb, broot], check=True)
+        for path in ("etc/systemd/system", "var/lib/activemq"):
+            os.makedirs(os.path.join(broot, path), exist_ok=True)
+        bcopied = os.path.join(work, f"{BROKER}-copied")
+        shutil.copytree(os.path.join(broot, "usr/share/doc/tracker/examples/activemq"), os.path.join(bcopied, "activemq"))
+        for name in ("broker.p12", "keystore.password", "broker.password"):
+            shutil.copy(os.path.join(secrets, name), bcopied)
+        run_block("broker", blocks["broker"], BROKER, broot, bcopied)
+        broker_env = {"ACTIVEMQ_DEPLOY_CONF": os.path.join(broot, "etc/activemq/tracker"),
+                      "ACTIVEMQ_UNIT": os.path.join(broot, "etc/systemd/system/activemq-tracker.service"),
+                      "ACTIVEMQ_STATE": os.path.join(broot, "var/lib/activemq/tracker"),
+                      "ACTIVEMQ_STOMP_HOST": ADDRESSES[BROKER]}
+        log(activemq("start", env=broker_env, netns=BROKER))
+
+        # The tracker hosts: the node block, then the node and keepalived.
+        for node_id, ns in NODES.items():
+            h = TrackerHost(work, node_id, ns, deb, secrets)
+            out = run_block("node", blocks["node"], ns, h.root, h.copied, {"NODE_ID": str(node_id)})
+            if "all valid" not in out:
+                fail(f"tracker config check said nothing on node {node_id}: {out}")
+            h.start()
+            h.start_keepalived()
+            hosts.append(h)
+        log(f"3 tracker hosts configured by the guide; `tracker config check`: {out.strip().splitlines()[-1]}")
+        master = serving_master(hosts, 60)
+        for h in hosts:
+            node = h.node()
+            if not node or not node["broker"]["connected"] or not node["broker"]["connectedTo"].startswith("stomp+ssl://"):
+                fail(f"node {h.node_id} is not on the broker over TLS: {node and node['broker']}")
+            if node["beacons"] == 0:
+                fail(f"node {h.node_id} heard no keepalive on the peer network (the group)")
+        checks = [run_block("check", blocks["check"], h.ns, h.root, h.copied).strip() for h in hosts]
+        log(f"master {master.node_id} serves and holds {FLOATING}; the guide's check on each host: {checks}")
+
+        downloads = Downloads()
+        downloads.round("before kill -9 of the master", hosts)
+
+        killed = time.time()
+        master.proc.kill()
+        master.proc.wait()
+        failover = first_reply_after(killed)
+        if failover is None:
+            fail("no reply through the floating address within 30 s of the master's kill")
+        survivors = [h for h in hosts if h is not master]
+        new_master = serving_master(survivors, 20)
+        log(f"kill -9 of master {master.node_id}: first reply through {FLOATING} after {failover:.1f} s, "
+            f"from the host of node {new_master.node_id}")
+        downloads.round("after kill -9 of the master", hosts)
+
+        log(activemq("restart", env=broker_env, netns=BROKER))
+        deadline = time.time() + 30
+        while time.time() < deadline and not all((h.node() or {}).get("broker", {}).get("connected") for h in survivors):
+            time.sleep(0.3)
+        after = serving_master(survivors, 20)
+        log(f"broker restarted; all nodes back on it; master {after.node_id} serves")
+        downloads.round("after a restart of the broker", hosts)
+
+        # A node whose guide block was given another CA's certificate.
+        other = os.path.join(work, "other-ca")
+        os.makedirs(other)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-days", "2", "-subj", "/CN=another CA", "-keyout", os.path.join(other, "ca.key"),
+                        "-out", os.path.join(other, "ca.pem")], check=True, capture_output=True)
+        rogue = TrackerHost(work, ROGUE_ID, ROGUE, deb, secrets)
+        shutil.copy(os.path.join(other, "ca.pem"), rogue.copied)
+        run_block("node", blocks["node"], ROGUE, rogue.root, rogue.copied, {"NODE_ID": str(ROGUE_ID)})
+        rogue.start()
+        time.sleep(5)
+        node = rogue.node()
+        if rogue.proc.poll() is not None or not node:
+            fail(f"the node with another CA must stay up:\n{rogue.tail()}")
+        problem = node["broker"].get("problem") or ""
+        if node["broker"]["connected"] or "does not verify" not in problem:
+            fail(f"the node with another CA must refuse the broker and say why: {node['broker']}")
+        # It holds the cluster key, so its keepalives on the peer network are heard; but
+        # joining, votes and state travel on the broker, where it never arrives.
+        seen = next((m for m in (after.node() or {}).get("members", []) if m["id"] == ROGUE_ID), None)
+        if seen and seen.get("lastBrokerMsAgo") is not None:
+            fail(f"the node with another CA was heard on the broker: {seen}")
+        if node["inSync"] or node["lastCommitted"] != 0 or rogue.get("/api/health")[0] == 200:
+            fail(f"the node with another CA took part in the cluster: in sync {node['inSync']}, "
+                 f"last committed {node['lastCommitted']}, role {node['role']}")
+        log(f"node {ROGUE_ID} with another CA: refused the broker ({problem[:90]}…), alive, never on the broker, "
+            f"holds nothing (role {node['role']})")
+        ok = True
+    finally:
+        if downloads:
+            downloads.stop()
+        for h in hosts + ([rogue] if rogue else []):
+            if not ok:
+                print(h.tail())
+            h.stop()
+        if broker_env:
+            activemq("stop", env=broker_env, netns=BROKER)
+        remove(namespaces)
+        for path in netns_etc:
+            shutil.rmtree(path, ignore_errors=True)
+        if made_netns_dir:
+            shutil.rmtree("/etc/netns", ignore_errors=True)
+        if created_user:
+            subprocess.run(["userdel", "tracker"], capture_output=True)
+        if ok:
+            shutil.rmtree(work, ignore_errors=True)
+    print("deploy guide: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
