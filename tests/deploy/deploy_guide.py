@@ -26,6 +26,7 @@ Checked:
 Needs root, the package (dist/tracker_*.deb, from scripts/package.sh; TRACKER_DEB
 names another), ActiveMQ, keepalived, transmission-cli, aria2 and python3-libtorrent. The
 `tracker` system user is created if missing and removed again at the end."""
+import contextlib
 import glob
 import json
 import os
@@ -55,16 +56,43 @@ HOST_PATHS = ["/etc/tracker", "/etc/keepalived", "/etc/activemq/tracker", "/etc/
 CLIENT_BOUND_S = 60
 
 
-def guide_blocks():
-    """{role: script} for the blocks the guide marks for this test."""
+def guide_blocks(roles=("admin", "broker", "node", "check")):
+    """{role: script} for the blocks the guide marks for a test."""
     text = open(GUIDE).read()
     blocks = {}
-    for role, body in re.findall(r"<!-- guide-test: (\w+) -->\n```sh\n(.*?)```", text, re.S):
+    for role, body in re.findall(r"<!-- guide-test: ([\w-]+) -->\n```sh\n(.*?)```", text, re.S):
         blocks[role] = blocks.get(role, "") + body
-    for role in ("admin", "broker", "node", "check"):
+    for role in roles:
         if role not in blocks:
             fail(f"docs/deploy.md has no block marked guide-test: {role}")
     return blocks
+
+
+def find_package():
+    if os.environ.get("TRACKER_DEB"):
+        return os.environ["TRACKER_DEB"]
+    debs = sorted(glob.glob(os.path.join(ROOT, "dist", "tracker_*.deb")), key=os.path.getmtime)
+    if not debs:
+        fail("no package: run scripts/package.sh first (or give TRACKER_DEB)")
+    return debs[-1]
+
+
+@contextlib.contextmanager
+def tracker_user():
+    """The package's system user (its postinst makes it on a real host); made here if
+    missing, and removed again, with /etc/netns if this made it, when the test ends."""
+    created = subprocess.run(["getent", "passwd", "tracker"], capture_output=True).returncode != 0
+    if created:
+        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", "tracker"], check=True)
+    made_netns_dir = not os.path.isdir("/etc/netns")
+    try:
+        yield
+    finally:
+        if made_netns_dir:
+            shutil.rmtree("/etc/netns", ignore_errors=True)
+        if created:
+            subprocess.run(["userdel", "tracker"], capture_output=True)
 
 
 def rewrite(text, root):
@@ -257,20 +285,17 @@ class Downloads:
 def main():
     if os.geteuid() != 0:
         fail("this test creates network namespaces and users and must run as root")
-    debs = [os.environ["TRACKER_DEB"]] if os.environ.get("TRACKER_DEB") else sorted(glob.glob(os.path.join(ROOT, "dist", "tracker_*.deb")), key=os.path.getmtime)
-    if not debs or not os.path.exists(debs[-1]):
-        fail("no package: run scripts/package.sh first (or give TRACKER_DEB)")
-    deb = debs[-1]
+    deb = find_package()
     blocks = guide_blocks()
     work = tempfile.mkdtemp(prefix="deploy-guide-")
     os.chmod(work, 0o755)
-    created_user = subprocess.run(["getent", "passwd", "tracker"], capture_output=True).returncode != 0
-    if created_user:
-        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
-                        "--shell", "/usr/sbin/nologin", "tracker"], check=True)
+    with tracker_user():
+        run(deb, blocks, work)
+    print("deploy guide: all checks passed")
+
+
+def run(deb, blocks, work):
     namespaces = [CLIENT, TRANSMISSION, ARIA2, BROKER, *NODES.values(), ROGUE, SWITCH]
-    netns_etc = [os.path.join("/etc/netns", ns) for ns in namespaces]
-    made_netns_dir = not os.path.isdir("/etc/netns")
     broker_env = None
     hosts, rogue, downloads = [], None, None
     ok = False
@@ -388,15 +413,10 @@ def main():
         if broker_env:
             activemq("stop", env=broker_env, netns=BROKER)
         remove(namespaces)
-        for path in netns_etc:
-            shutil.rmtree(path, ignore_errors=True)
-        if made_netns_dir:
-            shutil.rmtree("/etc/netns", ignore_errors=True)
-        if created_user:
-            subprocess.run(["userdel", "tracker"], capture_output=True)
+        for ns in namespaces:
+            shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
         if ok:
             shutil.rmtree(work, ignore_errors=True)
-    print("deploy guide: all checks passed")
 
 
 if __name__ == "__main__":
