@@ -14,10 +14,14 @@ struct Client: AsyncParsableCommand {
         @Option(help: "Seconds to wait for a reply before retransmitting.")
         var timeout: Double = 2
 
+        @Option(help: "Local address to send from (a group target: the interface it leaves on; default: loopback, for a cluster on this host).")
+        var bind: String?
+
         func client() async throws -> TrackerUDPClient {
             let target: EndpointArgument
             do { target = try EndpointArgument(parsing: tracker) } catch { throw ValidationError("\(error)") }
-            return try await TrackerUDPClient.make(target: target.endpoint)
+            if let bind, IPAddress(bind) == nil { throw ValidationError("--bind: not an IP address: \(bind)") }
+            return try await TrackerUDPClient.make(target: target.endpoint, localAddress: bind)
         }
     }
 

@@ -3,7 +3,8 @@
 seeder and leechers that know the tracker only as udp://VIP:PORT. Talks to the
 orchestrator over stdin/stdout: prints `READY <info hash> <.torrent path> <sha1 of the
 payload>` (the file is for the other clients), then for each `leech` line it reads,
-starts a fresh leecher and prints `DONE <seconds>` or `FAILED <why>`."""
+starts a fresh leecher and prints `DONE <seconds>` or `FAILED <why>` (`leech SECONDS`:
+gives up after SECONDS instead of 90)."""
 import hashlib
 import os
 import sys
@@ -35,15 +36,17 @@ def main():
     print("READY", str(info.info_hash()), torrent_path, hashlib.sha1(payload).hexdigest(), flush=True)
     n = 0
     for line in sys.stdin:
-        if line.strip() != "leech":
+        words = line.split()
+        if not words or words[0] != "leech":
             continue
+        limit = float(words[1]) if len(words) > 1 else 90
         n += 1
         leech_dir = os.path.join(work, f"leech{n}")
         os.makedirs(leech_dir)
         started = time.time()
         leecher = session(41000 + n)
         handle = leecher.add_torrent({"ti": lt.torrent_info(info), "save_path": leech_dir})
-        deadline = started + 90
+        deadline = started + limit
         while time.time() < deadline and not handle.status().is_seeding:
             # The seeder re-announces often, so the tracker keeps its entry fresh.
             time.sleep(0.2)

@@ -40,6 +40,24 @@ def remove(namespaces):
         ip("netns", "del", ns, check=False)
 
 
+def first_reply_after(ns, address, port, start, timeout=30):
+    """Seconds from START (a time.time()) until a BEP 15 connect sent to ADDRESS:PORT from
+    namespace NS every 50 ms is answered, from whatever source (a group's replies come
+    from the master's own address); None if none is within TIMEOUT."""
+    probe = ("import socket,struct,sys,time\n"
+             "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(0.05)\n"
+             f"end=time.time()+{timeout}\n"
+             "while time.time()<end:\n"
+             f"  s.sendto(struct.pack('>QII',0x41727101980,0,7),('{address}',{port}))\n"
+             "  try:\n"
+             "    d=s.recv(64)\n"
+             "    if len(d)==16 and struct.unpack('>II',d[:8])==(0,7): print(time.time()); sys.exit(0)\n"
+             "  except socket.timeout: pass\n"
+             "sys.exit(1)\n")
+    out = subprocess.run(["ip", "netns", "exec", ns, "/usr/bin/python3", "-c", probe], capture_output=True, text=True)
+    return float(out.stdout.strip()) - start if out.returncode == 0 else None
+
+
 class OtherClient:
     """transmission-cli or aria2c downloading a torrent in its own namespace.
 

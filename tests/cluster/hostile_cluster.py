@@ -469,17 +469,37 @@ def reflection():
             requests.append(struct.pack(">QII", 12345, 0, 500 + i))  # a bad connect
             requests.append(os.urandom(random.randint(8, 40)))
         amplified = []
-        for req in requests:
-            sock.sendto(req, target)
-            try:
-                reply = sock.recv(4096)
-            except socket.timeout:
-                continue
+        # Each reply is judged against the request whose transaction id it carries (a
+        # request shorter than 16 bytes has none and gets no reply), so a short wait per
+        # request loses nothing: a late reply is matched when it comes.
+        sent = {}
+
+        def judge(reply):
+            nonlocal largest
+            req = sent.get(reply[4:8])
+            if req is None:
+                fail(f"a reply carries a transaction id no request had: {reply[:16].hex()}")
             largest = max(largest, len(reply) / len(req))
             if len(reply) > len(req):
                 amplified.append((len(req), len(reply), req[:16].hex()))
             if reply[:4] == struct.pack(">I", 1):
                 fail("an announce with a forged connection id was served")
+
+        sock.settimeout(0.02)
+        for req in requests:
+            if len(req) >= 16:
+                sent[req[12:16]] = req
+            sock.sendto(req, target)
+            try:
+                judge(sock.recv(4096))
+            except socket.timeout:
+                continue
+        sock.settimeout(0.3)
+        while True:
+            try:
+                judge(sock.recv(4096))
+            except socket.timeout:
+                break
         if amplified:
             fail(f"replies larger than their requests without a valid id: {amplified[:5]}")
         # A connect flood from one source: the limit (20/s, burst 40) caps the replies.

@@ -40,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import Cluster, activemq, fail, log  # noqa: E402
-from _netns import OtherClient, host, ip, remove, switch  # noqa: E402
+from _netns import OtherClient, first_reply_after, host, ip, remove, switch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VIP, GROUP, PORT = "10.77.0.100", "239.255.42.99", 6969
@@ -135,11 +135,15 @@ def main():
         if served_before == 0:
             fail("the master reports no replies although libtorrent completed")
         # The leechers' first requests go out while the master is dying: nobody serves.
+        killed = time.time()
         master.kill9()
         start_leech()
         others = [OtherClient("transmission", TRANSMISSION, torrent, sha1),
                   OtherClient("aria2", ARIA2, torrent, sha1)]
         log(f"kill -9 master {master.node_id}; libtorrent, Transmission and aria2 leechers start at the same moment")
+        failover = first_reply_after(CLIENT, VIP, PORT, killed)
+        log(f"first reply through {VIP} to BEP 15 connects sent every 50 ms since the kill: "
+            f"{'none within 30 s' if failover is None else '%.1f s after it' % failover}")
         try:
             leeched("libtorrent leecher 2 (started at the kill)", bound=AT_KILL_BOUND_S)
             deadline = others[0].started + AT_KILL_BOUND_S

@@ -40,7 +40,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
 from _harness import ROOT, activemq, fail, log  # noqa: E402
-from _netns import OtherClient, host, ip, remove, switch  # noqa: E402
+from _netns import OtherClient, first_reply_after, host, ip, remove, switch  # noqa: E402
 
 GUIDE = os.path.join(ROOT, "docs", "deploy.md")
 TAG = f"g{os.getpid() % 100000}"
@@ -216,25 +216,6 @@ def serving_master(hosts, timeout):
     fail(f"no single serving master holding {FLOATING} within {timeout} s (healthy, holders): {seen}")
 
 
-def first_reply_after(start, timeout=30):
-    """Seconds from START until a BEP 15 connect to the floating address is answered,
-    sent every 50 ms from the client host."""
-    probe = ("import socket,struct,sys,time\n"
-             "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(0.05)\n"
-             f"end=time.time()+{timeout}\n"
-             "while time.time()<end:\n"
-             f"  s.sendto(struct.pack('>QII',0x41727101980,0,7),('{FLOATING}',{PORT}))\n"
-             "  try:\n"
-             "    d=s.recv(64)\n"
-             "    if len(d)==16 and struct.unpack('>II',d[:8])==(0,7): print(time.time()); sys.exit(0)\n"
-             "  except socket.timeout: pass\n"
-             "sys.exit(1)\n")
-    out = subprocess.run(["ip", "netns", "exec", CLIENT, "/usr/bin/python3", "-c", probe], capture_output=True, text=True)
-    if out.returncode != 0:
-        return None
-    return float(out.stdout.strip()) - start
-
-
 class Downloads:
     """A libtorrent seeder in the client host, and a round of three leechers."""
 
@@ -358,7 +339,7 @@ def run(deb, blocks, work):
         killed = time.time()
         master.proc.kill()
         master.proc.wait()
-        failover = first_reply_after(killed)
+        failover = first_reply_after(CLIENT, FLOATING, PORT, killed)
         if failover is None:
             fail("no reply through the floating address within 30 s of the master's kill")
         survivors = [h for h in hosts if h is not master]

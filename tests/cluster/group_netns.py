@@ -1,0 +1,138 @@
+#!/usr/bin/python3
+"""Group mode with real clients, in network namespaces this test creates: what
+docs/deploy.md's table of peer-channel modes says about it, measured.
+
+    switch ns: a bridge (multicast snooping off)
+    broker ns 10.78.0.2   ActiveMQ (its own instance)
+    node ns  10.78.0.11-13  each node joins 239.255.42.99 on eth0 and binds the group
+    client ns 10.78.0.50-52  a multicast route on eth0: libtorrent (seeder and leecher),
+             transmission-cli, aria2c
+
+Each node replies from its own address, not the group's:
+1. Transmission accepts that and completes a download;
+2. libtorrent and aria2 drop those replies, so neither completes in the same time.
+   (`tracker client`, which accepts a reply from any source, announces the seeder.)
+3. After `kill -9` of the master, BEP 15 connects sent to the group every 50 ms from the
+   moment of the kill are answered again, by the next master; the time is printed.
+   Transmission, started after that, completes again."""
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import Cluster, activemq, fail, log, tracker_binary  # noqa: E402
+from _netns import OtherClient, first_reply_after, host, ip, remove, switch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GROUP, PORT = "239.255.42.99", 6969
+TAG = f"m{os.getpid() % 100000}"
+SWITCH, BROKER, CLIENT, TRANSMISSION, ARIA2 = f"{TAG}sw", f"{TAG}b", f"{TAG}c", f"{TAG}tr", f"{TAG}ar"
+NODES = {1: f"{TAG}n1", 2: f"{TAG}n2", 3: f"{TAG}n3"}
+BROKER_STATE = f"/tmp/tracker-activemq-{TAG}"
+ROUND_S = 16
+
+
+def build_network():
+    switch(SWITCH)
+    host(SWITCH, BROKER, "10.78.0.2", 2)
+    for i, ns in enumerate((CLIENT, TRANSMISSION, ARIA2)):
+        host(SWITCH, ns, f"10.78.0.{50 + i}", 50 + i)
+        # Without a route a multicast send has nowhere to go.
+        ip("-n", ns, "route", "add", "224.0.0.0/4", "dev", "eth0")
+    for node_id, ns in NODES.items():
+        host(SWITCH, ns, f"10.78.0.{10 + node_id}", 10 + node_id)
+
+
+def main():
+    if os.geteuid() != 0:
+        fail("this test creates network namespaces and must run as root")
+    namespaces = [CLIENT, TRANSMISSION, ARIA2, BROKER, *NODES.values(), SWITCH]
+    remove(namespaces)
+    build_network()
+    broker_env = {"ACTIVEMQ_STATE": BROKER_STATE, "ACTIVEMQ_STOMP_HOST": "10.78.0.2"}
+    cluster = peer = None
+    ok = False
+    try:
+        print(activemq("start", env=broker_env, netns=BROKER))
+        cluster = Cluster("group", PORT, broker="stomp://10.78.0.2:61613")
+        for node_id, ns in NODES.items():
+            cluster.add(node_id, netns=ns, peer_args=["--group", f"{GROUP}:{PORT}", "--interface", "eth0"],
+                        http_host=f"10.78.0.{10 + node_id}")
+        master = cluster.wait_converged(30)
+        peer = subprocess.Popen(["ip", "netns", "exec", CLIENT, "/usr/bin/python3", os.path.join(HERE, "_lt_vip_peer.py"),
+                                 "10.78.0.50", f"{GROUP}:{PORT}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready = peer.stdout.readline().split()
+        if not ready or ready[0] != "READY":
+            fail(f"libtorrent helper did not start: {ready}")
+        info_hash, torrent, sha1 = ready[1], ready[2], ready[3]
+
+        def announce_seeder():
+            out = subprocess.run(["ip", "netns", "exec", CLIENT, tracker_binary(), "client", "announce",
+                                  f"udp://{GROUP}:{PORT}", "--bind", "10.78.0.50", "--info-hash", info_hash, "--port", "41000",
+                                  "--left", "0"],
+                                 capture_output=True, text=True, timeout=30)
+            if out.returncode != 0:
+                fail(f"tracker client could not announce the seeder through the group: {out.stdout}{out.stderr}")
+
+        def round(label, all_clients):
+            """Transmission, and with ALL_CLIENTS libtorrent and aria2 too, which must not complete."""
+            announce_seeder()
+            if all_clients:
+                peer.stdin.write(f"leech {ROUND_S}\n")
+                peer.stdin.flush()
+            clients = [OtherClient("transmission", TRANSMISSION, torrent, sha1)]
+            if all_clients:
+                clients.append(OtherClient("aria2", ARIA2, torrent, sha1))
+            # The libtorrent helper answers only when its leecher is done or gives up.
+            answers = []
+            reader = threading.Thread(target=lambda: answers.append(peer.stdout.readline().strip()))
+            if all_clients:
+                reader.start()
+            try:
+                deadline = clients[0].started + ROUND_S
+                while time.time() < deadline and not all([c.poll() for c in clients]):
+                    time.sleep(0.2)
+                done = {c.name: c.done_after for c in clients}
+                if all_clients:
+                    reader.join(ROUND_S + 10)
+                    answer = answers[0] if answers else ""
+                    done["libtorrent"] = float(answer.split()[1]) if answer.startswith("DONE") else None
+            finally:
+                for c in clients:
+                    c.stop()
+                    shutil.rmtree(c.work, ignore_errors=True)
+            log(f"{label}: " + ", ".join(f"{k} {'%.1f s' % v if v is not None else f'no download in {ROUND_S} s'}"
+                                         for k, v in done.items()))
+            if done["transmission"] is None:
+                cluster.dump()
+                fail(f"{label}: Transmission accepts replies from the master's address and must complete")
+            if all_clients and (done["libtorrent"] is not None or done["aria2"] is not None):
+                fail(f"{label}: libtorrent and aria2 drop replies whose source is not the group; one completed: {done}")
+
+        round("group mode, master serving", all_clients=True)
+        killed = time.time()
+        master.kill9()
+        failover = first_reply_after(CLIENT, GROUP, PORT, killed)
+        if failover is None:
+            fail("no reply from the group within 30 s of the master's kill")
+        new_master = cluster.wait_converged(20)
+        log(f"kill -9 of master {master.node_id}: first reply through the group after {failover:.1f} s "
+            f"(new master {new_master.node_id})")
+        round("group mode, after the failover", all_clients=False)
+        ok = True
+    finally:
+        if peer:
+            peer.kill()
+        if cluster:
+            if not ok:
+                cluster.dump()
+            cluster.stop()
+        activemq("stop", env=broker_env, netns=BROKER)
+        remove(namespaces)
+
+
+if __name__ == "__main__":
+    main()
