@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds dist/tracker_VERSION_ARCH.deb: the release binary with the Swift runtime linked
 # statically (the target host needs no toolchain), the systemd unit, the commented
-# /etc/tracker/tracker.toml (a conffile: `tracker config example`), the deployment guide
+# /etc/tracker/tracker.toml (a conffile: `tracker config example`), tracker(1), the deployment guide
 # and the keepalived and ActiveMQ templates under /usr/share/doc/tracker.
 #
 # Usage: scripts/package.sh [--check]
@@ -45,6 +45,10 @@ PY
     "${link[@]}" -Xlinker --start-group -lFoundation -lCoreFoundation -lFoundationInternationalization -l_FoundationICU \
         -lFoundationEssentials -l_FoundationCShims -l_FoundationCollections -Xlinker --end-group
 }
+# The manual page, from the command line's own help (swift-argument-parser's plugin),
+# made before the commit is stamped so that it reuses the release build as it is.
+swift package --allow-writing-to-package-directory generate-manual --date "$(date +%Y-%m-%d)" >/dev/null
+manual=.build/plugins/GenerateManual/outputs/tracker/tracker.1
 bin="${TRACKER_STATIC_BIN:-}"
 if [ -z "$bin" ]; then
     static_link
@@ -57,6 +61,9 @@ doc="$root/usr/share/doc/tracker"
 
 install -D -m 0755 "$bin" "$root/usr/bin/tracker"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/tracker"
+install -d -m 0755 "$root/usr/share/man/man1"
+gzip -9n < "$manual" > "$root/usr/share/man/man1/tracker.1.gz"
+chmod 0644 "$root/usr/share/man/man1/tracker.1.gz"
 install -D -m 0644 deploy/systemd/tracker.service "$root/usr/lib/systemd/system/tracker.service"
 install -d -m 0755 "$root/etc/tracker"
 "$bin" config example > "$root/etc/tracker/tracker.toml"
@@ -105,6 +112,13 @@ if [ "$check" = 1 ]; then
         exit 1
     fi
     echo "package.sh: systemd-analyze verify tracker.service: clean"
+    # The broker host's unit (Debian's java and activemq on this host).
+    if ! out=$(systemd-analyze verify deploy/activemq/activemq-tracker.service 2>&1) || [ -n "$out" ]; then
+        echo "package.sh: systemd-analyze verify activemq-tracker.service:" >&2
+        echo "$out" >&2
+        exit 1
+    fi
+    echo "package.sh: systemd-analyze verify activemq-tracker.service: clean"
     # The binary needs no Swift toolchain: only system libraries.
     if ldd "$verify/usr/bin/tracker" | grep -Ei 'swift|not found'; then
         echo "package.sh: the binary links a Swift library or misses one" >&2

@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 import time
 
-from _harness import fail
+from _harness import activemq, fail
 
 
 def ip(*args, check=True):
@@ -38,6 +38,19 @@ def host(switch_ns, ns, address, index):
 def remove(namespaces):
     for ns in namespaces:
         ip("netns", "del", ns, check=False)
+
+
+def tear_down(helper, cluster, ok, broker_env, broker_ns, namespaces):
+    """Ends a namespace test: the client helper, the cluster (its logs dumped unless the
+    test passed), the broker, the namespaces."""
+    if helper:
+        helper.kill()
+    if cluster:
+        if not ok:
+            cluster.dump()
+        cluster.stop()
+    activemq("stop", env=broker_env, netns=broker_ns)
+    remove(namespaces)
 
 
 def first_reply_after(ns, address, port, start, timeout=30):

@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import Cluster, activemq, fail, log, tracker_binary  # noqa: E402
-from _netns import OtherClient, first_reply_after, host, ip, remove, switch  # noqa: E402
+from _netns import OtherClient, first_reply_after, host, ip, remove, switch, tear_down  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GROUP, PORT = "239.255.42.99", 6969
@@ -124,14 +124,7 @@ def main():
         round("group mode, after the failover", all_clients=False)
         ok = True
     finally:
-        if peer:
-            peer.kill()
-        if cluster:
-            if not ok:
-                cluster.dump()
-            cluster.stop()
-        activemq("stop", env=broker_env, netns=BROKER)
-        remove(namespaces)
+        tear_down(peer, cluster, ok, broker_env, BROKER, namespaces)
 
 
 if __name__ == "__main__":

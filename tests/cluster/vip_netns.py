@@ -40,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import Cluster, activemq, fail, log  # noqa: E402
-from _netns import OtherClient, first_reply_after, host, ip, remove, switch  # noqa: E402
+from _netns import OtherClient, first_reply_after, host, ip, remove, switch, tear_down  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VIP, GROUP, PORT = "10.77.0.100", "239.255.42.99", 6969
@@ -69,14 +69,13 @@ def build_network():
         ip("-n", ns, "neigh", "replace", VIP, "lladdr", GROUP_MAC, "dev", "eth0", "nud", "permanent")
 
 
-def teardown_network():
-    remove([CLIENT, TRANSMISSION, ARIA2, BROKER, *NODES.values(), SWITCH])
+NAMESPACES = [CLIENT, TRANSMISSION, ARIA2, BROKER, *NODES.values(), SWITCH]
 
 
 def main():
     if os.geteuid() != 0:
         fail("this test creates network namespaces and must run as root")
-    teardown_network()
+    remove(NAMESPACES)
     build_network()
     broker_env = {"ACTIVEMQ_STATE": BROKER_STATE, "ACTIVEMQ_STOMP_HOST": "10.77.0.2"}
     cluster = None
@@ -170,14 +169,7 @@ def main():
             fail("the new master answered nothing, yet the leecher completed: the test is not testing the cluster")
         ok = True
     finally:
-        if peer:
-            peer.kill()
-        if cluster:
-            if not ok:
-                cluster.dump()
-            cluster.stop()
-        activemq("stop", env=broker_env, netns=BROKER)
-        teardown_network()
+        tear_down(peer, cluster, ok, broker_env, BROKER, NAMESPACES)
 
 
 if __name__ == "__main__":

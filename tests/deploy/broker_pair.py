@@ -24,7 +24,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
 from _harness import activemq, fail, log  # noqa: E402
 from _netns import host, remove, switch  # noqa: E402
-from deploy_guide import TrackerHost, find_package, guide_blocks, run_block, tracker_user  # noqa: E402
+from deploy_guide import TrackerHost, broker_host, find_package, guide_blocks, run_block, tracker_user  # noqa: E402
 
 TAG = f"p{os.getpid() % 100000}"
 SWITCH = f"{TAG}sw"
@@ -85,23 +85,13 @@ def main():
             run_block("admin-pair", blocks["admin-pair"], None, tools, secrets)
 
             for name, (ns, address) in BROKERS.items():
-                root = os.path.join(work, ns)
-                subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
-                for path in ("etc/systemd/system", "var/lib/activemq"):
-                    os.makedirs(os.path.join(root, path), exist_ok=True)
-                copied = os.path.join(work, f"{ns}-copied")
-                shutil.copytree(os.path.join(root, "usr/share/doc/tracker/examples/activemq"), os.path.join(copied, "activemq"))
                 p12 = "broker.p12" if name == "broker.example.net" else "broker-b.p12"
-                shutil.copy(os.path.join(secrets, p12), os.path.join(copied, "broker.p12"))
-                for f in ("keystore.password", "broker.password", "ca.pem", "bridge.password"):
-                    shutil.copy(os.path.join(secrets, f), copied)
+                copies = {os.path.join(secrets, p12): "broker.p12",
+                          **{os.path.join(secrets, f): f for f in ("keystore.password", "broker.password", "ca.pem", "bridge.password")}}
+                root, copied, broker_envs[name] = broker_host(work, deb, ns, address, copies)
                 peer = next(n for n in BROKERS if n != name)
                 run_block("broker", blocks["broker"], ns, root, copied)
                 run_block("pair", blocks["pair"], ns, root, copied, {"THIS": name, "PEER": peer})
-                broker_envs[name] = {"ACTIVEMQ_DEPLOY_CONF": os.path.join(root, "etc/activemq/tracker"),
-                                     "ACTIVEMQ_UNIT": os.path.join(root, "etc/systemd/system/activemq-tracker.service"),
-                                     "ACTIVEMQ_STATE": os.path.join(root, "var/lib/activemq/tracker"),
-                                     "ACTIVEMQ_STOMP_HOST": address}
                 log(activemq("start", env=broker_envs[name], netns=ns))
 
             for node_id, ns in NODES.items():

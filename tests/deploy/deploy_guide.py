@@ -129,6 +129,25 @@ def unpack(deb, root):
     os.chmod(conf, 0o640)
 
 
+def broker_host(work, deb, ns, address, copies):
+    """A broker host: its root (the package unpacked, for its activemq examples), the
+    directory of what was copied to it ({path on the admin machine: name there}), and
+    the environment that makes scripts/activemq.sh run what the guide installed."""
+    root = os.path.join(work, ns)
+    subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
+    for path in ("etc/systemd/system", "var/lib/activemq"):
+        os.makedirs(os.path.join(root, path), exist_ok=True)
+    copied = os.path.join(work, f"{ns}-copied")
+    shutil.copytree(os.path.join(root, "usr/share/doc/tracker/examples/activemq"), os.path.join(copied, "activemq"))
+    for source, name in copies.items():
+        shutil.copy(source, os.path.join(copied, name))
+    env = {"ACTIVEMQ_DEPLOY_CONF": os.path.join(root, "etc/activemq/tracker"),
+           "ACTIVEMQ_UNIT": os.path.join(root, "etc/systemd/system/activemq-tracker.service"),
+           "ACTIVEMQ_STATE": os.path.join(root, "var/lib/activemq/tracker"),
+           "ACTIVEMQ_STOMP_HOST": address}
+    return root, copied, env
+
+
 def exec_start(unit, root):
     """A unit's ExecStart, continuation lines joined, paths rewritten to ROOT."""
     text = open(unit).read().replace("\\\n", " ")
@@ -298,19 +317,10 @@ def run(deb, blocks, work):
         log(f"admin block: {', '.join(sorted(os.listdir(secrets)))}")
 
         # The broker host: the package's activemq examples copied over, the block run.
-        broot = os.path.join(work, BROKER)
-        subprocess.run(["dpkg-deb", "-x", deb, broot], check=True)
-        for path in ("etc/systemd/system", "var/lib/activemq"):
-            os.makedirs(os.path.join(broot, path), exist_ok=True)
-        bcopied = os.path.join(work, f"{BROKER}-copied")
-        shutil.copytree(os.path.join(broot, "usr/share/doc/tracker/examples/activemq"), os.path.join(bcopied, "activemq"))
-        for name in ("broker.p12", "keystore.password", "broker.password"):
-            shutil.copy(os.path.join(secrets, name), bcopied)
+        broot, bcopied, env = broker_host(work, deb, BROKER, ADDRESSES[BROKER], {
+            os.path.join(secrets, name): name for name in ("broker.p12", "keystore.password", "broker.password")})
         run_block("broker", blocks["broker"], BROKER, broot, bcopied)
-        broker_env = {"ACTIVEMQ_DEPLOY_CONF": os.path.join(broot, "etc/activemq/tracker"),
-                      "ACTIVEMQ_UNIT": os.path.join(broot, "etc/systemd/system/activemq-tracker.service"),
-                      "ACTIVEMQ_STATE": os.path.join(broot, "var/lib/activemq/tracker"),
-                      "ACTIVEMQ_STOMP_HOST": ADDRESSES[BROKER]}
+        broker_env = env
         log(activemq("start", env=broker_env, netns=BROKER))
 
         # The tracker hosts: the node block, then the node and keepalived.

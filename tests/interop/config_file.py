@@ -68,15 +68,18 @@ def main():
     code, line = check(example)
     if code != 0:
         fail(f"the example must pass its own check once its files exist: {line}")
-    for body, want in (("bogus = 1\n", "unknown key 'bogus'"), ("max-swarms = \"many\"\n", "key 'max-swarms'"),
-                       ("connect-limit = \"fast\"\n", "key 'connect-limit'"), ("interval = [\n", "line 1"),
-                       ("[section]\nx = 1\n", "key 'section'")):
+    def refused(body, want):
         path = os.path.join(work, "bad.toml")
         with open(path, "w") as f:
             f.write(body)
         code, line = check(path)
         if code == 0 or want not in line:
             fail(f"{body!r} must be refused naming {want!r}: {line}")
+
+    for body, want in (("bogus = 1\n", "unknown key 'bogus'"), ("max-swarms = \"many\"\n", "key 'max-swarms'"),
+                       ("connect-limit = \"fast\"\n", "key 'connect-limit'"), ("interval = [\n", "line 1"),
+                       ("[section]\nx = 1\n", "key 'section'")):
+        refused(body, want)
     # What only starting a node used to find: every check `run` makes before it binds.
     def cluster_node(**changes):
         lines = []
@@ -98,12 +101,20 @@ def main():
                        (cluster_node(interface=None), "needs --interface"),
                        (cluster_node(floating=None, interface='"nosuch0"'), "no interface named 'nosuch0'"),
                        (cluster_node(floating='"10.0.0.300:6969"'), "floating")):
-        path = os.path.join(work, "bad-node.toml")
-        with open(path, "w") as f:
-            f.write(body)
-        code, line = check(path)
-        if code == 0 or want not in line:
-            fail(f"a node file must be refused naming {want!r}: {line}")
+        refused(body, want)
+    if os.geteuid() == 0:
+        # A fresh network namespace has its loopback down: a down interface is named too.
+        ns = f"cfg{os.getpid() % 100000}"
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+        try:
+            with open(example, "w") as f:
+                f.write(text)
+            out = subprocess.run(["ip", "netns", "exec", ns, tracker_binary(), "config", "check", example],
+                                 capture_output=True, text=True)
+            if out.returncode == 0 or "interface 'lo' is down" not in out.stderr:
+                fail(f"a down interface must be refused naming it: {out.stdout}{out.stderr}")
+        finally:
+            subprocess.run(["ip", "netns", "del", ns])
     print("  config check: the example passes once its files exist; unknown keys, bad values, broken files and every check of run are named")
 
     udp, http = free_udp_port(), free_tcp_port()
