@@ -55,6 +55,9 @@ if [ -z "$bin" ]; then
     bin="$work/tracker"
 fi
 version=$("$bin" --version | awk '{print $1}')
+# Epoch 1: Debian's archive has an unrelated package named tracker (GNOME's search
+# engine, 3.x); without the epoch apt would take it for a newer version of this one.
+debversion="1:$version"
 arch=$(dpkg --print-architecture)
 root="$work/tracker_${version}_${arch}"
 doc="$root/usr/share/doc/tracker"
@@ -73,7 +76,7 @@ install -D -m 0644 deploy/debian/copyright "$doc/copyright"
 install -D -m 0644 deploy/keepalived/keepalived.conf "$doc/examples/keepalived/keepalived.conf"
 for f in deploy/activemq/*; do install -D -m 0644 "$f" "$doc/examples/activemq/$(basename "$f")"; done
 printf 'tracker (%s) unstable; urgency=medium\n\n  * Built from commit %s.\n\n -- %s  %s\n' \
-    "$version" "$commit" "$(sed -n 's/^Maintainer: //p' deploy/debian/control.in)" "$(date -R)" \
+    "$debversion" "$commit" "$(sed -n 's/^Maintainer: //p' deploy/debian/control.in)" "$(date -R)" \
     | gzip -9n > "$doc/changelog.gz"
 chmod 0644 "$doc/changelog.gz"
 
@@ -85,7 +88,7 @@ depends=$(cd "$work/src" && dpkg-shlibdeps -O "$root/usr/bin/tracker" 2>/dev/nul
 [ -n "$depends" ] || { echo "package.sh: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
 install -d -m 0755 "$root/DEBIAN"
-sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" -e "s/@DEPENDS@/$depends/" \
+sed -e "s/@VERSION@/$debversion/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" -e "s/@DEPENDS@/$depends/" \
     deploy/debian/control.in > "$root/DEBIAN/control"
 echo /etc/tracker/tracker.toml > "$root/DEBIAN/conffiles"
 for s in postinst prerm postrm; do install -m 0755 "deploy/debian/$s" "$root/DEBIAN/$s"; done
