@@ -16,14 +16,24 @@ swift build -c release --build-tests
 # by lintian and systemd-analyze; tests/deploy installs it in namespaces.
 scripts/package.sh --check
 export TRACKER_BIN="$PWD/.build/release/tracker"
-# The cluster tests start the broker; stop it (unless it was already running) and any
-# node left behind, however we exit.
-broker_was_running=0
+# The cluster tests start brokers; stop those that were not already running, and any
+# node this run left behind, however we exit. Every process the tests start inherits
+# TRACKER_TEST_RUN, so a node a user runs meanwhile (scripts/cluster.sh) is left alone.
+export TRACKER_TEST_RUN="$$.$(date +%s%N)"
+broker_was_running=0; pair_a_was_running=0; pair_b_was_running=0
 scripts/activemq.sh status >/dev/null 2>&1 && broker_was_running=1
+ACTIVEMQ_PAIR=a scripts/activemq.sh status >/dev/null 2>&1 && pair_a_was_running=1
+ACTIVEMQ_PAIR=b scripts/activemq.sh status >/dev/null 2>&1 && pair_b_was_running=1
 cleanup() {
   [ "$broker_was_running" = 1 ] || scripts/activemq.sh stop >/dev/null 2>&1 || true
-  pkill -f "$TRACKER_BIN run" 2>/dev/null || true
-  scripts/activemq.sh pair-stop >/dev/null 2>&1 || true
+  [ "$pair_a_was_running" = 1 ] || ACTIVEMQ_PAIR=a scripts/activemq.sh stop >/dev/null 2>&1 || true
+  [ "$pair_b_was_running" = 1 ] || ACTIVEMQ_PAIR=b scripts/activemq.sh stop >/dev/null 2>&1 || true
+  local pid
+  for pid in $(pgrep -f "tracker run" 2>/dev/null); do
+    if tr '\0' '\n' 2>/dev/null < "/proc/$pid/environ" | grep -qx "TRACKER_TEST_RUN=$TRACKER_TEST_RUN"; then
+      kill "$pid" 2>/dev/null || true
+    fi
+  done
 }
 trap cleanup EXIT
 passed=0; failed=0; failures=()
