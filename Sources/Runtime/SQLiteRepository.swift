@@ -2,64 +2,6 @@ import Foundation
 import GRDB
 import TrackerLogic
 
-/// One committed transaction, reduced to the rows it changes. Built on the node's event
-/// loop from the replica right after the step, so the writer thread never touches the
-/// node. Rows carry the replica's state *after the step*: when one step commits several
-/// transactions, an earlier write may already hold a later value of a row. Every write
-/// is a full row (or its absence), so replaying the later transaction after a crash lands
-/// on the same rows.
-public struct CommitRows: Sendable {
-    /// One row-level effect, in the transaction's order: a later `expire` must not
-    /// remove what an earlier operation wrote unless memory removed it too.
-    public enum Change: Sendable {
-        /// The peer's row as memory holds it, or nil when the peer is gone.
-        case peer(InfoHash, PeerKey, PeerRecord?)
-        case completion(InfoHash, PeerKey)
-        /// A merged swarm, rewritten whole (nil when it is gone).
-        case swarm(InfoHash, SwarmMerge?)
-        case expire(before: Instant)
-        /// A catalogue entry as memory holds it after the transaction, or nil when removed.
-        case torrent(InfoHash, RegisteredTorrent?)
-    }
-
-    public var lastCommitted: TxRef
-    public var history: EpochHistory
-    public var changes: [Change] = []
-    public var expires = false
-    /// Each swarm whose row may have changed other than by a peer written into it (a
-    /// peer removed, a completion, a merge): its completion count after the step, or nil
-    /// when memory no longer holds it. The writer sets the `swarms` row from this instead
-    /// of counting rows, which the peer log would make a scan.
-    public var swarms: [(InfoHash, completed: Int?)] = []
-
-    public init(_ tx: Transaction, replica: Replica) {
-        lastCommitted = tx.ref
-        history = replica.history
-        changes.reserveCapacity(tx.updates.count)
-        var recount = Set<InfoHash>()
-        for update in tx.updates {
-            switch update {
-            case .announce(let a):
-                let record = replica.store[a.infoHash]?.peer(a.key)
-                changes.append(.peer(a.infoHash, a.key, record))
-                if a.event == .completed { changes.append(.completion(a.infoHash, a.key)) }
-                if record == nil || a.event == .completed { recount.insert(a.infoHash) }
-            case .merge(let m):
-                changes.append(.swarm(m.infoHash, replica.store.content(of: m.infoHash)))
-                recount.insert(m.infoHash)
-            case .expire(let before):
-                changes.append(.expire(before: before))
-                expires = true
-            case .catalogue(.register(let t)):
-                changes.append(.torrent(t.infoHash, replica.store.catalogue.torrents[t.infoHash]))
-            case .catalogue(.unregister(let hash)):
-                changes.append(.torrent(hash, replica.store.catalogue.torrents[hash]))
-            }
-        }
-        swarms = recount.sorted().map { ($0, replica.store[$0]?.completed) }
-    }
-}
-
 /// What the node asks of its disk, in the order it asked.
 public enum StoreWrite: Sendable {
     case commit(CommitRows)
@@ -328,7 +270,7 @@ public final class SQLiteRepository {
             }
         }
         if !rows.expires {
-            for (hash, completed) in rows.swarms { try setSwarm(hash, completed: completed, db, &state) }
+            for row in rows.swarms { try setSwarm(row.infoHash, completed: row.completed, db, &state) }
             for hash in present where !state.knownSwarms.contains(hash) {
                 try run(db, "INSERT OR IGNORE INTO swarms(info_hash, completed) VALUES (?, 0)", [hash.hex])
                 state.knownSwarms.insert(hash)
@@ -497,10 +439,8 @@ public final class SQLiteRepository {
                                                   master: NodeID(UInt32(truncatingIfNeeded: try $0.decode(Int64.self, forColumn: "master")))),
                                      firstTxid: UInt64(bitPattern: try $0.decode(Int64.self, forColumn: "first_txid")))
                 }
-                let store = SwarmStore(content: content, torrents: try Self.torrents(db))
-                let snapshot = Snapshot(lastCommitted: TxRef(epoch: Epoch(packed: UInt64(bitPattern: lastEpoch)), txid: UInt64(bitPattern: lastTxid)),
-                                        history: EpochHistory(runs: runs), content: store.content(), torrents: store.catalogue.sorted,
-                                        digest: Digest.of(store))
+                let snapshot = Snapshot(restoredAt: TxRef(epoch: Epoch(packed: UInt64(bitPattern: lastEpoch)), txid: UInt64(bitPattern: lastTxid)),
+                                        history: EpochHistory(runs: runs), content: content, torrents: try Self.torrents(db))
                 return DurableState(snapshot: snapshot, epoch: epoch)
             }
         } catch {

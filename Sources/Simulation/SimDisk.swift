@@ -1,21 +1,42 @@
 import TrackerLogic
 
-/// Disk of a simulated node: survives crashes, fails on demand, and (a disk-loss fault)
-/// loses what a crash may take.
+/// Disk of a simulated node: the repository's rows (`RepositoryRows`), changed by exactly
+/// the writes the node asks for, as the runtime's SQLite file is. A restart reads back what
+/// the rows say, not the transactions the node committed. Survives crashes, fails on
+/// demand, and (a disk-loss fault) loses what a crash may take.
 struct SimDisk {
-    var base: Snapshot?
-    var txs: [Transaction] = []
+    /// The rows no crash can take any more.
+    var settled = RepositoryRows()
+    /// The newest commits' rows, the ones a crash may lose, oldest first.
+    var recent: [CommitRows] = []
     var epoch = Epoch.zero
     var failing = false
 
-    var lastTxid: UInt64 { txs.last?.txid ?? base?.lastCommitted.txid ?? 0 }
+    var lastTxid: UInt64 { recent.last?.lastCommitted.txid ?? settled.lastCommitted.txid }
 
+    /// What a restart reads.
     func durable() -> DurableState {
-        guard base != nil || !txs.isEmpty else { return DurableState(snapshot: nil, epoch: epoch) }
-        var replica = Replica()
-        if let b = base { replica.install(b) }
-        for tx in txs { replica.commit(tx) }
-        return DurableState(snapshot: replica.snapshot(), epoch: epoch)
+        var rows = settled
+        for r in recent { rows.apply(r) }
+        return DurableState(snapshot: rows.snapshot, epoch: epoch)
+    }
+
+    mutating func write(_ rows: CommitRows) {
+        recent.append(rows)
+        if recent.count > 512 {
+            for r in recent { settled.apply(r) }
+            recent = []
+        }
+    }
+
+    mutating func replace(with snapshot: Snapshot) {
+        settled.replace(with: snapshot)
+        recent = []
+    }
+
+    mutating func wipe() {
+        settled.wipe()
+        recent = []
     }
 
     /// What a crash takes within the runtime's write policy: transactions are written
@@ -25,10 +46,9 @@ struct SimDisk {
     /// its epoch write is done, and emptying a repository keeps it, as the runtime does.
     mutating func lose(lastWrites: Int) {
         if lastWrites <= 0 {
-            base = nil
-            txs = []
+            wipe()
         } else {
-            txs.removeLast(min(lastWrites, txs.count))
+            recent.removeLast(min(lastWrites, recent.count))
         }
     }
 }
@@ -40,24 +60,18 @@ extension Simulator {
         let ok = !slots[slot].disk.failing
         if ok {
             switch action {
-            case .persist(let tx):
-                guard tx.txid == slots[slot].disk.lastTxid + 1 else {
-                    return fail("s\(slot) persisted \(tx.ref) after \(slots[slot].disk.lastTxid): a gap on disk")
+            case .persist(let rows):
+                guard rows.lastCommitted.txid == slots[slot].disk.lastTxid + 1 else {
+                    return fail("s\(slot) persisted \(rows.lastCommitted) after \(slots[slot].disk.lastTxid): a gap on disk")
                 }
-                slots[slot].disk.txs.append(tx)
-                if slots[slot].disk.txs.count > 512 {
-                    slots[slot].disk.base = slots[slot].disk.durable().snapshot
-                    slots[slot].disk.txs = []
-                }
+                slots[slot].disk.write(rows)
             case .persistSnapshot(let s):
-                slots[slot].disk.base = s
-                slots[slot].disk.txs = []
+                slots[slot].disk.replace(with: s)
             case .persistEpoch(let e):
                 slots[slot].disk.epoch = max(slots[slot].disk.epoch, e)
             case .wipeStore:
                 slots[slot].generation += 1
-                slots[slot].disk.base = nil
-                slots[slot].disk.txs = []
+                slots[slot].disk.wipe()
             default:
                 break
             }

@@ -144,8 +144,13 @@ extension Simulator {
             queue.push(now + delay(slot), .reply(p, bytes))
         case .persist, .persistSnapshot, .persistEpoch, .wipeStore, .probeStore:
             performStore(action, from: slot)
+        case .committed(let quorum, _):
+            if let id = slots[slot].nodeID, let v = checker.committed(quorum, by: id) { fail(v) }
         case .discardPeerBacklog:
             slots[slot].discardingBacklog = slots[slot].peerBacklog > 0
+        case .subscribe, .statusChanged, .aborted:
+            // The broker's topics are modelled by node id; status is read by the checker.
+            break
         case .exit(let reason):
             exits.append((slot, reason))
             if !reason.isClean && slot < scenario.nodes { fail("s\(slot) exited: \(reason)") }

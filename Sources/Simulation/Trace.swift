@@ -18,13 +18,17 @@ extension Simulator {
             case .scrape: return "reply scrape to \(to)"
             case .error(let e): return "reply error '\(e.message)' to \(to)"
             }
-        case .persist(let tx): return "persist \(tx.ref)"
+        case .persist(let rows): return "persist \(rows.lastCommitted)"
         case .persistSnapshot(let s): return "persist snapshot \(s.lastCommitted)"
         case .persistEpoch(let e): return "persist epoch \(e)"
         case .wipeStore: return "wipe store"
         case .probeStore: return "probe store"
         case .discardPeerBacklog: return "discard peer backlog"
         case .exit(let r): return "exit (\(r))"
+        case .subscribe(let id): return "subscribe n\(id.rawValue)"
+        case .statusChanged(let c): return "status \(c.current.role) \(c.current.epoch)\(c.current.serving ? " serving" : "")"
+        case .committed(let q, let latency): return "committed \(q.ref) in \(latency.value) ms"
+        case .aborted(let ref): return "aborted \(ref)"
         }
     }
 

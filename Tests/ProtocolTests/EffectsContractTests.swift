@@ -3,13 +3,16 @@ import TrackerLogic
 
 /// The contract both hosts follow when they perform a node's store actions and exits.
 @Suite("Effects contract")
-struct EffectsContractTests {
+struct EffectsContractTests: MasterFixture {
+    let t0 = Instant(milliseconds: 9_000_000)
+    let ids = ConnectionIDPolicy(key: SipHash24(k0: 3, k1: 4))
+    let peer = PeerEndpoint(ip: .v4(0x0A00_0011), port: 6881)
     let epoch = Epoch(term: 4, master: NodeID(2))
     let snapshot = Snapshot(lastCommitted: .zero, history: EpochHistory(), content: [], digest: 0)
 
     @Test func onlyFailuresEpochsAndProbesAreReportedBack() {
         let tx = Transaction(ref: TxRef(epoch: epoch, txid: 1), updates: [])
-        for write: NodeAction in [.persist(tx), .persistSnapshot(snapshot), .wipeStore] {
+        for write: NodeAction in [.persist(CommitRows(tx, replica: Replica())), .persistSnapshot(snapshot), .wipeStore] {
             #expect(write.storeOutcome(ok: true) == nil, "\(write)")
             #expect(write.storeOutcome(ok: false, detail: "full")?.isStoreFailure == true, "\(write)")
         }
@@ -18,6 +21,70 @@ struct EffectsContractTests {
         #expect(NodeAction.probeStore.storeOutcome(ok: true)?.isStoreSuccess == true)
         #expect(NodeAction.probeStore.storeOutcome(ok: false)?.isStoreFailure == true)
         #expect(NodeAction.exit(reason: .leftCluster).storeOutcome(ok: false) == nil)
+    }
+
+    /// A host learns the node's status and its topic from the actions alone: each change
+    /// is said once, in order, each starting where the last one ended, and the topic once.
+    @Test func statusChangesAndTheTopicAreSaidOnce() {
+        var n = TrackerNode(id: NodeID(3), incarnation: 3000, config: ClusterConfig(),
+                            handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids), seed: 7, now: t0)
+        var told = NodeStatus(role: .starting, epoch: .zero, master: nil, serving: false)
+        var changes = 0
+        var topics: [NodeID] = []
+        var t = t0
+        // Like a host, every action of a step is performed before the node hears back.
+        func perform(_ actions: [NodeAction]) {
+            var stored: [Epoch] = []
+            for action in actions {
+                switch action {
+                case .subscribe(let id): topics.append(id)
+                case .statusChanged(let change):
+                    #expect(change.previous == told && change.current != told, "each change starts where the last ended")
+                    told = change.current
+                    changes += 1
+                case .persistEpoch(let e): stored.append(e)
+                default: break
+                }
+            }
+            for e in stored { perform(n.step(.epochStored(e), now: t)) }
+        }
+        for _ in 0..<60 {
+            perform(n.step(.tick, now: t))
+            #expect(told == n.status, "the host knows the status without reading the node")
+            t = t + Milliseconds(100)
+        }
+        #expect(topics == [NodeID(3)])
+        #expect(told == NodeStatus(role: .master, epoch: n.epoch, master: NodeID(3), serving: true))
+        #expect(changes >= 2, "a candidate, then a serving master")
+        perform(n.step(.shutdown, now: t))
+        #expect(topics == [NodeID(3)], "never twice")
+    }
+
+    /// What the host counts and times comes with the decision: the quorum and the time
+    /// since the first PREPARE (a re-sent one does not restart it); an abort says which.
+    @Test func decisionsSayTheirQuorumAndLatency() throws {
+        var (n, t) = masterWithTwoFollowers()
+        let tx1 = try announce(1, &n, at: &t)
+        var actions = vote(1, tx1, .ok, &n, at: t + Milliseconds(7))
+        let decided = actions.compactMap { if case .committed(let q, let latency) = $0 { return (q, latency) } else { return nil } }
+        #expect(decided.count == 1)
+        #expect(decided.first?.0.ref == tx1.ref && decided.first?.0.okVoters == [NodeID(1)] && decided.first?.0.ownVote == true)
+        #expect(decided.first?.1 == Milliseconds(7))
+        #expect(!actions.contains { if case .aborted = $0 { return true } else { return false } })
+        t = t + Milliseconds(7)
+        _ = vote(2, tx1, .ok, &n, at: t)
+        let tx2 = try announce(2, &n, at: &t)
+        actions = n.step(.tick, now: t + Milliseconds(300))
+        #expect(actions.contains { if case .broadcast(let e) = $0, case .prepare = e.message { return true } else { return false } },
+                "the vote timed out: PREPARE again")
+        actions = vote(1, tx2, .ok, &n, at: t + Milliseconds(320))
+        let second = actions.compactMap { if case .committed(let q, let latency) = $0 { return (q.ref, latency) } else { return nil } }
+        #expect(second.first?.0 == tx2.ref && second.first?.1 == Milliseconds(320))
+        let tx3 = try announce(3, &n, at: &t)
+        _ = vote(1, tx3, .storeFailed, &n, at: t + Milliseconds(1))
+        actions = vote(2, tx3, .storeFailed, &n, at: t + Milliseconds(2))
+        #expect(actions.contains(.aborted(tx3.ref)))
+        #expect(!actions.contains { if case .committed = $0 { return true } else { return false } })
     }
 
     @Test func onlyLeavingIsACleanExit() {

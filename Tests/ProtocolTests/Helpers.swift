@@ -1,4 +1,5 @@
 import NIOCore
+import Testing
 import TrackerLogic
 
 func bytes(_ hex: String) -> [UInt8] {
@@ -36,4 +37,73 @@ func follow(_ node: inout TrackerNode, hearing keepalive: NodeEvent, from start:
         t = t + Milliseconds(500)
     }
     return t - Milliseconds(500)
+}
+
+/// A master of a 3-node cluster with its two followers played by the test: what vote
+/// counting and the effects contract are tested on.
+protocol MasterFixture {
+    var t0: Instant { get }
+    var ids: ConnectionIDPolicy { get }
+    var peer: PeerEndpoint { get }
+}
+
+extension MasterFixture {
+    /// n3, master of a 3-node cluster (strict quorum: 2 of 3), followed by n1 and n2,
+    /// both confirmed at the empty repository.
+    func masterWithTwoFollowers() -> (TrackerNode, Instant) {
+        var config = ClusterConfig()
+        config.quorum = .strict
+        config.clusterSize = 3
+        var n = TrackerNode(id: NodeID(3), incarnation: 3000, config: config,
+                            handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
+                            seed: 7, now: t0, restoring: nil)
+        var t = t0
+        for _ in 0..<100 where !n.isServing {
+            t = t + Milliseconds(100)
+            for case .persistEpoch(let e) in n.step(.tick, now: t) { _ = n.step(.epochStored(e), now: t) }
+        }
+        for follower in [UInt32(1), 2] {
+            _ = n.step(env(from: follower, epoch: n.epoch, .keepalive(Keepalive(role: .slave, master: NodeID(3), lastCommitted: .zero,
+                                                                                  inSync: true, address: ""))), now: t)
+        }
+        // The followers answer the COORDINATOR (n3 took office alone, with nothing to recover).
+        for follower in [UInt32(1), 2] {
+            _ = n.step(env(from: follower, epoch: n.epoch, .coordinatorAck(lastCommitted: .zero, prepared: nil)), now: t)
+        }
+        for _ in 0..<20 where !n.isServing {
+            t = t + Milliseconds(10)
+            _ = n.step(.tick, now: t)
+        }
+        return (n, t)
+    }
+
+    func env(from: UInt32, epoch: Epoch, _ m: ClusterMessage) -> NodeEvent {
+        .cluster(ClusterEnvelope(from: NodeID(from), incarnation: UInt64(from) * 1000, epoch: epoch, to: NodeID(3), message: m))
+    }
+
+    /// An announce from `peer`, then the tick that sends its PREPARE: the transaction.
+    func announce(_ tid: UInt32, _ n: inout TrackerNode, at t: inout Instant) throws -> Transaction {
+        let request = BEP15Codec.encode(.announce(AnnounceRequest(
+            connectionID: ids.issue(for: peer.ip, now: t), transactionID: tid,
+            infoHash: InfoHash(a: 1, b: 2, c: 3), peerID: PeerID(a: 4, b: 5, c: tid), downloaded: 0, left: 100, uploaded: 0,
+            event: .started, key: 1, numWant: 10, port: peer.port)))
+        var actions = n.step(.peer(request, from: peer), now: t)
+        t = t + Milliseconds(5)
+        actions += n.step(.tick, now: t)
+        let prepared = actions.compactMap { action -> Transaction? in
+            if case .broadcast(let e) = action, case .prepare(let tx, _, _) = e.message { return tx } else { return nil }
+        }
+        return try #require(prepared.first)
+    }
+
+    func vote(_ from: UInt32, _ tx: Transaction, _ verdict: Verdict, _ n: inout TrackerNode, at t: Instant) -> [NodeAction] {
+        n.step(env(from: from, epoch: n.epoch, .vote(txid: tx.txid, digest: tx.digest, verdict: verdict)), now: t)
+    }
+
+    func answers(_ actions: [NodeAction]) -> [TrackerResponse] {
+        actions.compactMap { if case .reply(let r, _) = $0 { return r } else { return nil } }
+    }
+
+    func isAnnounce(_ r: TrackerResponse) -> Bool { if case .announce = r { return true } else { return false } }
+    func isError(_ r: TrackerResponse) -> Bool { if case .error = r { return true } else { return false } }
 }

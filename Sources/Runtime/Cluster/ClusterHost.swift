@@ -71,7 +71,7 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
         server.metrics = metrics
         try await loop.submit { [self] in
             self.server = server
-            server.onRoleChange = { [weak self] change in self?.history.record(change) }
+            server.onRoleChange = { [weak self] change, at in self?.history.record(change, at: at) }
             history.resetCounters()
             history.note(WallClock.now(), kind: "service", text: "service started")
         }.get()

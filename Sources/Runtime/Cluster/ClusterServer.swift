@@ -70,14 +70,11 @@ public final class ClusterServer: @unchecked Sendable {
     /// peers or to the cluster, as if its link were cut; its timers run on, so it behaves
     /// as a partitioned node does.
     var silenced = false
-    /// When each PREPARE this master sent left, to measure commit latency.
-    var preparedAt: [TxRef: Instant] = [:]
     /// Told of role, epoch and master changes, on the loop (the dashboard's timeline).
-    var onRoleChange: ((NodeStatusChange) -> Void)?
+    var onRoleChange: ((NodeStatusChange, Instant) -> Void)?
     var wake: (at: Instant, task: Scheduled<Void>)?
-    var subscribedAs: NodeID?
-    /// What the log last said about the node's place in the cluster.
-    var reported: (role: Role, epoch: Epoch, serving: Bool) = (.starting, .zero, false)
+    /// The node's own topic, once the node asked for it (`NodeAction.subscribe`).
+    var ownTopic: NodeID?
     var stopping = false
     var storeFailing = false
     var inPeerRead = false
@@ -129,7 +126,9 @@ public final class ClusterServer: @unchecked Sendable {
         }
         if let storeFailure {
             logger.error("repository unusable; voting ERROR until it recovers", metadata: ["error": "\(storeFailure)"])
-            _ = node.step(.storeResult(ok: false, detail: storeFailure), now: startedAt)
+            // Nothing is bound yet: a subscription is remembered for `start`, and no
+            // other action is possible before the node's first tick.
+            for case .subscribe(let id) in node.step(.storeResult(ok: false, detail: storeFailure), now: startedAt) { ownTopic = id }
         } else if let s = restored?.snapshot {
             logger.info("restored repository", metadata: ["last-committed": "\(s.lastCommitted)", "swarms": "\(s.content.count)"])
         }
@@ -147,7 +146,7 @@ public final class ClusterServer: @unchecked Sendable {
             sockets = peerSockets
             stomp = StompClient(settings: settings.broker, tls: tls, loop: loop, logger: logger) { [self] event in brokerEvent(event) }
             stomp.subscribe(settings.topic)
-            subscribeOwnTopic()
+            if let ownTopic { stomp.subscribe(settings.topic(for: ownTopic)) }
             stomp.start()
             armWake(WallClock.now())
         }.get()
@@ -180,29 +179,12 @@ public final class ClusterServer: @unchecked Sendable {
         let actions = node.step(event, now: now)
         for action in actions { perform(action) }
         if repliesPending && !inPeerRead { flushReplies() }
-        if node.id != subscribedAs { subscribeOwnTopic() }
-        if node.role != reported.role || node.epoch != reported.epoch || node.isServing != reported.serving {
-            onRoleChange?(NodeStatusChange(at: now, role: node.role, epoch: node.epoch, master: node.master,
-                                           serving: node.isServing, previousRole: reported.role, previousEpoch: reported.epoch))
-            reported = (node.role, node.epoch, node.isServing)
-            logger.notice("cluster role", metadata: ["id": "\(node.id.rawValue)", "role": "\(node.role.jsonName)",
-                                                     "epoch": "\(node.epoch)", "master": "\(node.master?.rawValue ?? 0)",
-                                                     "serving": "\(node.isServing)", "last-committed": "\(node.replica.lastCommitted)"])
-        }
         armWake(now)
     }
 
     func perform(_ action: NodeAction) {
         switch action {
         case .broadcast(let env):
-            switch env.message {
-            case .prepare(let tx, _, _):
-                if preparedAt.count >= 4096 { preparedAt.removeAll() }
-                preparedAt[tx.ref] = WallClock.now()
-            case .abort(let ref, _):
-                if preparedAt.removeValue(forKey: ref) != nil { stats.aborts += 1 }
-            default: break
-            }
             publish(env, to: settings.topic)
         case .send(let env):
             publish(env, to: settings.topic(for: env.to ?? .unassigned))
@@ -221,13 +203,8 @@ public final class ClusterServer: @unchecked Sendable {
             }
             sockets.reply.write(AddressedEnvelope(remoteAddress: SocketAddress(to), data: buffer), promise: nil)
             repliesPending = true
-        case .persist(let tx):
-            if let sent = preparedAt.removeValue(forKey: tx.ref) {
-                stats.commits += 1
-                stats.commitLatency.record(WallClock.now() - sent)
-                metrics?.observeCommit(WallClock.now() - sent)
-            }
-            store(.commit(CommitRows(tx, replica: node.replica)), for: action)
+        case .persist(let rows):
+            store(.commit(rows), for: action)
         case .persistSnapshot(let snapshot):
             store(.snapshot(snapshot), for: action)
         case .persistEpoch(let epoch):
@@ -244,6 +221,21 @@ public final class ClusterServer: @unchecked Sendable {
         case .exit(let reason):
             logger.notice("node stopped", metadata: ["reason": "\(reason)"])
             teardown(code: reason.exitCode)
+        case .subscribe(let id):
+            ownTopic = id
+            stomp?.subscribe(settings.topic(for: id))
+        case .statusChanged(let change):
+            let s = change.current
+            onRoleChange?(change, WallClock.now())
+            logger.notice("cluster role", metadata: ["id": "\(node.id.rawValue)", "role": "\(s.role.jsonName)",
+                                                     "epoch": "\(s.epoch)", "master": "\(s.master?.rawValue ?? 0)",
+                                                     "serving": "\(s.serving)", "last-committed": "\(node.replica.lastCommitted)"])
+        case .committed(_, let latency):
+            stats.commits += 1
+            stats.commitLatency.record(latency)
+            metrics?.observeCommit(latency)
+        case .aborted:
+            stats.aborts += 1
         }
     }
 
@@ -283,12 +275,6 @@ public final class ClusterServer: @unchecked Sendable {
     func flushReplies() {
         repliesPending = false
         sockets.reply.flush()
-    }
-
-    func subscribeOwnTopic() {
-        guard node.id.isAssigned, let stomp else { return }
-        subscribedAs = node.id
-        stomp.subscribe(settings.topic(for: node.id))
     }
 
     /// One timer, always at the node's next deadline.
@@ -447,17 +433,6 @@ public struct LatencyWindow: Sendable {
         defer { self = LatencyWindow() }
         return self
     }
-}
-
-/// A change of the node's place in the cluster: the dashboard's election timeline.
-public struct NodeStatusChange: Sendable {
-    public var at: Instant
-    public var role: Role
-    public var epoch: Epoch
-    public var master: NodeID?
-    public var serving: Bool
-    public var previousRole: Role
-    public var previousEpoch: Epoch
 }
 
 /// Hands peer datagrams to the server on its loop.

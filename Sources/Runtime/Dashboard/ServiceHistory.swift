@@ -57,17 +57,18 @@ public struct ServiceHistory: Sendable {
 
     mutating func resetCounters() { last = nil }
 
-    mutating func record(_ change: NodeStatusChange) {
-        let epoch = change.epoch.description
-        if change.role == .candidate && change.previousRole != .candidate {
-            note(change.at, kind: "election", text: "election started", epoch: epoch)
+    mutating func record(_ change: NodeStatusChange, at: Instant) {
+        let (now, before) = (change.current, change.previous)
+        let epoch = now.epoch.description
+        if now.role == .candidate && before.role != .candidate {
+            note(at, kind: "election", text: "election started", epoch: epoch)
         }
-        let master = change.master?.rawValue
-        if let master, master != lastMaster, change.role == .master || change.role == .slave {
-            note(change.at, kind: "master", text: change.role == .master ? "this node is master" : "master is n\(master)", epoch: epoch)
+        let master = now.master?.rawValue
+        if let master, master != lastMaster, now.role == .master || now.role == .slave {
+            note(at, kind: "master", text: now.role == .master ? "this node is master" : "master is n\(master)", epoch: epoch)
             lastMaster = master
-        } else if change.role != change.previousRole {
-            note(change.at, kind: "role", text: "\(change.previousRole.jsonName) → \(change.role.jsonName)", epoch: epoch)
+        } else if now.role != before.role {
+            note(at, kind: "role", text: "\(before.role.jsonName) → \(now.role.jsonName)", epoch: epoch)
         }
     }
 

@@ -38,6 +38,8 @@ struct InFlight: Sendable {
     var needed: Int
     var deadline: Instant
     var retries = 0
+    /// When the first PREPARE left (the commit latency runs from it).
+    var preparedAt: Instant
 }
 
 struct Recovery: Sendable {
@@ -231,7 +233,7 @@ extension TrackerNode {
         let needed = config.quorum == .strict ? majority(of: config.clusterSize) : majority(of: voters.count + 1)
         l.inFlight = InFlight(tx: tx, previous: previous, items: items, voters: voters,
                               candidates: live.filter { $0.confirmed != previous }.map(\.id), needed: needed,
-                              deadline: now + config.voteTimeout)
+                              deadline: now + config.voteTimeout, preparedAt: now)
         leader = l
         broadcast(.prepare(tx, previous: previous, previousDigest: l.lastDigest))
         evaluateVotes(now)
@@ -319,8 +321,9 @@ extension TrackerNode {
     mutating func commitInFlight(_ now: Instant) {
         guard let f = leader?.inFlight else { return }
         paths.count(.transactionCommitted)
-        commitQuorums.append(CommitQuorum(ref: f.tx.ref, digest: f.tx.digest, voters: f.voters,
-                                        okVoters: f.votes.filter(\.value).keys.sorted(), ownVote: storeHealthy))
+        out.append(.committed(CommitQuorum(ref: f.tx.ref, digest: f.tx.digest, voters: f.voters,
+                                           okVoters: f.votes.filter(\.value).keys.sorted(), ownVote: storeHealthy),
+                              latency: now - f.preparedAt))
         commitLocally(f.tx)
         // Known committed, and no news to anyone: never raises the evidence (what this
         // node holds from before it served it answers in this very step).
@@ -349,6 +352,7 @@ extension TrackerNode {
     mutating func abortInFlight(reason: String, _ now: Instant) {
         guard let f = leader?.inFlight else { return }
         paths.count(.transactionAborted)
+        out.append(.aborted(f.tx.ref))
         leader?.inFlight = nil
         broadcast(.abort(f.tx.ref, digest: f.tx.digest))
         var keep: [QueuedUpdate] = []

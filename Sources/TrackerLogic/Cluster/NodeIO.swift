@@ -34,8 +34,8 @@ public enum NodeAction: Hashable, Sendable {
     case beacon(ClusterEnvelope)
     /// To a peer, from the node's unicast (or shared service) address.
     case reply(TrackerResponse, to: PeerEndpoint)
-    /// Write one committed transaction (one SQL transaction).
-    case persist(Transaction)
+    /// Write the rows of one committed transaction (one SQL transaction).
+    case persist(CommitRows)
     /// Replace the whole stored repository (after a snapshot or a store repair).
     case persistSnapshot(Snapshot)
     /// Record the highest epoch seen, so a restarted node never reuses one.
@@ -50,6 +50,40 @@ public enum NodeAction: Hashable, Sendable {
     case discardPeerBacklog
     /// The node must stop: its id is taken, or it left.
     case exit(reason: ExitReason)
+    /// Listen on this node's own topic as well as the cluster's: its id is known (at the
+    /// first step, or once a master assigned one). Said once; an id never changes after.
+    case subscribe(NodeID)
+    /// The node's role, epoch, master or service changed in this step (the dashboard's
+    /// timeline, the log). Said once per change, after the actions that made it.
+    case statusChanged(NodeStatusChange)
+    /// This master committed a transaction it prepared: the quorum it decided on (the
+    /// simulator's checker holds it against the votes actually sent) and the time from
+    /// its first PREPARE to the decision (the commit latency metric).
+    case committed(CommitQuorum, latency: Milliseconds)
+    /// This master gave a transaction up (its peers got a BEP 15 error).
+    case aborted(TxRef)
+}
+
+/// Where a node stands, as its host reports it.
+public struct NodeStatus: Hashable, Sendable {
+    public var role: Role
+    public var epoch: Epoch
+    /// Whom it follows (itself when master).
+    public var master: NodeID?
+    /// A master that recovered and answers peers.
+    public var serving: Bool
+
+    public init(role: Role, epoch: Epoch, master: NodeID?, serving: Bool) {
+        self.role = role; self.epoch = epoch; self.master = master; self.serving = serving
+    }
+}
+
+/// One change of `NodeStatus`.
+public struct NodeStatusChange: Hashable, Sendable {
+    public var previous: NodeStatus
+    public var current: NodeStatus
+
+    public init(previous: NodeStatus, current: NodeStatus) { self.previous = previous; self.current = current }
 }
 
 /// Why a node stopped. Both hosts map it to the process's fate (exit status, the
@@ -85,7 +119,8 @@ extension NodeAction {
         case .persist, .persistSnapshot, .wipeStore: return ok ? nil : .storeResult(ok: false, detail: detail)
         case .persistEpoch(let epoch): return ok ? .epochStored(epoch) : .storeResult(ok: false, detail: detail)
         case .probeStore: return .storeResult(ok: ok, detail: detail)
-        case .broadcast, .send, .beacon, .reply, .discardPeerBacklog, .exit: return nil
+        case .broadcast, .send, .beacon, .reply, .discardPeerBacklog, .exit, .subscribe, .statusChanged, .committed, .aborted:
+            return nil
         }
     }
 }

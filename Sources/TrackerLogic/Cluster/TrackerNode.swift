@@ -52,9 +52,10 @@ public struct TrackerNode: Sendable {
     public var answeredHeld: UInt64 { paths[.heldRequestAnswered] }
     /// How often this node took each protocol branch (the simulator's coverage table).
     public internal(set) var paths = PathCounts()
-    /// What each commit of the last step was decided on (the simulator's checker holds
-    /// it against the votes actually sent). Emptied at every step.
-    public internal(set) var commitQuorums: [CommitQuorum] = []
+    /// What the host was last told of the node's status (`NodeAction.statusChanged`).
+    var reportedStatus: NodeStatus
+    /// Whether the host was told to listen on the node's own topic (`NodeAction.subscribe`).
+    var subscribed = false
     var out: [NodeAction] = []
 
     /// - Parameters:
@@ -91,6 +92,7 @@ public struct TrackerNode: Sendable {
             }
         }
         self.epoch = epoch
+        self.reportedStatus = NodeStatus(role: .starting, epoch: epoch, master: nil, serving: false)
         let startupUntil = now + self.config.startupListen
         self.state = .starting(until: startupUntil)
         self.nextKeepalive = startupUntil
@@ -103,7 +105,6 @@ public struct TrackerNode: Sendable {
 
     public mutating func step(_ event: NodeEvent, now: Instant) -> [NodeAction] {
         if case .stopped = state { return [] }
-        if !commitQuorums.isEmpty { commitQuorums.removeAll(keepingCapacity: true) }
         if let due = wakeDue { discountPause(due: due, now) }
         // A step more than a millisecond after the last one: the node waited, its
         // sockets were empty (see `HeldRequests`).
@@ -129,6 +130,15 @@ public struct TrackerNode: Sendable {
                 held.evidence.servedUntil = now
                 held.evidence.heard(committed: replica.lastCommitted, at: now, holding: replica.lastCommitted)
             }
+        }
+        if !subscribed, id.isAssigned {
+            subscribed = true
+            out.append(.subscribe(id))
+        }
+        let current = status
+        if current != reportedStatus {
+            out.append(.statusChanged(NodeStatusChange(previous: reportedStatus, current: current)))
+            reportedStatus = current
         }
         wakeDue = nextWake(now: now)
         // Handed over whole: emptying it "keeping capacity" while the caller holds the
@@ -179,6 +189,8 @@ public struct TrackerNode: Sendable {
         case .starting, .candidate, .stopped, .modifying: return nil
         }
     }
+
+    public var status: NodeStatus { NodeStatus(role: role, epoch: epoch, master: master, serving: isServing) }
 
     /// Serving peers: master, recovered, not in an election.
     public var isServing: Bool {
@@ -269,7 +281,7 @@ public struct TrackerNode: Sendable {
     mutating func commitLocally(_ tx: Transaction) {
         guard replica.commit(tx) else { return }
         // While the store fails, writes are skipped; it is rewritten whole once it heals.
-        if storeHealthy { out.append(.persist(tx)) }
+        if storeHealthy { out.append(.persist(CommitRows(tx, replica: replica))) }
     }
 
     mutating func installLocally(_ snapshot: Snapshot, store: SwarmStore) {

@@ -1,0 +1,68 @@
+/// One committed transaction, reduced to the rows of the repository it changes: what a
+/// node's disk must hold once the transaction is durable. Built by the node as it commits
+/// (`TrackerNode.commitLocally`), from its replica right after that transaction, so the
+/// runtime's SQLite writer and the simulator's disk store exactly the same rows and
+/// neither reads the node afterwards.
+///
+/// Every change is a full row (or its absence) as memory holds it after the transaction:
+/// writing the same rows twice lands on the same tables, and applying them in commit
+/// order rebuilds the replica (`RepositoryRows`).
+public struct CommitRows: Hashable, Sendable {
+    /// One row-level effect, in the transaction's order: a later `expire` must not
+    /// remove what an earlier operation wrote unless memory removed it too.
+    public enum Change: Hashable, Sendable {
+        /// The peer's row as memory holds it, or nil when the peer is gone.
+        case peer(InfoHash, PeerKey, PeerRecord?)
+        case completion(InfoHash, PeerKey)
+        /// A merged swarm, rewritten whole (nil when it is gone).
+        case swarm(InfoHash, SwarmMerge?)
+        case expire(before: Instant)
+        /// A catalogue entry as memory holds it after the transaction, or nil when removed.
+        case torrent(InfoHash, RegisteredTorrent?)
+    }
+
+    /// A swarm whose `swarms` row may have changed other than by a peer written into it
+    /// (a peer removed, a completion, a merge): its completion count after the
+    /// transaction, or nil when memory no longer holds the swarm. A store sets the row
+    /// from this instead of counting rows.
+    public struct SwarmRow: Hashable, Sendable {
+        public var infoHash: InfoHash
+        public var completed: Int?
+        public init(infoHash: InfoHash, completed: Int?) { self.infoHash = infoHash; self.completed = completed }
+    }
+
+    public var lastCommitted: TxRef
+    public var history: EpochHistory
+    public var changes: [Change] = []
+    /// Whether any change is an expiry (rows then come and go in bulk).
+    public var expires = false
+    public var swarms: [SwarmRow] = []
+
+    /// The rows `tx` changed, read from `replica` right after it committed `tx`.
+    public init(_ tx: Transaction, replica: Replica) {
+        lastCommitted = tx.ref
+        history = replica.history
+        changes.reserveCapacity(tx.updates.count)
+        var recount = Set<InfoHash>()
+        for update in tx.updates {
+            switch update {
+            case .announce(let a):
+                let record = replica.store[a.infoHash]?.peer(a.key)
+                changes.append(.peer(a.infoHash, a.key, record))
+                if a.event == .completed { changes.append(.completion(a.infoHash, a.key)) }
+                if record == nil || a.event == .completed { recount.insert(a.infoHash) }
+            case .merge(let m):
+                changes.append(.swarm(m.infoHash, replica.store.content(of: m.infoHash)))
+                recount.insert(m.infoHash)
+            case .expire(let before):
+                changes.append(.expire(before: before))
+                expires = true
+            case .catalogue(.register(let t)):
+                changes.append(.torrent(t.infoHash, replica.store.catalogue.torrents[t.infoHash]))
+            case .catalogue(.unregister(let hash)):
+                changes.append(.torrent(hash, replica.store.catalogue.torrents[hash]))
+            }
+        }
+        swarms = recount.sorted().map { SwarmRow(infoHash: $0, completed: replica.store[$0]?.completed) }
+    }
+}
