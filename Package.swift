@@ -31,6 +31,12 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // The STOMP client as a pure state machine and its frame codec: bytes, events and
+        // timers in, actions out. NIOCore only, so its fuzz target builds without the runtime.
+        .target(
+            name: "STOMP",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")]
+        ),
         // Deterministic simulator: virtual time, simulated network and stores.
         .target(
             name: "Simulation",
@@ -41,6 +47,7 @@ let package = Package(
             name: "TrackerRuntime",
             dependencies: [
                 "TrackerLogic",
+                "STOMP",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -68,6 +75,7 @@ let package = Package(
             dependencies: [
                 "TrackerLogic",
                 "TrackerRuntime",
+                "STOMP",
                 "Simulation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -83,10 +91,14 @@ let package = Package(
         ),
         .testTarget(
             name: "RuntimeTests",
-            dependencies: ["TrackerRuntime", "TrackerLogic", .product(name: "NIOCore", package: "swift-nio"),
+            dependencies: ["TrackerRuntime", "TrackerLogic", "STOMP", .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]
+        ),
+        .testTarget(
+            name: "STOMPTests",
+            dependencies: ["STOMP", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .testTarget(
             name: "SimulationTests",

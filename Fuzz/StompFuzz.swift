@@ -1,11 +1,6 @@
 import Foundation
 import NIOCore
-// scripts/fuzz.sh compiles the runtime's STOMP session and frame code (Sources/Runtime/
-// STOMP, which needs NIOCore only) into this target's own module: instrumenting the whole
-// runtime (HTTP, SQLite, metrics) for it took most of the fuzz phase's time.
-#if canImport(TrackerRuntime)
-import TrackerRuntime
-#endif
+import STOMP
 
 /// libFuzzer target: the STOMP 1.2 frame decoder, fed what a hostile broker might send.
 /// Properties: decoding is total (a value, nil for "need more", or a typed error); a

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # libFuzzer over the decoders that read bytes from strangers.
 #   scripts/fuzz.sh TARGET SECONDS     TARGET: bep15 | cluster | stomp | all
-# Builds TrackerLogic and its dependencies with coverage instrumentation
+# Builds TrackerLogic, STOMP and their dependencies with coverage instrumentation
 # (-sanitize=fuzzer) into .build-fuzz, links each target in Fuzz/ with swiftc directly
 # (an executable target built by SwiftPM would bring a `main` of its own; the STOMP
-# target compiles the runtime's frame decoder and client session, which need NIOCore
-# only, into itself instead of instrumenting the whole runtime), then runs it on a copy
+# module needs NIOCore only, so no part of the runtime is instrumented), then runs it on a copy
 # of its committed seed corpus (Fuzz/corpus/TARGET) for SECONDS. Crashes are written to
 # .build-fuzz/crashes/TARGET and fail the script.
 set -euo pipefail
@@ -18,6 +17,8 @@ case "$target" in bep15|cluster|stomp) targets=("$target") ;; all) targets=(bep1
 scratch=.build-fuzz
 swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer -Xcc -fsanitize=fuzzer-no-link \
     --target TrackerLogic >/dev/null
+swift build -c release --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer -Xcc -fsanitize=fuzzer-no-link \
+    --target STOMP >/dev/null
 bin="$scratch/$(uname -m)-unknown-linux-gnu/release"
 objects=() modulemaps=()
 while IFS= read -r -d '' o; do objects+=("$o"); done < <(find "$bin" -name '*.o' -path '*.build/*' \
@@ -39,13 +40,9 @@ status=0
 for t in "${targets[@]}"; do
     source_file="Fuzz/$(tr '[:lower:]' '[:upper:]' <<< "${t:0:1}")${t:1}Fuzz.swift"
     [ "$t" = bep15 ] && source_file=Fuzz/BEP15Fuzz.swift
-    extra_sources=()
-    [ "$t" = stomp ] && extra_sources=(Sources/Runtime/STOMP/StompFrame.swift Sources/Runtime/STOMP/StompHeartbeat.swift
-                                       Sources/Runtime/STOMP/StompSession.swift Sources/Runtime/STOMP/StompSettings.swift
-                                       Sources/Runtime/ConfigurationError.swift)
     exe="$bin/fuzz-$t"
     swiftc -O -sanitize=fuzzer -parse-as-library -module-name "Fuzz_$t" -I "$bin/Modules" "${modulemaps[@]}" \
-        "$source_file" "${extra_sources[@]}" "${objects[@]}" -o "$exe" 2> "$scratch/link-$t.log" \
+        "$source_file" "${objects[@]}" -o "$exe" 2> "$scratch/link-$t.log" \
         || { cat "$scratch/link-$t.log" >&2; exit 1; }
     corpus="$scratch/corpus/$t"; crashes="$scratch/crashes/$t"
     mkdir -p "$corpus" "$crashes"

@@ -7,14 +7,29 @@
 # `swift test` (protocol, runtime and cluster simulation suites), 2,000 simulated
 # scenarios each run under two hashing seeds, then libFuzzer on the BEP 15, cluster and
 # STOMP decoders (FUZZ_SECONDS each, default 60).
+#
+#   scripts/test.sh           everything: what CI runs (.ci/run)
+#   scripts/test.sh --quick   the edit-test loop: the build, the unit tests, 1,000
+#                             scenarios and three real-process tests (a loopback cluster,
+#                             a failover, real clients on a standalone node)
+#
+# Real-process tests that only wait on their own processes (their own ports, topics and
+# namespaces, the one broker already started) run two at a time; those that stop the
+# broker, load the machine or time a failover run alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--quick]" >&2; exit 2 ;;
+esac
 scripts/setup.sh
 # One optimized build of everything, tests included, with the flags `swift test` uses.
 swift build -c release --build-tests
 # The package, from the same objects (relinked with the Swift runtime static), checked
 # by lintian and systemd-analyze; tests/deploy installs it in namespaces.
-scripts/package.sh --check
+[ "$quick" = 1 ] || scripts/package.sh --check
 export TRACKER_BIN="$PWD/.build/release/tracker"
 # The cluster tests start brokers; stop those that were not already running, and any
 # node this run left behind, however we exit. Every process the tests start inherits
@@ -25,6 +40,7 @@ scripts/activemq.sh status >/dev/null 2>&1 && broker_was_running=1
 ACTIVEMQ_PAIR=a scripts/activemq.sh status >/dev/null 2>&1 && pair_a_was_running=1
 ACTIVEMQ_PAIR=b scripts/activemq.sh status >/dev/null 2>&1 && pair_b_was_running=1
 cleanup() {
+  [ -n "${results:-}" ] && rm -rf "$results"
   [ "$broker_was_running" = 1 ] || scripts/activemq.sh stop >/dev/null 2>&1 || true
   [ "$pair_a_was_running" = 1 ] || ACTIVEMQ_PAIR=a scripts/activemq.sh stop >/dev/null 2>&1 || true
   [ "$pair_b_was_running" = 1 ] || ACTIVEMQ_PAIR=b scripts/activemq.sh stop >/dev/null 2>&1 || true
@@ -36,25 +52,54 @@ cleanup() {
   done
 }
 trap cleanup EXIT
-passed=0; failed=0; failures=()
-for t in tests/interop/*.py tests/cluster/*.py tests/deploy/*.py; do
-  name="$(basename "$t")"
-  [ "$name" = common.py ] && continue
-  [[ "$name" == _* ]] && continue
-  echo "=== $t"
-  if timeout 600 /usr/bin/python3 "$t"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$t"); fi
-done
-# Two minutes of random faults under load (scripts/soak.sh MINUTES runs longer ones).
-echo "=== scripts/soak.sh ${SOAK_MINUTES:-2}"
-if timeout 900 scripts/soak.sh "${SOAK_MINUTES:-2}"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=(scripts/soak.sh); fi
-# The benchmark suite, seconds long: it must run, its figures are not judged here.
-echo "=== scripts/bench.sh --smoke"
-if timeout 300 /usr/bin/python3 tests/bench/suite.py --smoke; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=(scripts/bench.sh); fi
+results="$(mktemp -d)"
+export results
+# run_test NAME SECONDS COMMAND...: runs it with its output kept aside, then prints the
+# output whole (two tests at a time do not interleave) and records the verdict.
+run_test() {
+  local name="$1" seconds="$2" start=$SECONDS verdict=passed log
+  shift 2
+  log="$(mktemp -p "$results")"
+  timeout "$seconds" "$@" > "$log" 2>&1 || verdict=failed
+  { flock 9; echo "=== $name: $verdict in $((SECONDS - start)) s"; cat "$log"; } 9> "$results/print.lock"
+  echo "$name" >> "$results/$verdict"
+  rm -f "$log"
+}
+export -f run_test
+run_python_test() { run_test "$1" 600 /usr/bin/python3 "$1"; }
+export -f run_python_test
+# Tests that wait on their own processes only: two at a time.
+concurrent=(tests/interop/*.py tests/cluster/broker_tls.py tests/cluster/broker_garbage.py tests/cluster/cluster_loopback.py
+            tests/cluster/dashboard_api.py tests/cluster/dashboard_browser.py tests/cluster/full_disk.py
+            tests/cluster/state_files.py tests/cluster/help_example.py)
+if [ "$quick" = 1 ]; then
+  swift test -c release --skip-build
+  "$TRACKER_BIN" simulate --seeds 1..1000
+  for t in tests/cluster/cluster_loopback.py tests/cluster/fast_failover.py tests/interop/libtorrent_swarm.py; do run_python_test "$t"; done
+else
+  # Started once here, so no two tests start it at the same time.
+  scripts/activemq.sh start > /dev/null
+  printf '%s\0' "${concurrent[@]}" | grep -zv '/common.py$' | xargs -0 -n 1 -P 2 bash -c 'run_python_test "$1"' _
+  for t in tests/interop/*.py tests/cluster/*.py tests/deploy/*.py; do
+    name="$(basename "$t")"
+    [ "$name" = common.py ] && continue
+    [[ "$name" == _* ]] && continue
+    [[ " ${concurrent[*]} " == *" $t "* ]] && continue
+    run_python_test "$t"
+  done
+  # Two minutes of random faults under load (scripts/soak.sh MINUTES runs longer ones).
+  run_test "scripts/soak.sh ${SOAK_MINUTES:-2}" 900 scripts/soak.sh "${SOAK_MINUTES:-2}"
+  # The benchmark suite, seconds long: it must run, its figures are not judged here.
+  run_test "scripts/bench.sh --smoke" 300 /usr/bin/python3 tests/bench/suite.py --smoke
+fi
+passed=$(cat "$results/passed" 2>/dev/null | wc -l)
+failed=$(cat "$results/failed" 2>/dev/null | wc -l)
 echo "real-process tests: $passed passed, $failed failed"
 if [ "$failed" -gt 0 ]; then
-  printf 'failed: %s\n' "${failures[@]}"
+  sed 's/^/failed: /' "$results/failed"
   exit 1
 fi
+[ "$quick" = 1 ] && { echo "quick tier passed"; exit 0; }
 swift test -c release --skip-build
 # Each of 2,000 seeds under two hashing seeds (Swift seeds its Dictionary and Set order
 # per process): a run that depends on that order cannot be replayed from its seed.

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import TrackerLogic
 import TrackerRuntime
+import STOMP
 
 /// Options that tune peer service, shared by every way of running a node.
 struct PeerServiceOptions: ParsableArguments {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TrackerRuntime
+import STOMP
 
 /// `--broker` schemes and the TLS settings: what parses, what is refused before start.
 @Suite struct BrokerTLSTests {
@@ -9,8 +10,8 @@ import TrackerRuntime
         #expect(s.brokers == [BrokerAddress(host: "broker-a.example", port: 61614, tls: true),
                               BrokerAddress(host: "127.0.0.1", port: 61613, tls: false)])
         #expect(s.brokers.map(\.url) == ["stomp+ssl://broker-a.example:61614", "stomp://127.0.0.1:61613"])
-        #expect(throws: ConfigurationError.self) { try StompSettings(url: "ssl://a:1") }
-        #expect(throws: ConfigurationError.self) { try StompSettings(url: "stomp://a:1,stomp+ssl://a:1") }
+        #expect(throws: BrokerURLError.self) { try StompSettings(url: "ssl://a:1") }
+        #expect(throws: BrokerURLError.self) { try StompSettings(url: "stomp://a:1,stomp+ssl://a:1") }
     }
 
     /// Only loopback keeps a plain connection's password and traffic on the machine.

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import STOMP
 import NIOPosix
 import TrackerLogic
 

@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import STOMP
 import NIOSSL
 
 /// TLS to the broker (`stomp+ssl://`): the broker's password and every peer address in

@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import STOMP
 import NIOPosix
 import NIOSSL
 

@@ -1,5 +1,11 @@
 import NIOCore
 
+/// A `--broker` value that cannot be used, said in words an operator can act on.
+public struct BrokerURLError: Error, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
+
 /// One broker of the failover list.
 public struct BrokerAddress: Sendable, Hashable, CustomStringConvertible {
     public var host: String
@@ -47,25 +53,25 @@ public struct StompSettings: Sendable {
     /// (`stomp+ssl://a:61614,stomp+ssl://b:61614`, schemes may mix); credentials, if
     /// given more than once, must be the same.
     public init(url: String) throws {
-        let parts = url.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
-        guard parts.count <= 16 else { throw ConfigurationError("at most 16 brokers in a failover list (got \(parts.count))") }
+        let parts = url.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingBlanks }
+        guard parts.count <= 16 else { throw BrokerURLError("at most 16 brokers in a failover list (got \(parts.count))") }
         var brokers: [BrokerAddress] = []
         var login: String?, passcode: String?
         for part in parts {
             let (address, l, p) = try Self.parse(part)
             if brokers.contains(where: { $0.host == address.host && $0.port == address.port }) {
-                throw ConfigurationError("broker \(address) is listed twice")
+                throw BrokerURLError("broker \(address) is listed twice")
             }
             brokers.append(address)
             if let l {
                 if let login, login != l || passcode != p {
-                    throw ConfigurationError("brokers in one list must use the same login and passcode")
+                    throw BrokerURLError("brokers in one list must use the same login and passcode")
                 }
                 login = l
                 passcode = p
             }
         }
-        guard let first = brokers.first else { throw ConfigurationError("no broker URL") }
+        guard let first = brokers.first else { throw BrokerURLError("no broker URL") }
         self.init(host: first.host, port: first.port)
         primary = first
         fallbacks = Array(brokers.dropFirst())
@@ -83,7 +89,7 @@ public struct StompSettings: Sendable {
             tls = true
             rest = Substring(url.dropFirst("stomp+ssl://".count))
         } else {
-            throw ConfigurationError("broker URL must start with stomp:// or stomp+ssl:// (got '\(url)')")
+            throw BrokerURLError("broker URL must start with stomp:// or stomp+ssl:// (got '\(url)')")
         }
         if rest.hasSuffix("/") { rest = rest.dropLast() }
         var login: String?, passcode: String?
@@ -95,15 +101,25 @@ public struct StompSettings: Sendable {
             passcode = parts.count > 1 ? String(parts[1]) : nil
         }
         guard let colon = rest.lastIndex(of: ":"), let port = Int(rest[rest.index(after: colon)...]), (1...65535).contains(port) else {
-            throw ConfigurationError("broker URL needs HOST:PORT (got '\(url)')")
+            throw BrokerURLError("broker URL needs HOST:PORT (got '\(url)')")
         }
         var host = String(rest[..<colon])
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty else { throw ConfigurationError("broker URL has no host (got '\(url)')") }
+        guard !host.isEmpty else { throw BrokerURLError("broker URL has no host (got '\(url)')") }
         if host == "localhost" {
             // ActiveMQ's STOMP connector listens on IPv4 only; "localhost" may resolve to ::1.
             host = "127.0.0.1"
         }
         return (BrokerAddress(host: host, port: port, tls: tls), login, passcode)
+    }
+}
+
+extension Substring {
+    /// Without the spaces and tabs around it: what a header value or a list item written
+    /// by hand may carry (the module does without Foundation).
+    var trimmingBlanks: String {
+        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = firstIndex(where: { !blank($0) }), let last = lastIndex(where: { !blank($0) }) else { return "" }
+        return String(self[first...last])
     }
 }

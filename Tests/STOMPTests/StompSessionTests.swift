@@ -1,6 +1,6 @@
 import NIOCore
+import STOMP
 import Testing
-import TrackerRuntime
 
 /// The broker session as a state machine: every frame a broker sends, every connection
 /// event and every timer, with no socket.

@@ -1,6 +1,6 @@
 import NIOCore
+import STOMP
 import Testing
-import TrackerRuntime
 
 /// STOMP 1.2 framing, byte for byte.
 @Suite struct StompFrameTests {
@@ -116,9 +116,9 @@ import TrackerRuntime
         let s = try StompSettings(url: "stomp://user:pw@localhost:61613")
         #expect(s.brokers == [BrokerAddress(host: "127.0.0.1", port: 61613)] && s.login == "user" && s.passcode == "pw")
         #expect(try StompSettings(url: "stomp://[::1]:1/").primary.host == "::1")
-        #expect(throws: ConfigurationError.self) { _ = try StompSettings(url: "tcp://127.0.0.1:61613") }
-        #expect(throws: ConfigurationError.self) { _ = try StompSettings(url: "stomp://127.0.0.1") }
-        #expect(throws: ConfigurationError.self) { _ = try StompSettings(url: "stomp://127.0.0.1:70000") }
+        #expect(throws: BrokerURLError.self) { _ = try StompSettings(url: "tcp://127.0.0.1:61613") }
+        #expect(throws: BrokerURLError.self) { _ = try StompSettings(url: "stomp://127.0.0.1") }
+        #expect(throws: BrokerURLError.self) { _ = try StompSettings(url: "stomp://127.0.0.1:70000") }
     }
 
     /// A failover list: tried in order; one set of credentials; no broker twice.
@@ -126,9 +126,9 @@ import TrackerRuntime
         let s = try StompSettings(url: "stomp://u:p@10.0.0.1:61613, stomp://10.0.0.2:61614")
         #expect(s.brokers == [BrokerAddress(host: "10.0.0.1", port: 61613), BrokerAddress(host: "10.0.0.2", port: 61614)])
         #expect(s.login == "u" && s.passcode == "p")
-        #expect(throws: ConfigurationError.self) { _ = try StompSettings(url: "stomp://a:1,stomp://a:1") }
-        #expect(throws: ConfigurationError.self) { _ = try StompSettings(url: "stomp://u:p@a:1,stomp://v:q@b:1") }
-        #expect(throws: ConfigurationError.self) { _ = try StompSettings(url: "stomp://a:1,") }
-        #expect(throws: ConfigurationError.self) { _ = try StompSettings(url: "stomp://a:1,b:2") }
+        #expect(throws: BrokerURLError.self) { _ = try StompSettings(url: "stomp://a:1,stomp://a:1") }
+        #expect(throws: BrokerURLError.self) { _ = try StompSettings(url: "stomp://u:p@a:1,stomp://v:q@b:1") }
+        #expect(throws: BrokerURLError.self) { _ = try StompSettings(url: "stomp://a:1,") }
+        #expect(throws: BrokerURLError.self) { _ = try StompSettings(url: "stomp://a:1,b:2") }
     }
 }

@@ -24,7 +24,7 @@ public struct StompHeartbeat: Equatable, Sendable {
     public init(ours: Int, header: String?) {
         let ours = min(max(ours, 0), Self.maxMilliseconds)
         let parts = (header ?? "0,0").split(separator: ",", omittingEmptySubsequences: false)
-            .map { Int($0.trimmingCharacters(in: .whitespaces)) }
+            .map { Int($0.trimmingBlanks) }
         var adjusted = false
         var sx = 0, sy = 0
         if parts.count == 2, let x = parts[0], let y = parts[1] {

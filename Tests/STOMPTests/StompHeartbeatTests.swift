@@ -1,6 +1,6 @@
 import NIOCore
+import STOMP
 import Testing
-import TrackerRuntime
 
 /// The broker's heart-beat header is hostile input: every value is clamped before any
 /// arithmetic, so no header can trap the client.
