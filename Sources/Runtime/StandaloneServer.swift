@@ -35,7 +35,7 @@ final class StandaloneHandler: ChannelInboundHandler {
 struct StandaloneService {
     var tracker: StandaloneTracker
     var silenced = false
-    var stats = ClusterServerStats()
+    var stats = NodeCounters()
 }
 
 /// A single tracker (no cluster), with the same dashboard as a cluster node: Stop closes

@@ -118,7 +118,7 @@ public struct Adversary: Sendable {
             return ClusterEnvelope(from: stranger, incarnation: incarnation, epoch: ahead, to: nil,
                                    message: .keepalive(Keepalive(role: .master, master: stranger, lastCommitted: .zero, inSync: true)))
         case 4:
-            // A stranger claiming to be an in-sync follower of the master.
+            // A stranger claiming to be an in-sync slave of the master.
             return ClusterEnvelope(from: stranger, incarnation: incarnation, epoch: epoch, to: nil,
                                    message: .keepalive(Keepalive(role: .slave, master: master?.id ?? .unassigned, lastCommitted: .zero, inSync: true)))
         default:

@@ -67,14 +67,14 @@ public struct Coverage: Sendable, Equatable {
     /// a generator change that stops exercising one fails the test suite. Twenty each
     /// (a 10,000-seed sweep reaches the rarest of them 34 times and most thousands of
     /// times), but five for a not-in-sync vote from a node the master counted as a voter:
-    /// that needs a master that believes a follower in sync while it is not, which only
-    /// an empty master repository or a follower restarting between its keepalive and the
+    /// that needs a master that believes a slave in sync while it is not, which only
+    /// an empty master repository or a slave restarting between its keepalive and the
     /// PREPARE produce (13–20 per 10,000).
     public static let required: [(path: String, atLeast: UInt64)] = {
         let node: [ProtocolPath] = [.electionWon, .epochClaimLapsed, .pausedMasterSteppedDown, .masterSteppedDown,
                                     .recoveryFetched, .preparedReproposed, .recoveryMergedOwnState, .strictRecoveryHalted,
                                     .transactionCommitted, .transactionAborted, .prepareResent, .silentVotersDropped,
-                                    .voteNotInSync, .voteStoreFailed, .candidateVoteCounted, .missedCommitApplied, .catchUpSent,
+                                    .voteNotInSync, .voteStoreFailed, .unconfirmedVoteCounted, .missedCommitApplied, .catchUpSent,
                                     .catchUpApplied, .staleCatchUpIgnored, .snapshotSent, .snapshotInstalled, .snapshotRefused,
                                     .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered]
         return node.map { ($0.description, 20) } + [(ProtocolPath.notInSyncVoteCounted.description, 5)]

@@ -229,7 +229,7 @@ extension Simulator {
     /// the node serves (by anyone: a retransmission answered counts too) — unless the node
     /// stopped serving meanwhile, or another master served between the request's arrival
     /// and then (it was that master's to answer; the node learns of it from its
-    /// followers' evidence and must not answer it again). An insider with the key can fake a serving master; those
+    /// slaves' evidence and must not answer it again). An insider with the key can fake a serving master; those
     /// scenarios only check that nothing crashes or forks.
     mutating func checkHeld(_ slot: Int, servingSince start: Instant) {
         let receipts = slots[slot].held.receipts

@@ -223,7 +223,7 @@ struct Run: AsyncParsableCommand {
         let reloadCluster: (@Sendable () throws -> ClusterNodeSettings)? = config == nil ? nil : { @Sendable in
             try Run.reparsed().clusterSettings(logger: logger)
         }
-        let code = try await ClusterHost.run(settings, dashboard: try dashboard(logger: logger), logger: logger, reload: reloadCluster)
+        let code = try await ClusterProcess.run(settings, dashboard: try dashboard(logger: logger), logger: logger, reload: reloadCluster)
         if code != 0 { throw ExitCode(code) }
     }
 

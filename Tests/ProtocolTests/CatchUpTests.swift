@@ -1,7 +1,7 @@
 import Testing
 import TrackerLogic
 
-/// A follower applies a catch-up only if it answers its current state and was sent in
+/// A slave applies a catch-up only if it answers its current state and was sent in
 /// the epoch it follows: a reply delayed past an election, or sent by the same master in
 /// an earlier reign, belongs to a log that need not be this one (seed 3223: a node
 /// following e6.6 applied a catch-up its master had sent as master of e4.6). The seed's
@@ -14,7 +14,7 @@ import TrackerLogic
     let ids = ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))
 
     /// n2, fresh, following n6, master of e6.6.
-    func follower() -> (TrackerNode, Instant) {
+    func aSlave() -> (TrackerNode, Instant) {
         var n2 = TrackerNode(id: NodeID(2), incarnation: 2000, config: ClusterConfig(),
                              handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids), seed: 7, now: t0)
         let keepalive = NodeEvent.cluster(ClusterEnvelope(from: NodeID(6), incarnation: 6000, epoch: current, to: nil, message: .keepalive(
@@ -30,14 +30,14 @@ import TrackerLogic
     }
 
     @Test func aCatchUpSentInTheEpochFollowedIsApplied() {
-        var (n2, t) = follower()
+        var (n2, t) = aSlave()
         #expect(n2.role == .slave)
         _ = n2.step(catchUp(sentIn: current), now: t + Milliseconds(10))
         #expect(n2.replica.lastCommitted == TxRef(epoch: current, txid: 1))
     }
 
     @Test func aCatchUpSentInAnEarlierReignOfTheSameMasterIsNot() {
-        var (n2, t) = follower()
+        var (n2, t) = aSlave()
         #expect(n2.role == .slave)
         _ = n2.step(catchUp(sentIn: earlier), now: t + Milliseconds(10))
         #expect(n2.replica.lastCommitted == .zero)

@@ -63,7 +63,7 @@ struct EffectsContractTests: MasterFixture {
     /// What the host counts and times comes with the decision: the quorum and the time
     /// since the first PREPARE (a re-sent one does not restart it); an abort says which.
     @Test func decisionsSayTheirQuorumAndLatency() throws {
-        var (n, t) = masterWithTwoFollowers()
+        var (n, t) = masterWithTwoSlaves()
         let tx1 = try announce(1, &n, at: &t)
         var actions = vote(1, tx1, .ok, &n, at: t + Milliseconds(7))
         let decided = actions.compactMap { if case .committed(let q, let latency) = $0 { return (q, latency) } else { return nil } }

@@ -33,7 +33,7 @@ import TrackerLogic
     }
 
     /// n2 follows n3 until `t0 + 3 s`, when n3 falls silent. Returns n2 and n3's last keepalive.
-    func followerOfADeadMaster(_ config: ClusterConfig = ClusterConfig()) -> (TrackerNode, Instant) {
+    func slaveOfADeadMaster(_ config: ClusterConfig = ClusterConfig()) -> (TrackerNode, Instant) {
         var n2 = node(config)
         let last = follow(&n2, hearing: masterKeepalive(), from: t0, until: t0 + Milliseconds(3000))
         return (n2, last)
@@ -57,7 +57,7 @@ import TrackerLogic
     }
 
     @Test func aNewMasterAnswersWhatNobodyAnsweredOnceItServes() throws {
-        var (n2, lastHeard) = followerOfADeadMaster()
+        var (n2, lastHeard) = slaveOfADeadMaster()
         // Before n3's last keepalive: n3 was alive to answer it.
         #expect(n2.step(.peer(connect(11), from: early), now: lastHeard - Milliseconds(200)) == [])
         // After it, n3 is gone: nobody answers, n2 holds it. A retransmission of the same
@@ -89,7 +89,7 @@ import TrackerLogic
     @Test func nothingIsAnsweredDuringTheElectionAndOldRequestsAreLeft() {
         var config = ClusterConfig()
         config.heldRequestWindow = Milliseconds(1500)
-        var (n2, lastHeard) = followerOfADeadMaster(config)
+        var (n2, lastHeard) = slaveOfADeadMaster(config)
         // Received after n3's death, but the election outlasts the window for this one.
         #expect(n2.step(.peer(connect(44), from: late), now: lastHeard + Milliseconds(100)) == [])
         var t = lastHeard + Milliseconds(100)
@@ -109,7 +109,7 @@ import TrackerLogic
     @Test func theHoldIsBoundedOldestOut() {
         var config = ClusterConfig()
         config.heldRequests = 3
-        var (n2, heard) = followerOfADeadMaster(config)
+        var (n2, heard) = slaveOfADeadMaster(config)
         let lastHeard = heard + config.receiveSkew
         for tid in UInt32(1)...5 {
             _ = n2.step(.peer(connect(tid), from: late), now: lastHeard + Milliseconds(Int64(tid) * 10))
@@ -127,7 +127,7 @@ import TrackerLogic
     @Test func theHoldGrowsToItsCapacityThenDropsTheOldest() {
         var config = ClusterConfig()
         config.heldRequests = 40
-        var (n2, heard) = followerOfADeadMaster(config)
+        var (n2, heard) = slaveOfADeadMaster(config)
         let lastHeard = heard + config.receiveSkew
         for tid in UInt32(1)...100 {
             _ = n2.step(.peer(connect(tid), from: late), now: lastHeard + Milliseconds(Int64(tid)))
@@ -145,7 +145,7 @@ extension HeldRequestTests {
     /// master's word a request counts as answered; and within `backlogDrain` if it was read
     /// in the same run of steps, with no wait between them (a backlog is read so).
     @Test func aRequestReadSoonAfterAMastersWordCountsAsAnswered() {
-        var (n2, lastHeard) = followerOfADeadMaster()
+        var (n2, lastHeard) = slaveOfADeadMaster()
         let skew = n2.config.receiveSkew, drain = n2.config.backlogDrain
         #expect(skew == Milliseconds(10) && drain == Milliseconds(50))
         // Read within the skew: answered by the master.
@@ -167,7 +167,7 @@ extension HeldRequestTests {
     /// of office is exact, no skew (a master deposed by a higher epoch whose master was
     /// not yet in sync, which then fell silent, left a connect read 1 ms later to nobody).
     @Test func whatANodeReadAfterItStoppedServingIsNotCountedAsItsOwnAnswer() {
-        var (n2, lastHeard) = followerOfADeadMaster()
+        var (n2, lastHeard) = slaveOfADeadMaster()
         let (_, servingAt) = electUntilServing(&n2, from: lastHeard + Milliseconds(100))
         #expect(n2.isServing)
         let deposedAt = servingAt + Milliseconds(100)
@@ -179,12 +179,12 @@ extension HeldRequestTests {
         let (actions, _) = electUntilServing(&n2, from: deposedAt + Milliseconds(1))
         #expect(replies(actions).map(\.0.transactionID) == [7])
     }
-    /// A serving master's keepalive that names commits this follower never saw decided
+    /// A serving master's keepalive that names commits this slave never saw decided
     /// (their COMMITs were lost, or it was cut off) shows decisions made since what it
     /// holds: an announce held before is not answered again once this node serves.
     @Test(arguments: [false, true])
     func newsOfUnseenCommitsCountsAsADecision(masterNamesUnseenCommits: Bool) {
-        var (n2, lastHeard) = followerOfADeadMaster()
+        var (n2, lastHeard) = slaveOfADeadMaster()
         let heldAt = lastHeard + Milliseconds(100)
         _ = n2.step(.peer(announce(33, from: announcer, at: heldAt), from: announcer), now: heldAt)
         let named = masterNamesUnseenCommits ? TxRef(epoch: e3, txid: 5) : .zero

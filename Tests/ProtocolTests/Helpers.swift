@@ -27,7 +27,7 @@ func peerID(_ n: UInt32) -> PeerID { PeerID(a: 0x2D54_5430_3030_312D, b: 0, c: n
 
 func v4(_ text: String) -> IPAddress { IPAddress(text)! }
 
-/// Steps `node` as a follower that hears `keepalive` and ticks every 500 ms from `start`
+/// Steps `node` as a slave that hears `keepalive` and ticks every 500 ms from `start`
 /// until `end`; returns the instant of its last step.
 func follow(_ node: inout TrackerNode, hearing keepalive: NodeEvent, from start: Instant, until end: Instant) -> Instant {
     var t = start
@@ -39,7 +39,7 @@ func follow(_ node: inout TrackerNode, hearing keepalive: NodeEvent, from start:
     return t - Milliseconds(500)
 }
 
-/// A master of a 3-node cluster with its two followers played by the test: what vote
+/// A master of a 3-node cluster with its two slaves played by the test: what vote
 /// counting and the effects contract are tested on.
 protocol MasterFixture {
     var t0: Instant { get }
@@ -50,7 +50,7 @@ protocol MasterFixture {
 extension MasterFixture {
     /// n3, master of a 3-node cluster (strict quorum: 2 of 3), followed by n1 and n2,
     /// both confirmed at the empty repository.
-    func masterWithTwoFollowers() -> (TrackerNode, Instant) {
+    func masterWithTwoSlaves() -> (TrackerNode, Instant) {
         var config = ClusterConfig()
         config.quorum = .strict
         config.clusterSize = 3
@@ -62,13 +62,13 @@ extension MasterFixture {
             t = t + Milliseconds(100)
             for case .persistEpoch(let e) in n.step(.tick, now: t) { _ = n.step(.epochStored(e), now: t) }
         }
-        for follower in [UInt32(1), 2] {
-            _ = n.step(env(from: follower, epoch: n.epoch, .keepalive(Keepalive(role: .slave, master: NodeID(3), lastCommitted: .zero,
+        for slave in [UInt32(1), 2] {
+            _ = n.step(env(from: slave, epoch: n.epoch, .keepalive(Keepalive(role: .slave, master: NodeID(3), lastCommitted: .zero,
                                                                                   inSync: true, address: ""))), now: t)
         }
-        // The followers answer the COORDINATOR (n3 took office alone, with nothing to recover).
-        for follower in [UInt32(1), 2] {
-            _ = n.step(env(from: follower, epoch: n.epoch, .coordinatorAck(lastCommitted: .zero, prepared: nil)), now: t)
+        // The slaves answer the COORDINATOR (n3 took office alone, with nothing to recover).
+        for slave in [UInt32(1), 2] {
+            _ = n.step(env(from: slave, epoch: n.epoch, .coordinatorAck(lastCommitted: .zero, prepared: nil)), now: t)
         }
         for _ in 0..<20 where !n.isServing {
             t = t + Milliseconds(10)

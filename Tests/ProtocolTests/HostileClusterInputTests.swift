@@ -30,7 +30,7 @@ import TrackerLogic
     }
 
     /// Found on real nodes: a COORDINATOR from the master's own id, in its own epoch,
-    /// tripped a precondition ("a slave with leader state"). A node never takes orders
+    /// tripped a precondition ("a slave with master state"). A node never takes orders
     /// from "itself".
     @Test func aCoordinatorFromTheMastersOwnIDChangesNothing() {
         var (n, t) = master(3)

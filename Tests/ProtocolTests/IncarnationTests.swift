@@ -17,8 +17,8 @@ import TrackerLogic
                                                                 inSync: true, address: address)))
     }
 
-    /// n2, settled as the follower of n3's run 3000; returns it and its last step.
-    func follower() -> (TrackerNode, Instant) {
+    /// n2, settled as the slave of n3's run 3000; returns it and its last step.
+    func aSlave() -> (TrackerNode, Instant) {
         var n2 = TrackerNode(id: NodeID(2), incarnation: 2000, config: ClusterConfig(),
                              handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
                              seed: 7, now: t0, restoring: DurableState(snapshot: nil, epoch: e3))
@@ -28,14 +28,14 @@ import TrackerLogic
     }
 
     @Test func theLeavingOfTheRunFollowedStartsAnElection() {
-        var (n2, t) = follower()
+        var (n2, t) = aSlave()
         _ = n2.step(envelope(incarnation: 3000, .leaving), now: t + Milliseconds(10))
         #expect(n2.role == .candidate)
     }
 
     /// A clean restart's LEAVING, replayed after the node came back: refused.
     @Test func theLeavingOfAnOlderRunChangesNothing() {
-        var (n2, t) = follower()
+        var (n2, t) = aSlave()
         _ = n2.step(envelope(incarnation: 2999, .leaving), now: t + Milliseconds(10))
         #expect(n2.role == .slave && n2.master == NodeID(3))
         #expect(n2.membership[NodeID(3)]?.incarnation == 3000)
@@ -44,7 +44,7 @@ import TrackerLogic
     /// A LEAVING from a run never heard (the receiver restarted and the replay came first,
     /// or the run left before it was heard) drops nobody.
     @Test func theLeavingOfARunNeverHeardChangesNothing() {
-        var (n2, t) = follower()
+        var (n2, t) = aSlave()
         _ = n2.step(envelope(incarnation: 3001, .leaving), now: t + Milliseconds(10))
         #expect(n2.role == .slave && n2.master == NodeID(3))
         #expect(n2.membership[NodeID(3)]?.incarnation == 3000)
@@ -53,7 +53,7 @@ import TrackerLogic
     /// Two live processes of one id (the newer yields soon): the run heard first is still
     /// heard meanwhile, or the node it is would go unheard once the newcomer is gone.
     @Test func theRunHeardBeforeTheNewerOneIsStillHeard() {
-        var (n2, t) = follower()
+        var (n2, t) = aSlave()
         _ = n2.step(keepalive(incarnation: 3001, address: "10.0.0.99:6969"), now: t + Milliseconds(10))
         _ = n2.step(keepalive(incarnation: 3000, address: "10.0.0.3:6969"), now: t + Milliseconds(20))
         #expect(n2.membership[NodeID(3)]?.incarnation == 3000)
@@ -63,7 +63,7 @@ import TrackerLogic
 
     /// An older run's keepalive does not replace what the current run said of itself.
     @Test func anOlderRunsKeepaliveIsNotRecorded() {
-        var (n2, t) = follower()
+        var (n2, t) = aSlave()
         _ = n2.step(keepalive(incarnation: 2999, address: "10.6.6.6:6969"), now: t + Milliseconds(10))
         #expect(n2.membership[NodeID(3)]?.address == "10.0.0.3:6969")
         _ = n2.step(keepalive(incarnation: 3001, address: "10.0.0.33:6969"), now: t + Milliseconds(20))

@@ -26,16 +26,16 @@ import TrackerLogic
     }
 
     /// n2 follows n3, hearing it every 500 ms, until `t0 + 4 s`; returns n2 and its last step.
-    func settledFollower() -> (TrackerNode, Instant) {
+    func settledSlave() -> (TrackerNode, Instant) {
         var n2 = node(2, epoch: e3)
         let last = follow(&n2, hearing: masterKeepalive(), from: t0, until: t0 + Milliseconds(4000))
         return (n2, last)
     }
 
-    /// Found by the soak: a follower stopped for 3 s woke, saw every keepalive "missed" and
+    /// Found by the soak: a slave stopped for 3 s woke, saw every keepalive "missed" and
     /// claimed at once next to the live master.
-    @Test func aFollowerPausedForSecondsDoesNotElectOnWaking() {
-        var (n2, last) = settledFollower()
+    @Test func aSlavePausedForSecondsDoesNotElectOnWaking() {
+        var (n2, last) = settledSlave()
         #expect(n2.role == .slave)
         let woke = last + Milliseconds(3000)
         #expect(!startsElection(n2.step(.tick, now: woke)))
@@ -47,10 +47,10 @@ import TrackerLogic
     }
 
     /// The discount is the pause, not a blindfold: a master that stays silent after the
-    /// follower wakes is still declared down, about `downAfter` after its last keepalive
-    /// counted in the follower's waking time.
+    /// slave wakes is still declared down, about `downAfter` after its last keepalive
+    /// counted in the slave's waking time.
     @Test func aMasterSilentAfterTheWakeIsStillLost() {
-        var (n2, last) = settledFollower()
+        var (n2, last) = settledSlave()
         let woke = last + Milliseconds(3000)
         _ = n2.step(.tick, now: woke)
         var electedAt: Instant?
@@ -112,11 +112,11 @@ import TrackerLogic
         #expect(replies(later) == 0, "the backlog is not answered when it serves again")
     }
 
-    /// A follower's backlog was the master's to answer; read later, nothing would tell it
-    /// from fresh requests (a follower that comes to lead holds what it reads), so the host
+    /// A slave's backlog was the master's to answer; read later, nothing would tell it
+    /// from fresh requests (a slave that comes to lead holds what it reads), so the host
     /// drops it.
-    @Test func aPausedFollowerDropsItsBacklog() {
-        var (n2, last) = settledFollower()
+    @Test func aPausedSlaveDropsItsBacklog() {
+        var (n2, last) = settledSlave()
         #expect(n2.step(.tick, now: last + Milliseconds(3000)).contains(.discardPeerBacklog))
     }
 

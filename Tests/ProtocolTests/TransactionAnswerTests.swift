@@ -19,7 +19,7 @@ import TrackerLogic
     /// A serial order explains every answer: the other peer's start (1 leecher), the
     /// seeder's start (the other and itself), then its stop.
     @Test func aStartIsAnsweredWithItsPeerWhenItsStopRidesInTheSameTransaction() throws {
-        var (n, t) = cluster.masterWithTwoFollowers()
+        var (n, t) = cluster.masterWithTwoSlaves()
         try #require(n.isServing)
         let me = PeerID(a: 4, b: 5, c: 6), other = PeerID(a: 7, b: 8, c: 9)
         _ = n.step(announce(1, .started, peerID: me, left: 0, at: t), now: t)

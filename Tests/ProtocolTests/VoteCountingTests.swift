@@ -2,10 +2,10 @@ import NIOCore
 import Testing
 import TrackerLogic
 
-/// How a master counts votes when a follower lags one vote behind: its OK for the last
+/// How a master counts votes when a slave lags one vote behind: its OK for the last
 /// transaction arrived after that one committed, so the master does not count on it for
-/// the next. Found on real nodes: with the other follower's disk full (it votes ERROR),
-/// a whole batch of announces was refused though the lagging follower voted OK.
+/// the next. Found on real nodes: with the other slave's disk full (it votes ERROR),
+/// a whole batch of announces was refused though the lagging slave voted OK.
 @Suite("Vote counting") struct VoteCountingTests: MasterFixture {
     let t0 = Instant(milliseconds: 7_000_000)
     let ids = ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))
@@ -15,7 +15,7 @@ import TrackerLogic
     /// n2's comes after, so n2 is not a voter for tx 2; n1 votes ERROR on tx 2 (its disk
     /// is full). Nothing is answered yet: n2 may still vote OK.
     func secondTransactionWithItsOnlyVoterFailing() throws -> (n: TrackerNode, t: Instant, tx1: Transaction, tx2: Transaction) {
-        var (n, t) = masterWithTwoFollowers()
+        var (n, t) = masterWithTwoSlaves()
         try #require(n.isServing)
         let tx1 = try announce(1, &n, at: &t)
         #expect(answers(vote(1, tx1, .ok, &n, at: t)).contains(where: isAnnounce))
@@ -27,18 +27,18 @@ import TrackerLogic
     }
 
     /// n2's OK makes a majority with the master's own.
-    @Test func anOKFromAFollowerOneVoteBehindCarriesTheTransaction() throws {
+    @Test func anOKFromASlaveOneVoteBehindCarriesTheTransaction() throws {
         var (n, t, _, tx2) = try secondTransactionWithItsOnlyVoterFailing()
         t = t + Milliseconds(1)
         let committed = answers(vote(2, tx2, .ok, &n, at: t))
         #expect(committed.count == 1 && committed.allSatisfy(isAnnounce))
         #expect(n.replica.lastCommitted == tx2.ref)
-        #expect(n.paths[.candidateVoteCounted] == 1)
+        #expect(n.paths[.unconfirmedVoteCounted] == 1)
     }
 
     /// n2 stays silent: the transaction is given up once the vote timed out, and the
     /// peer gets an error.
-    @Test func aSilentFollowerOneVoteBehindDelaysTheAbortOnly() throws {
+    @Test func aSilentSlaveOneVoteBehindDelaysTheAbortOnly() throws {
         var (n, t, tx1, _) = try secondTransactionWithItsOnlyVoterFailing()
         var replies: [TrackerResponse] = []
         for _ in 0..<40 where replies.isEmpty {
@@ -50,12 +50,12 @@ import TrackerLogic
         #expect(n.isServing)
     }
 
-    /// A follower one vote behind that is not in sync after all only stops being waited for.
-    @Test func aNotInSyncAnswerFromAFollowerOneVoteBehindAbortsAtOnce() throws {
+    /// A slave one vote behind that is not in sync after all only stops being waited for.
+    @Test func aNotInSyncAnswerFromASlaveOneVoteBehindAbortsAtOnce() throws {
         let (node, t, _, tx2) = try secondTransactionWithItsOnlyVoterFailing()
         var n = node
         let aborted = answers(vote(2, tx2, .notInSync, &n, at: t + Milliseconds(1)))
         #expect(aborted.count == 1 && aborted.allSatisfy(isError))
-        #expect(n.paths[.candidateVoteCounted] == 0)
+        #expect(n.paths[.unconfirmedVoteCounted] == 0)
     }
 }

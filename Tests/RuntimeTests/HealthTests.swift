@@ -9,7 +9,7 @@ import TrackerRuntime
         #expect(HealthVerdict(service: "running", role: "standalone", epoch: "e0.0", master: 0, serving: true).serving)
         let unhealthy: [(String, String, Bool, String)] = [
             ("running", "master", false, "master of epoch e3.1, still recovering: not serving yet"),
-            ("running", "slave", false, "follower of master 3"),
+            ("running", "slave", false, "slave of master 3"),
             ("running", "candidate", false, "election in progress"),
             ("running", "starting", false, "starting: joining the cluster"),
             ("stopped", "stopped", false, "the tracker service is stopped"),

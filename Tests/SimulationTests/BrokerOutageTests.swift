@@ -17,9 +17,9 @@ struct BrokerOutageTests {
 
     func servingSlots(_ sim: Simulator) -> [Int] { (0..<sim.slotCount).filter { sim.node($0)?.isServing == true } }
 
-    /// Live mode: with the broker gone the master hears its followers on the peer network,
+    /// Live mode: with the broker gone the master hears its slaves on the peer network,
     /// nobody elects, and it goes on acknowledging announces alone; when the broker returns
-    /// the followers catch up and every replica is equal again.
+    /// the slaves catch up and every replica is equal again.
     @Test func theMasterServesAloneAndNobodyElectsWhileTheBrokerIsDown() throws {
         var sim = settled(3, quorum: .live)
         let master = try #require(sim.servingSlot)

@@ -192,7 +192,7 @@ struct SimulatorDepthTests {
     }
 
     @Test func aCorruptedSnapshotIsRefusedAndSentAgain() {
-        // The master restarts from its disk (its log starts there), so the follower that
+        // The master restarts from its disk (its log starts there), so the slave that
         // was down meanwhile needs a snapshot — while a third of snapshots are damaged.
         var refused: UInt64 = 0
         for seed: UInt64 in 1...6 {

@@ -4,7 +4,7 @@ the master's repository of PEERS peers, and whether the cluster commits with it 
 
 Node 2 starts on a repository written beforehand (PEERS peers in SWARMS swarms, every
 peer announced just now, as SQLite holds them after a crash), becomes master and serves
-them. Node 1 then starts empty (a lower id, so that it stays a follower: a higher one
+them. Node 1 then starts empty (a lower id, so that it stays a slave: a higher one
 would take over once in sync, as the bully algorithm wants); the clock runs from its
 start until its /api/node says it follows node 2 in sync with node 2's last transaction
 and its peer count. Then one

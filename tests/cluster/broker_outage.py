@@ -4,7 +4,7 @@ keepalives on the peer network (the multicast group on lo), so nobody elects.
 
 While the broker is dead (12 s): every request gets at most one reply (counted per
 transaction id), exactly one node serves at every look and no epoch moves; in `live` mode
-the master goes on answering announces alone. Then the broker restarts: the followers
+the master goes on answering announces alone. Then the broker restarts: the slaves
 catch up and the three SQLite files are equal again; no node crashed.
 Before peer-network keepalives each node was alone: three masters answered every request.
 """

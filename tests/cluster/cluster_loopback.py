@@ -27,7 +27,7 @@ from _harness import Cluster, GroupClient, StompRaw, activemq, fail, free_udp_po
 KEEPALIVE_S = 1.0
 # With the default timing the master is down after 2 missed keepalives; the highest
 # survivor claims at once (every higher id it knows is down), stores its epoch and recovers
-# from the followers' acknowledgements: the first reply comes within half a keepalive more.
+# from the slaves' acknowledgements: the first reply comes within half a keepalive more.
 FAILOVER_BOUND_S = 2.5 * KEEPALIVE_S
 
 

@@ -62,8 +62,8 @@ def main():
         status = small.api()
         if status is None or status["storeHealthy"]:
             fail(f"node 1 should report an unhealthy store while its disk is full: {status}")
-        # Every one: the other follower and the master are a majority. (Before the master
-        # counted the OK of a follower one vote behind, a batch of 100 was sometimes refused.)
+        # Every one: the other slave and the master are a majority. (Before the master
+        # counted the OK of a slave one vote behind, a batch of 100 was sometimes refused.)
         if answered < 4000:
             fail(f"only {answered} of 4000 announces answered while one node's disk was full{detail}")
         log(f"node 1's disk filled: writes failed and were logged, node still running; "

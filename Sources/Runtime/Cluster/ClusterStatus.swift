@@ -1,7 +1,7 @@
 import Foundation
 import TrackerLogic
 
-extension ClusterServer {
+extension ClusterService {
     /// Read on the loop.
     func status() -> NodeStatus {
         let now = WallClock.now()

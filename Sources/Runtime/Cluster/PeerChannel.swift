@@ -17,7 +17,7 @@ public enum PeerChannelMode: Sendable, CustomStringConvertible {
     /// The service address lives on the master's host only (keepalived moves it there
     /// when the master's `/api/health` says it serves). Every node binds it before it
     /// arrives (IP_FREEBIND), so the master's replies leave from the address the client
-    /// sent to; followers receive nothing. Keepalives also cross the peer network through
+    /// sent to; slaves receive nothing. Keepalives also cross the peer network through
     /// `keepalives`, a group joined on an interface, so that a broker outage does not
     /// leave every node alone; without it they travel on the broker only.
     case floating(PeerEndpoint, keepalives: KeepaliveGroup?)

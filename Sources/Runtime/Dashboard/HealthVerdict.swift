@@ -27,7 +27,7 @@ public struct HealthVerdict: Codable, Sendable, Equatable {
         case (_, "master"):
             self = .init(serving: false, reason: "master of epoch \(epoch), still recovering: not serving yet")
         case (_, "slave"):
-            self = .init(serving: false, reason: "follower of master \(master)")
+            self = .init(serving: false, reason: "slave of master \(master)")
         case (_, "candidate"):
             self = .init(serving: false, reason: "election in progress")
         case (_, "starting"):

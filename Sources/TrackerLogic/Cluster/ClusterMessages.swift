@@ -22,7 +22,7 @@ public enum ClusterMessage: Hashable, Sendable {
     case answer
     /// Bully: "I am master of `epoch`." Everyone who accepts replies `coordinatorAck`.
     case coordinator(lastCommitted: TxRef)
-    /// A follower's state for a new master's recovery: what it committed, what it prepared.
+    /// A slave's state for a new master's recovery: what it committed, what it prepared.
     case coordinatorAck(lastCommitted: TxRef, prepared: Transaction?)
     /// 2PC phase one. `previous` is the master's last committed transaction: only a
     /// replica that holds exactly it may vote OK. A replica that prepared `previous` and
@@ -136,7 +136,7 @@ extension ClusterMessage {
     }
 
     /// Messages only a master sends; from a lower epoch than ours they are ignored.
-    /// (CATCHUP and SNAPSHOT also flow to a recovering master from a follower, so their
+    /// (CATCHUP and SNAPSHOT also flow to a recovering master from a slave, so their
     /// handlers check the sender themselves.)
     public var isMasterMessage: Bool {
         switch self {

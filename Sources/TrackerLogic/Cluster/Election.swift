@@ -107,16 +107,16 @@ extension TrackerNode {
         send(.coordinatorAck(lastCommitted: replica.lastCommitted, prepared: prepared), to: env.from)
     }
 
-    /// Lead the claimed (and stored) epoch. The leader first recovers every transaction
+    /// Lead the claimed (and stored) epoch. The master first recovers every transaction
     /// a majority may have committed, then serves.
     mutating func becomeMaster(_ now: Instant) {
         guard epoch.master == id else { return }
         paths.count(.electionWon)
         membership.forgetConfirmations()
-        state = .master(LeaderState(recoveryDeadline: now + config.recoveryTimeout, now: now, expiryEvery: expiryPeriod))
+        state = .master(MasterState(recoveryDeadline: now + config.recoveryTimeout, now: now, expiryEvery: expiryPeriod))
         broadcast(.coordinator(lastCommitted: replica.lastCommitted))
         nextKeepalive = now  // tell everyone at once
-        leaderTick(now)
+        masterTick(now)
     }
 
     var expiryPeriod: Milliseconds {

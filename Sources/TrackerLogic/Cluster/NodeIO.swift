@@ -171,7 +171,7 @@ public struct ClusterConfig: Sendable, Hashable {
     public var answerTimeout: Milliseconds { keepaliveInterval }
     /// After an ANSWER, how long to wait for a COORDINATOR before running again.
     public var coordinatorTimeout: Milliseconds { keepaliveInterval * 3 }
-    /// How long a new master waits for followers' state before it recovers with what it has.
+    /// How long a new master waits for slaves' state before it recovers with what it has.
     public var recoveryTimeout: Milliseconds { downAfter }
 
     /// The same settings with every value clamped into its usable range, so a node built

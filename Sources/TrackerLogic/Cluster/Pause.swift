@@ -3,9 +3,9 @@
 /// Why: a process that was stopped (SIGSTOP, a paused VM, a machine swapping) or whose
 /// event loop was blocked wakes with every other node's keepalives "missed": the messages
 /// it would have heard are still queued, or were dropped with its broker connection.
-/// Judged naively, a follower starts an election the moment it wakes and, since it knows
+/// Judged naively, a slave starts an election the moment it wakes and, since it knows
 /// its members, claims at once because every higher id looks down. The soak caught it: a
-/// follower stopped for 3 s crowned itself next to the live master, and 47 requests were
+/// slave stopped for 3 s crowned itself next to the live master, and 47 requests were
 /// answered twice.
 ///
 /// A node is woken at `nextWake` at the latest, so running later than that by more than
@@ -16,7 +16,7 @@
 /// master's to answer.
 ///
 /// Those queued datagrams are dropped unread by the host (`.discardPeerBacklog`), and so
-/// are a paused follower's or candidate's: read later, nothing tells them from fresh ones,
+/// are a paused slave's or candidate's: read later, nothing tells them from fresh ones,
 /// and the broker's backlog (the commits that answered them) is read in another order. The
 /// soak caught it: the highest node, stopped as master for 3 s, stepped down, won the next
 /// election within 70 ms and answered 0.3 s of its socket's backlog a second time. Only a

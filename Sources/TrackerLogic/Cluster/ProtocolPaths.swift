@@ -15,7 +15,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case pausedMasterSteppedDown
     /// A master learned of a higher epoch and stepped down.
     case masterSteppedDown
-    /// Recovery fetched committed transactions from a follower ahead of the new master.
+    /// Recovery fetched committed transactions from a slave ahead of the new master.
     case recoveryFetched
     /// Recovery proposed again a transaction some node had prepared (the old master may
     /// have committed it).
@@ -33,21 +33,21 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case prepareResent
     /// Voters silent past every retry were counted as down.
     case silentVotersDropped
-    /// A follower voted that it is not in sync (its log does not end where the PREPARE
+    /// A slave voted that it is not in sync (its log does not end where the PREPARE
     /// continues).
     case voteNotInSync
     /// The master took a not-in-sync vote into account (fewer voters, new quorum).
     case notInSyncVoteCounted
-    /// A follower voted ERROR because its store fails.
+    /// A slave voted ERROR because its store fails.
     case voteStoreFailed
-    /// The master counted an OK from a follower it had not counted on as a voter (its
+    /// The master counted an OK from a slave it had not counted on as a voter (its
     /// previous OK came after that transaction committed).
-    case candidateVoteCounted
-    /// A follower learned from the next PREPARE of a COMMIT it missed, and applied it.
+    case unconfirmedVoteCounted
+    /// A slave learned from the next PREPARE of a COMMIT it missed, and applied it.
     case missedCommitApplied
     /// The master sent a node the tail of its log.
     case catchUpSent
-    /// A follower applied a log tail.
+    /// A slave applied a log tail.
     case catchUpApplied
     /// A catch-up answered another state than the receiver's: ignored, asked again.
     case staleCatchUpIgnored
@@ -78,7 +78,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .epochClaimLapsed: return "epoch claim lapsed"
         case .pausedMasterSteppedDown: return "paused master stepped down"
         case .masterSteppedDown: return "master stepped down"
-        case .recoveryFetched: return "recovery fetched from a follower"
+        case .recoveryFetched: return "recovery fetched from a slave"
         case .preparedReproposed: return "prepared transaction re-proposed"
         case .recoveryMergedOwnState: return "recovery merged own diverged state"
         case .strictRecoveryHalted: return "strict-mode recovery halted"
@@ -89,7 +89,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .voteNotInSync: return "vote not-in-sync sent"
         case .notInSyncVoteCounted: return "vote not-in-sync counted"
         case .voteStoreFailed: return "vote store-failed sent"
-        case .candidateVoteCounted: return "vote from a follower behind by one vote counted"
+        case .unconfirmedVoteCounted: return "vote from a slave behind by one vote counted"
         case .missedCommitApplied: return "missed commit applied"
         case .catchUpSent: return "log-tail catch-up sent"
         case .catchUpApplied: return "log-tail catch-up applied"

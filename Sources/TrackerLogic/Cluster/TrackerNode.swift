@@ -2,7 +2,7 @@ import NIOCore
 
 /// One tracker node of the cluster as a pure state machine: `step(event, now)` returns
 /// the actions to perform. Composed of membership (keepalives), a bully election, the
-/// master's two-phase commit and recovery, the follower side, and join/state transfer —
+/// master's two-phase commit and recovery, the slave side, and join/state transfer —
 /// each in its own file as an extension. The same value runs in the runtime and in the
 /// simulator.
 public struct TrackerNode: Sendable {
@@ -14,7 +14,7 @@ public struct TrackerNode: Sendable {
     public let address: String
 
     /// The node's place in the cluster; each case carries only what that place needs, so
-    /// "a slave with leader state" or "a master running an election" cannot be written.
+    /// "a slave with master state" or "a master running an election" cannot be written.
     var state: NodeState
     /// The highest epoch this node has accepted: its own as master, its master's as slave.
     public internal(set) var epoch: Epoch
@@ -143,7 +143,7 @@ public struct TrackerNode: Sendable {
         wakeDue = nextWake(now: now)
         // Handed over whole: emptying it "keeping capacity" while the caller holds the
         // same buffer allocated a fresh one at every step, even a step with no action (a
-        // follower holding a peer datagram, thousands a second).
+        // slave holding a peer datagram, thousands a second).
         let actions = out
         out = []
         return actions
@@ -194,7 +194,7 @@ public struct TrackerNode: Sendable {
 
     /// Serving peers: master, recovered, not in an election.
     public var isServing: Bool {
-        // A switch reads the master's state in place; `leader?` would copy all of it.
+        // A switch reads the master's state in place; `masterRole?` would copy all of it.
         switch state {
         case .master(let l): return l.recovery == nil
         default: return false
@@ -214,32 +214,32 @@ public struct TrackerNode: Sendable {
 
     /// The master's state, when master. Writes go to the payload in place (the enum holds
     /// a placeholder meanwhile, so the payload's arrays are not copied).
-    var leader: LeaderState? {
+    var masterRole: MasterState? {
         get { if case .master(let l) = state { return l } else { return nil } }
         _modify {
             guard case .master(let current) = state else {
-                var none: LeaderState?
+                var none: MasterState?
                 yield &none
                 return
             }
             state = .modifying
-            var l: LeaderState? = current
+            var l: MasterState? = current
             yield &l
             state = l.map { .master($0) } ?? .stopped
         }
     }
 
     /// The slave's state, when slave.
-    var follower: FollowerState? {
+    var slaveRole: SlaveState? {
         get { if case .slave(let f) = state { return f } else { return nil } }
         _modify {
             guard case .slave(let current) = state else {
-                var none: FollowerState?
+                var none: SlaveState?
                 yield &none
                 return
             }
             state = .modifying
-            var f: FollowerState? = current
+            var f: SlaveState? = current
             yield &f
             state = f.map { .slave($0) } ?? .stopped
         }
@@ -321,14 +321,14 @@ public struct TrackerNode: Sendable {
         }
         switch state {
         case .candidate: electionTick(now)
-        case .master: leaderTick(now)
-        case .slave: followerTick(now)
+        case .master: masterTick(now)
+        case .slave: slaveTick(now)
         case .starting, .stopped, .modifying: break
         }
     }
 
     mutating func finishStartup(_ now: Instant) {
-        state = .slave(FollowerState(master: nil, since: now))
+        state = .slave(SlaveState(master: nil, since: now))
         if !id.isAssigned {
             if let m = knownMaster(now) {
                 follow(m, now)
@@ -393,7 +393,7 @@ public struct TrackerNode: Sendable {
         noteServingMaster(env, now)
         if !membership.restarted.isEmpty {
             // What a restarted node told us before (its state, its recovery answer) is void.
-            for node in membership.restarted { leader?.recovery?.acks[node] = nil }
+            for node in membership.restarted { masterRole?.recovery?.acks[node] = nil }
             membership.restarted.removeAll()
         }
         if env.epoch > epoch && env.epoch.master.isAssigned {
@@ -590,14 +590,14 @@ enum NodeState: Sendable {
     /// whether its id is taken.
     case starting(until: Instant)
     /// Following a master (maybe still catching up).
-    case slave(FollowerState)
+    case slave(SlaveState)
     /// Running a bully election.
     case candidate(ElectionPhase)
     /// Leading its own epoch: recovering, then serving.
-    case master(LeaderState)
+    case master(MasterState)
     /// Left cleanly or refused; does nothing more.
     case stopped
-    /// Only while a payload is being changed in place (see `TrackerNode.leader`); never
+    /// Only while a payload is being changed in place (see `TrackerNode.masterRole`); never
     /// observable between steps.
     case modifying
 }

@@ -27,13 +27,13 @@ struct InFlight: Sendable {
     var previous: TxRef
     var items: [QueuedUpdate]
     var voters: [NodeID]
-    /// Live followers not confirmed at `previous` when the PREPARE left, typically one
-    /// whose OK for the transaction before arrived after that one committed. A follower
+    /// Live slaves not confirmed at `previous` when the PREPARE left, typically one
+    /// whose OK for the transaction before arrived after that one committed. A slave
     /// votes OK only when it holds `previous`, so an OK from one of them is as good as a
     /// voter's: it joins the voters. Until each has voted (or the vote timed out) the
-    /// transaction is not given up, so one follower's ERROR (a full disk) does not abort
+    /// transaction is not given up, so one slave's ERROR (a full disk) does not abort
     /// what the other would have carried.
-    var candidates: [NodeID] = []
+    var unconfirmed: [NodeID] = []
     var votes: [NodeID: Bool] = [:]
     var needed: Int
     var deadline: Instant
@@ -59,7 +59,7 @@ struct OfferProgress: Sendable {
 }
 
 /// What only the master keeps.
-struct LeaderState: Sendable {
+struct MasterState: Sendable {
     var recovery: Recovery?
     var queue: [QueuedUpdate] = []
     var batchDeadline: Instant?
@@ -100,11 +100,11 @@ extension TrackerNode {
     // MARK: recovery
 
     mutating func coordinatorAckReceived(from node: NodeID, last: TxRef, prepared: Transaction?, _ now: Instant) {
-        guard let l = leader else { return }
+        guard let l = masterRole else { return }
         membership.update(node) { $0.lastCommitted = last }
         if l.recovery != nil {
-            leader?.recovery?.acks[node] = (last, prepared)
-            leaderTick(now)
+            masterRole?.recovery?.acks[node] = (last, prepared)
+            masterTick(now)
         } else if last == replica.lastCommitted {
             membership.update(node) { $0.confirmed = last }
         }
@@ -113,7 +113,7 @@ extension TrackerNode {
     func majority(of n: Int) -> Int { n / 2 + 1 }
 
     mutating func recoveryTick(_ now: Instant) {
-        guard var r = leader?.recovery else { return }
+        guard var r = masterRole?.recovery else { return }
         if let f = r.fetching {
             guard now >= f.deadline else { return }
             r.fetching = nil
@@ -126,7 +126,7 @@ extension TrackerNode {
                 r.resendAt = now + Milliseconds(config.keepaliveInterval.value / 2)
                 for m in live where r.acks[m.id] == nil { send(.coordinator(lastCommitted: replica.lastCommitted), to: m.id) }
             }
-            leader?.recovery = r
+            masterRole?.recovery = r
             return
         }
         let answers = r.acks.keys.sorted().filter { membership.isLive($0, now: now, downAfter: config.downAfter, onBroker: true) }
@@ -139,13 +139,13 @@ extension TrackerNode {
                 r.deadline = now + config.recoveryTimeout
                 broadcast(.coordinator(lastCommitted: replica.lastCommitted))
             }
-            leader?.recovery = r
+            masterRole?.recovery = r
             return
         }
-        // Catch up from the most up-to-date follower first.
+        // Catch up from the most up-to-date slave first.
         if let best = answers.max(by: { $0.last < $1.last }), replica.lastCommitted < best.last {
             r.fetching = (best.node, now + config.recoveryTimeout)
-            leader?.recovery = r
+            masterRole?.recovery = r
             paths.count(.recoveryFetched)
             send(.catchUpRequest(after: replica.lastCommitted), to: best.node)
             return
@@ -170,7 +170,7 @@ extension TrackerNode {
         recovered += r.ownDivergedContent.map { .merge($0) }
         recovered += r.ownDivergedTorrents.filter { replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
         prepared = nil
-        leader?.recovery = nil
+        masterRole?.recovery = nil
         for answer in answers {
             if answer.last == replica.lastCommitted {
                 membership.update(answer.node) { $0.confirmed = answer.last }
@@ -178,24 +178,24 @@ extension TrackerNode {
                 syncReply(to: answer.node, last: answer.last, hasState: answer.last.txid > 0, now)
             }
         }
-        leader?.queue.insert(contentsOf: recovered.map { QueuedUpdate(update: $0, origin: .recovered) }, at: 0)
-        if leader?.queue.isEmpty == false { leader?.batchDeadline = now }
+        masterRole?.queue.insert(contentsOf: recovered.map { QueuedUpdate(update: $0, origin: .recovered) }, at: 0)
+        if masterRole?.queue.isEmpty == false { masterRole?.batchDeadline = now }
         nextKeepalive = now
     }
 
     // MARK: serving
 
-    mutating func leaderTick(_ now: Instant) {
-        if leader?.recovery != nil {
+    mutating func masterTick(_ now: Instant) {
+        if masterRole?.recovery != nil {
             recoveryTick(now)
         }
-        guard let l = leader, l.isServing else { return }
+        guard let l = masterRole, l.isServing else { return }
         if now >= l.nextExpiry {
             let nextExpiry = now + expiryPeriod
-            leader?.nextExpiry = nextExpiry
+            masterRole?.nextExpiry = nextExpiry
             enqueue(.expire(before: now - handler.config.effectivePeerTimeout), origin: .expiry, now)
         }
-        if let f = leader?.inFlight, now >= f.deadline { voteTimedOut(now) }
+        if let f = masterRole?.inFlight, now >= f.deadline { voteTimedOut(now) }
         tryPrepare(now)
     }
 
@@ -203,23 +203,23 @@ extension TrackerNode {
     /// the catalogue cannot take (already there, full) is dropped here, so replicas
     /// never apply a change the master would not have accepted.
     mutating func catalogueChangeReceived(_ change: CatalogueChange, _ now: Instant) {
-        guard let l = leader, l.isServing else { return }
+        guard let l = masterRole, l.isServing else { return }
         guard change.refusal(in: replica.store.catalogue) == nil else { return }
         enqueue(.catalogue(change), origin: .operator, now)
     }
 
     mutating func enqueue(_ update: SwarmUpdate, origin: UpdateOrigin, _ now: Instant) {
-        guard leader != nil else { return }
-        leader?.queue.append(QueuedUpdate(update: update, origin: origin))
-        if leader?.batchDeadline == nil { 
+        guard masterRole != nil else { return }
+        masterRole?.queue.append(QueuedUpdate(update: update, origin: origin))
+        if masterRole?.batchDeadline == nil { 
             let batchDeadline = now + config.batchDelay
-            leader?.batchDeadline = batchDeadline
+            masterRole?.batchDeadline = batchDeadline
         }
         tryPrepare(now)
     }
 
     mutating func tryPrepare(_ now: Instant) {
-        guard var l = leader, l.isServing, l.inFlight == nil, !l.queue.isEmpty else { return }
+        guard var l = masterRole, l.isServing, l.inFlight == nil, !l.queue.isEmpty else { return }
         if let r = l.retryAfter, now < r { return }
         guard l.queue.count >= config.batchMaxUpdates || now >= (l.batchDeadline ?? now) else { return }
         let items = Array(l.queue.prefix(config.batchMaxUpdates))
@@ -232,39 +232,39 @@ extension TrackerNode {
         let voters = live.filter { $0.confirmed == previous }.map(\.id)
         let needed = config.quorum == .strict ? majority(of: config.clusterSize) : majority(of: voters.count + 1)
         l.inFlight = InFlight(tx: tx, previous: previous, items: items, voters: voters,
-                              candidates: live.filter { $0.confirmed != previous }.map(\.id), needed: needed,
+                              unconfirmed: live.filter { $0.confirmed != previous }.map(\.id), needed: needed,
                               deadline: now + config.voteTimeout, preparedAt: now)
-        leader = l
+        masterRole = l
         broadcast(.prepare(tx, previous: previous, previousDigest: l.lastDigest))
         evaluateVotes(now)
     }
 
     mutating func voteReceived(from node: NodeID, txid: UInt64, digest: UInt64, verdict: Verdict, _ now: Instant) {
-        guard let f = leader?.inFlight, f.tx.txid == txid, f.tx.digest == digest else { return }
+        guard let f = masterRole?.inFlight, f.tx.txid == txid, f.tx.digest == digest else { return }
         if verdict == .notInSync {
             // Not a voter after all: it catches up, and the quorum is counted without it.
             membership.update(node) { $0.confirmed = .zero }
             if config.quorum == .live, let i = f.voters.firstIndex(of: node), f.votes[node] == nil {
                 paths.count(.notInSyncVoteCounted)
-                leader?.inFlight?.voters.remove(at: i)
+                masterRole?.inFlight?.voters.remove(at: i)
                 let needed = majority(of: f.voters.count)
-                leader?.inFlight?.needed = needed
+                masterRole?.inFlight?.needed = needed
                 evaluateVotes(now)
                 return
             }
         }
-        if let i = f.candidates.firstIndex(of: node) {
-            leader?.inFlight?.candidates.remove(at: i)
+        if let i = f.unconfirmed.firstIndex(of: node) {
+            masterRole?.inFlight?.unconfirmed.remove(at: i)
             if verdict == .ok {
-                paths.count(.candidateVoteCounted)
+                paths.count(.unconfirmedVoteCounted)
                 membership.update(node) { $0.confirmed = f.previous }
-                leader?.inFlight?.voters.append(node)
-                leader?.inFlight?.votes[node] = true
-                // A live quorum is a majority of the followers in sync: one more of them
+                masterRole?.inFlight?.voters.append(node)
+                masterRole?.inFlight?.votes[node] = true
+                // A live quorum is a majority of the slaves in sync: one more of them
                 // raises it.
                 if config.quorum == .live {
                     let needed = majority(of: f.voters.count + 2)
-                    leader?.inFlight?.needed = needed
+                    masterRole?.inFlight?.needed = needed
                 }
             }
             evaluateVotes(now)
@@ -274,14 +274,14 @@ extension TrackerNode {
             if verdict == .ok { membership.update(node) { $0.confirmed = f.previous } }
             return
         }
-        leader?.inFlight?.votes[node] = verdict == .ok
+        masterRole?.inFlight?.votes[node] = verdict == .ok
         evaluateVotes(now)
     }
 
     mutating func evaluateVotes(_ now: Instant) {
-        guard let f = leader?.inFlight else { return }
+        guard let f = masterRole?.inFlight else { return }
         let ok = f.votes.values.filter { $0 }.count + (storeHealthy ? 1 : 0)
-        let pending = f.voters.count - f.votes.count + f.candidates.count
+        let pending = f.voters.count - f.votes.count + f.unconfirmed.count
         if ok >= f.needed {
             commitInFlight(now)
         } else if ok + pending < f.needed {
@@ -292,19 +292,19 @@ extension TrackerNode {
     }
 
     mutating func voteTimedOut(_ now: Instant) {
-        guard var f = leader?.inFlight, let lastDigest = leader?.lastDigest else { return }
+        guard var f = masterRole?.inFlight, let lastDigest = masterRole?.lastDigest else { return }
         if f.retries < config.voteRetries {
             f.retries += 1
             paths.count(.prepareResent)
             f.deadline = now + config.voteTimeout
-            leader?.inFlight = f
+            masterRole?.inFlight = f
             broadcast(.prepare(f.tx, previous: f.previous, previousDigest: lastDigest))
             return
         }
         let silent = f.voters.filter { f.votes[$0] == nil }
         for node in silent { membership.update(node) { $0.suspect = true } }
-        // Candidates were never counted on: a silent one is only no longer waited for.
-        f.candidates = []
+        // Unconfirmed slaves were never counted on: a silent one is only no longer waited for.
+        f.unconfirmed = []
         if !silent.isEmpty { paths.count(.silentVotersDropped) }
         if config.quorum == .live {
             // Silent voters count as down: the quorum is a majority of who is left.
@@ -314,12 +314,12 @@ extension TrackerNode {
             for node in silent { f.votes[node] = false }
         }
         f.deadline = now + config.voteTimeout
-        leader?.inFlight = f
+        masterRole?.inFlight = f
         evaluateVotes(now)
     }
 
     mutating func commitInFlight(_ now: Instant) {
-        guard let f = leader?.inFlight else { return }
+        guard let f = masterRole?.inFlight else { return }
         paths.count(.transactionCommitted)
         out.append(.committed(CommitQuorum(ref: f.tx.ref, digest: f.tx.digest, voters: f.voters,
                                            okVoters: f.votes.filter(\.value).keys.sorted(), ownVote: storeHealthy),
@@ -328,8 +328,8 @@ extension TrackerNode {
         // Known committed, and no news to anyone: never raises the evidence (what this
         // node holds from before it served it answers in this very step).
         held.evidence.heard(committed: f.tx.ref, at: now, holding: f.tx.ref)
-        leader?.lastDigest = f.tx.digest
-        leader?.inFlight = nil
+        masterRole?.lastDigest = f.tx.digest
+        masterRole?.inFlight = nil
         broadcast(.commit(f.tx.ref, digest: f.tx.digest))
         for (node, ok) in f.votes.sorted(by: { $0.key < $1.key }) where ok {
             membership.update(node) { $0.confirmed = f.tx.ref }
@@ -339,21 +339,21 @@ extension TrackerNode {
             case .peer(let pending):
                 out.append(.reply(handler.answer(pending, store: replica.store, rng: &rng), to: pending.replyTo))
             case .merge(let key):
-                leader?.offers[key]?.pending -= 1
+                masterRole?.offers[key]?.pending -= 1
                 finishOfferIfDone(key)
             case .expiry, .recovered, .operator:
                 break
             }
         }
-        if leader?.queue.isEmpty == false { leader?.batchDeadline = now }
+        if masterRole?.queue.isEmpty == false { masterRole?.batchDeadline = now }
         tryPrepare(now)
     }
 
     mutating func abortInFlight(reason: String, _ now: Instant) {
-        guard let f = leader?.inFlight else { return }
+        guard let f = masterRole?.inFlight else { return }
         paths.count(.transactionAborted)
         out.append(.aborted(f.tx.ref))
-        leader?.inFlight = nil
+        masterRole?.inFlight = nil
         broadcast(.abort(f.tx.ref, digest: f.tx.digest))
         var keep: [QueuedUpdate] = []
         for item in f.items {
@@ -363,17 +363,17 @@ extension TrackerNode {
                 keep.append(item)  // expiry, merges and recovered updates must not be lost
             }
         }
-        leader?.queue.insert(contentsOf: keep, at: 0)
+        masterRole?.queue.insert(contentsOf: keep, at: 0)
         let retryAfter = now + config.voteTimeout
-        leader?.retryAfter = retryAfter
-        if leader?.queue.isEmpty == false { leader?.batchDeadline = now }
+        masterRole?.retryAfter = retryAfter
+        if masterRole?.queue.isEmpty == false { masterRole?.batchDeadline = now }
     }
 
     /// Leaves the master role: queued and in-flight peers get no answer (they retransmit
     /// and the next master answers); a prepared transaction may still be recovered. The
     /// node is a slave of nobody until it follows or runs.
     mutating func stepDown(_ now: Instant) {
-        guard let l = leader else { return }
+        guard let l = masterRole else { return }
         if let until = pauseBacklogUntil, now < until {
             // Just woken from a pause and already out of office: what its socket queued
             // meanwhile was the newer master's to answer.
@@ -383,23 +383,23 @@ extension TrackerNode {
         }
         pauseBacklogUntil = nil
         if let f = l.inFlight { prepared = f.tx }
-        state = .slave(FollowerState(master: nil, since: now))
+        state = .slave(SlaveState(master: nil, since: now))
     }
 
     // MARK: join, catch-up and merge (master side)
 
     mutating func helloReceived(_ env: ClusterEnvelope, _ h: Hello, _ now: Instant) {
-        guard let l = leader, l.isServing else { return }
+        guard let l = masterRole, l.isServing else { return }
         if !env.from.isAssigned {
             let assigned: NodeID
             if let known = l.assignedIDs[env.incarnation] {
                 assigned = known
             } else {
                 // Bounded: a flood of made-up incarnations cannot grow the table forever.
-                guard l.assignedIDs.count < LeaderState.maxAssignedIDs,
+                guard l.assignedIDs.count < MasterState.maxAssignedIDs,
                       let free = membership.nextFreeID(after: Array(l.assignedIDs.values) + [id]) else { return }
                 assigned = free
-                leader?.assignedIDs[env.incarnation] = assigned
+                masterRole?.assignedIDs[env.incarnation] = assigned
                 paths.count(.idAssigned)
             }
             broadcast(.idAssigned(incarnation: env.incarnation, id: assigned))
@@ -422,10 +422,10 @@ extension TrackerNode {
             send(.mergeRequest, to: node)
         } else {
             let patience = snapshotPatience, last = replica.lastCommitted
-            if let sent = leader?.snapshotsSent[node], sent.last == last, now - sent.at < patience { return }
-            let recent = leader?.snapshotsSent.filter { now - $0.value.at < patience } ?? [:]
-            leader?.snapshotsSent = recent
-            leader?.snapshotsSent[node] = (last, now)
+            if let sent = masterRole?.snapshotsSent[node], sent.last == last, now - sent.at < patience { return }
+            let recent = masterRole?.snapshotsSent.filter { now - $0.value.at < patience } ?? [:]
+            masterRole?.snapshotsSent = recent
+            masterRole?.snapshotsSent[node] = (last, now)
             paths.count(.snapshotSent)
             send(.snapshot(replica.snapshot()), to: node)
         }
@@ -438,9 +438,9 @@ extension TrackerNode {
     }
 
     mutating func catchUpRequested(by node: NodeID, after: TxRef, _ now: Instant) {
-        if leader?.isServing == true {
+        if masterRole?.isServing == true {
             syncReply(to: node, last: after, hasState: true, now)
-        } else if follower != nil, node == master {
+        } else if slaveRole != nil, node == master {
             // A recovering master fetches from us.
             if replica.isPrefix(after), let txs = replica.transactions(after: after.txid) {
                 if !txs.isEmpty { paths.count(.catchUpSent) }
@@ -453,7 +453,7 @@ extension TrackerNode {
     }
 
     mutating func mergeOfferReceived(_ offer: MergeOffer, from node: NodeID, _ now: Instant) {
-        guard let l = leader, l.isServing else { return }
+        guard let l = masterRole, l.isServing else { return }
         let key = OfferKey(node: node, offerID: offer.offerID)
         if l.finishedOffers.contains(key) {
             send(.mergeDone(offerID: offer.offerID), to: node)
@@ -465,16 +465,16 @@ extension TrackerNode {
         // Torrents the master lacks are registered again; the rest it holds already.
         let missing = offer.torrents.filter { replica.store.catalogue.torrents[$0.infoHash] == nil }
         progress.pending += offer.swarms.count + missing.count
-        leader?.offers[key] = progress
+        masterRole?.offers[key] = progress
         for m in offer.swarms { enqueue(.merge(m), origin: .merge(key), now) }
         for t in missing { enqueue(.catalogue(.register(t)), origin: .merge(key), now) }
         finishOfferIfDone(key)
     }
 
     mutating func finishOfferIfDone(_ key: OfferKey) {
-        guard let p = leader?.offers[key], p.pending == 0, p.received.count == Int(p.parts) else { return }
-        leader?.offers[key] = nil
-        leader?.finishedOffers.insert(key)
+        guard let p = masterRole?.offers[key], p.pending == 0, p.received.count == Int(p.parts) else { return }
+        masterRole?.offers[key] = nil
+        masterRole?.finishedOffers.insert(key)
         send(.mergeDone(offerID: key.offerID), to: key.node)
     }
 }

@@ -6,17 +6,17 @@ import NIOCore
 import NIOPosix
 import TrackerLogic
 
-/// One process hosting one cluster node: the tracker service (a `ClusterServer`, made
+/// One process hosting one cluster node: the tracker service (a `ClusterService`, made
 /// anew at each Start, so every start is a fresh incarnation that joins as a restarted
 /// node does) and the dashboard, which stays up while the service is stopped. All of its
 /// state lives on the node's loop.
-public final class ClusterHost: DashboardBackend, @unchecked Sendable {
+public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
     /// Read again from the config file at each Start (on the loop).
     var settings: ClusterNodeSettings
     let reload: (@Sendable () throws -> ClusterNodeSettings)?
     let loop: EventLoop
     let logger: Logger
-    var server: ClusterServer?
+    var service: ClusterService?
     var history = ServiceHistory()
     var sampler: RepeatedTask?
     /// Resolves with the process exit code: after SIGTERM, or when the service ended by
@@ -40,7 +40,7 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
     public static func run(_ settings: ClusterNodeSettings, dashboard: DashboardSettings?, logger: Logger,
                            reload: (@Sendable () throws -> ClusterNodeSettings)? = nil) async throws -> Int32 {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let host = ClusterHost(settings: settings, loop: group.next(), logger: logger, reload: reload)
+        let host = ClusterProcess(settings: settings, loop: group.next(), logger: logger, reload: reload)
         let web = try await DashboardServer.start(dashboard, after: { try await host.startService() }, undo: { await host.shutdown() },
                                                   backend: host, group: group, logger: logger)
         host.loop.execute { host.startSampling() }
@@ -67,36 +67,36 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
             try await loop.submit { [self] in self.settings = fresh }.get()
         }
         let settings = try await loop.submit { [self] in self.settings }.get()
-        let server = try ClusterServer(settings: settings, loop: loop, logger: logger)
-        server.metrics = metrics
+        let service = try ClusterService(settings: settings, loop: loop, logger: logger)
+        service.metrics = metrics
         try await loop.submit { [self] in
-            self.server = server
-            server.onRoleChange = { [weak self] change, at in self?.history.record(change, at: at) }
+            self.service = service
+            service.onRoleChange = { [weak self] change, at in self?.history.record(change, at: at) }
             history.resetCounters()
             history.note(WallClock.now(), kind: "service", text: "service started")
         }.get()
         do {
-            try await server.start()
+            try await service.start()
         } catch {
-            server.shutdownWriter()
-            try? await loop.submit { [self] in self.server = nil }.get()
+            service.shutdownWriter()
+            try? await loop.submit { [self] in self.service = nil }.get()
             throw error
         }
-        server.finished.futureResult.whenSuccess { [self] code in serviceEnded(server, code: code) }
+        service.finished.futureResult.whenSuccess { [self] code in serviceEnded(service, code: code) }
     }
 
     /// Leaves the cluster as on SIGTERM (LEAVING, repository emptied); waits until done.
     func stopService() async {
-        guard let server = try? await loop.submit({ [self] in self.server }).get() else { return }
-        server.requestShutdown()
-        _ = try? await server.wait()
+        guard let service = try? await loop.submit({ [self] in self.service }).get() else { return }
+        service.requestShutdown()
+        _ = try? await service.wait()
     }
 
-    /// On the loop: the service's `ClusterServer` finished.
-    func serviceEnded(_ ended: ClusterServer, code: Int32) {
+    /// On the loop: the service's `ClusterService` finished.
+    func serviceEnded(_ ended: ClusterService, code: Int32) {
         ended.shutdownWriter()
-        guard server === ended else { return }
-        server = nil
+        guard service === ended else { return }
+        service = nil
         history.note(WallClock.now(), kind: "service", text: code == 0 ? "service stopped" : "service ended (code \(code))")
         if shuttingDown {
             exited.succeed(0)
@@ -111,7 +111,7 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
         let running = try? await loop.submit { [self] in
             shuttingDown = true
             sampler?.cancel()
-            return server != nil
+            return service != nil
         }.get()
         if running == true {
             await stopService()
@@ -124,7 +124,7 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
         sampler = loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { [weak self] _ in
             guard let self else { return }
             var latency = LatencyWindow()
-            let status = server.map { s in
+            let status = service.map { s in
                 latency = s.takeCommitLatency()
                 return s.status()
             } ?? NodeStatus()
@@ -140,7 +140,7 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
 
     public func status() async -> NodeStatus {
         await onLoop { [self] in
-            var s = server?.status() ?? stoppedStatus()
+            var s = service?.status() ?? stoppedStatus()
             s.uptimeMs = (WallClock.now() - startedAt).value
             return s
         } ?? stoppedStatus()
@@ -161,13 +161,13 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
     public func settings() async -> [SettingRow] { await onLoop { [self] in settings.settingRows } ?? [] }
 
     public func swarmRows() async -> [SwarmRow] {
-        await onLoop { [self] in server.map { SwarmListing.rows($0.node.replica.store) } ?? [] } ?? []
+        await onLoop { [self] in service.map { SwarmListing.rows($0.node.replica.store) } ?? [] } ?? []
     }
 
     /// The swarm is taken on the loop as a value, in O(1); its peers are ordered and paged
     /// off it (ordering 100k peers on the loop made the master miss keepalives).
     public func swarm(_ infoHash: InfoHash, page: Int, pageSize: Int) async -> (SwarmRow, ListPage<PeerRow>)? {
-        let snapshot = await onLoop { [self] in server.flatMap { SwarmListing.snapshot($0.node.replica.store, infoHash) } } ?? nil
+        let snapshot = await onLoop { [self] in service.flatMap { SwarmListing.snapshot($0.node.replica.store, infoHash) } } ?? nil
         guard let (row, swarm) = snapshot else { return nil }
         return await SwarmListing.pageOffLoop(row, swarm, page: page, pageSize: pageSize)
     }
@@ -177,7 +177,7 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
     }
 
     public func control(_ request: ServiceControl) async throws(ControlRefusal) -> String {
-        let state = await onLoop { [self] in (running: server != nil, silenced: server?.silenced ?? false, shuttingDown: shuttingDown) }
+        let state = await onLoop { [self] in (running: service != nil, silenced: service?.silenced ?? false, shuttingDown: shuttingDown) }
         guard let state, !state.shuttingDown else { throw ControlRefusal("the node is shutting down") }
         switch request {
         case .start:
@@ -197,7 +197,7 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
                 throw ControlRefusal(silence ? "a failure is already provoked" : "no failure to recover from")
             }
             _ = await onLoop { [self] in
-                server?.silenced = silence
+                service?.silenced = silence
                 history.note(WallClock.now(), kind: "service", text: silence ? "failure provoked" : "recovered")
             }
             logger.notice(silence ? "failure provoked from the dashboard: the node is silent" : "recovered from the provoked failure")
@@ -207,24 +207,24 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
     }
 
     public func torrents() async -> [TorrentRow] {
-        await onLoop { [self] in server.map { TorrentRow.rows($0.node.replica.store.catalogue) } ?? [] } ?? []
+        await onLoop { [self] in service.map { TorrentRow.rows($0.node.replica.store.catalogue) } ?? [] } ?? []
     }
 
     public func torrent(_ infoHash: InfoHash) async -> RegisteredTorrent? {
-        await onLoop { [self] in server?.node.replica.store.catalogue.torrents[infoHash] } ?? nil
+        await onLoop { [self] in service?.node.replica.store.catalogue.torrents[infoHash] } ?? nil
     }
 
     /// The master commits the change; a slave forwards it to the master. Either way this
     /// node's own replica shows it once committed, which is what the caller waits for.
     public func change(_ change: CatalogueChange) async throws(ControlRefusal) -> String {
         let submitted: String?? = await onLoop { [self] () -> String? in
-            guard let server else { return "the tracker service is stopped" }
-            guard !server.silenced else { return "the node is cut off from the cluster (provoked failure)" }
-            if let refusal = change.refusal(in: server.node.replica.store.catalogue) { return refusal }
-            guard server.node.isServing || (server.node.role == .slave && server.node.master != nil) else {
+            guard let service else { return "the tracker service is stopped" }
+            guard !service.silenced else { return "the node is cut off from the cluster (provoked failure)" }
+            if let refusal = change.refusal(in: service.node.replica.store.catalogue) { return refusal }
+            guard service.node.isServing || (service.node.role == .slave && service.node.master != nil) else {
                 return "no master to commit it (the cluster is electing); try again"
             }
-            server.step(.submit(change))
+            service.step(.submit(change))
             return nil
         }
         switch submitted {
@@ -234,7 +234,7 @@ public final class ClusterHost: DashboardBackend, @unchecked Sendable {
         }
         for _ in 0..<50 {
             try? await Task.sleep(for: .milliseconds(100))
-            let done = await onLoop { [self] in server.map { change.isDone(in: $0.node.replica.store.catalogue) } ?? false } ?? false
+            let done = await onLoop { [self] in service.map { change.isDone(in: $0.node.replica.store.catalogue) } ?? false } ?? false
             if done {
                 _ = await onLoop { [self] in history.note(WallClock.now(), kind: "catalogue", text: change.doneMessage) }
                 return change.doneMessage

@@ -1,5 +1,5 @@
 /// What a slave keeps about its master and its own transfer state.
-struct FollowerState: Sendable {
+struct SlaveState: Sendable {
     /// Whom it follows; nil right after a master stepped down, until it learns the next.
     var master: NodeID?
     /// When that master was adopted: a master never heard from is given the usual grace
@@ -33,25 +33,25 @@ extension TrackerNode {
         case .master: stepDown(now)
         case .starting, .slave, .candidate: break
         }
-        if follower?.master != node {
-            state = .slave(FollowerState(master: node, since: now))
+        if slaveRole?.master != node {
+            state = .slave(SlaveState(master: node, since: now))
         }
         if id.isAssigned { sendHello(to: node, now) } else {
             // `--id auto`: the master answers this with an id.
             broadcast(.hello(Hello(lastCommitted: replica.lastCommitted, hasState: replica.lastCommitted.txid > 0)))
             let retryAt = now + config.keepaliveInterval
-            follower?.retryAt = retryAt
+            slaveRole?.retryAt = retryAt
         }
     }
 
     mutating func sendHello(to node: NodeID, _ now: Instant) {
         send(.hello(Hello(lastCommitted: replica.lastCommitted, hasState: replica.lastCommitted.txid > 0)), to: node)
         let retryAt = now + config.keepaliveInterval
-        follower?.retryAt = retryAt
+        slaveRole?.retryAt = retryAt
     }
 
-    mutating func followerTick(_ now: Instant) {
-        guard let f = follower, let m = f.master else {
+    mutating func slaveTick(_ now: Instant) {
+        guard let f = slaveRole, let m = f.master else {
             startElection(now)
             return
         }
@@ -63,10 +63,10 @@ extension TrackerNode {
         if let offer = f.offer, now >= offer.resendAt {
             for part in offer.parts { send(.mergeOffer(part), to: m) }
             let resendAt = now + config.keepaliveInterval
-            follower?.offer?.resendAt = resendAt
+            slaveRole?.offer?.resendAt = resendAt
         }
         if inSync {
-            follower?.retryAt = nil
+            slaveRole?.retryAt = nil
             // Bully: a live, up-to-date node with a higher id than its master takes over
             // (unless its disk cannot record the epoch it would claim).
             if m < id && storeHealthy { startElection(now) }
@@ -76,7 +76,7 @@ extension TrackerNode {
             } else {
                 send(.catchUpRequest(after: replica.lastCommitted), to: m)
                 let retryAt = now + config.keepaliveInterval
-                follower?.retryAt = retryAt
+                slaveRole?.retryAt = retryAt
             }
         }
     }
@@ -85,12 +85,12 @@ extension TrackerNode {
         switch state {
         case .slave(let f):
             if env.from == f.master {
-                if k.role == .master { follower?.masterLast = k.lastCommitted } else { startElection(now) }
+                if k.role == .master { slaveRole?.masterLast = k.lastCommitted } else { startElection(now) }
             } else if f.master == nil, k.role == .master, env.epoch == epoch, env.from == epoch.master {
                 follow(env.from, now)
             }
         case .master:
-            // What a follower says of itself confirms it as a voter (never backwards).
+            // What a slave says of itself confirms it as a voter (never backwards).
             if k.role == .slave, k.master == id {
                 membership.update(env.from) { m in
                     if !k.inSync { m.confirmed = .zero } else if m.confirmed.epoch != k.lastCommitted.epoch || m.confirmed.txid < k.lastCommitted.txid {
@@ -113,14 +113,14 @@ extension TrackerNode {
         // transactions: anything else is not its PREPARE.
         guard tx.ref.epoch == epoch, tx.txid == previous.txid &+ 1 else { return }
         if master != epoch.master { follow(epoch.master, now) }
-        guard follower != nil else { return }
+        guard slaveRole != nil else { return }
         // A COMMIT we missed: the master has moved on from a transaction we prepared.
         if let p = prepared, p.ref == previous, p.digest == previousDigest, p.txid == replica.lastCommitted.txid + 1 {
             commitLocally(p)
             prepared = nil
             paths.count(.missedCommitApplied)
         }
-        follower?.masterLast = previous
+        slaveRole?.masterLast = previous
         if replica.lastCommitted == previous {
             prepared = tx
             if !storeHealthy { paths.count(.voteStoreFailed) }
@@ -131,18 +131,18 @@ extension TrackerNode {
         } else {
             paths.count(.voteNotInSync)
             send(.vote(txid: tx.txid, digest: tx.digest, verdict: .notInSync), to: tx.ref.epoch.master)
-            if follower?.retryAt == nil { follower?.retryAt = now }
+            if slaveRole?.retryAt == nil { slaveRole?.retryAt = now }
         }
     }
 
     mutating func commitReceived(_ ref: TxRef, digest: UInt64, _ now: Instant) {
-        guard let f = follower else { return }
+        guard let f = slaveRole else { return }
         if let p = prepared, p.ref == ref, p.digest == digest, ref.txid == replica.lastCommitted.txid + 1 {
             commitLocally(p)
             prepared = nil
         }
-        if f.masterLast.map({ $0 < ref }) ?? true { follower?.masterLast = ref }
-        if !inSync && follower?.retryAt == nil { follower?.retryAt = now }
+        if f.masterLast.map({ $0 < ref }) ?? true { slaveRole?.masterLast = ref }
+        if !inSync && slaveRole?.retryAt == nil { slaveRole?.retryAt = now }
     }
 
     mutating func abortReceived(_ ref: TxRef, digest: UInt64) {
@@ -169,40 +169,40 @@ extension TrackerNode {
         // 3223) — that reign's log need not be this one's.
         guard after == replica.lastCommitted, sent == epoch else {
             paths.count(.staleCatchUpIgnored)
-            if follower != nil, node == master { follower?.retryAt = now }
+            if slaveRole != nil, node == master { slaveRole?.retryAt = now }
             return
         }
-        if let f = leader?.recovery?.fetching, f.node == node {
+        if let f = masterRole?.recovery?.fetching, f.node == node {
             applyContiguous(txs)
-            leader?.recovery?.fetching = nil
-            if txs.count < 256, let ack = leader?.recovery?.acks[node] {
+            masterRole?.recovery?.fetching = nil
+            if txs.count < 256, let ack = masterRole?.recovery?.acks[node] {
                 // It sent all it has: it holds no more than we do now (its state may have
                 // shrunk since it answered, if it restarted from a stale disk).
                 let answer = (replica.lastCommitted, ack.prepared)
-                leader?.recovery?.acks[node] = answer
+                masterRole?.recovery?.acks[node] = answer
             }
-            leaderTick(now)
+            masterTick(now)
             return
         }
-        guard follower != nil, node == master, node == epoch.master else { return }
-        follower?.helloAnswered = true
+        guard slaveRole != nil, node == master, node == epoch.master else { return }
+        slaveRole?.helloAnswered = true
         let before = replica.lastCommitted
         applyContiguous(txs)
         if txs.isEmpty || (txs.count < 256 && replica.lastCommitted != before) {
             // The master sent all it had: we now hold its last transaction.
             let masterLast = replica.lastCommitted
-            follower?.masterLast = masterLast
-            follower?.retryAt = nil
+            slaveRole?.masterLast = masterLast
+            slaveRole?.retryAt = nil
             nextKeepalive = now  // tell the master we are in sync
         } else {
-            follower?.retryAt = now
+            slaveRole?.retryAt = now
         }
     }
 
     mutating func snapshotReceived(_ snapshot: Snapshot, from node: NodeID, sentIn sent: Epoch, _ now: Instant) {
         // Sent in another reign than the one we follow: stale, as for a catch-up.
         guard sent == epoch else {
-            if follower != nil, node == master { follower?.retryAt = now }
+            if slaveRole != nil, node == master { slaveRole?.retryAt = now }
             return
         }
         // Corrupted in transit, or impossible: ask again later.
@@ -210,35 +210,35 @@ extension TrackerNode {
             paths.count(.snapshotRefused)
             return
         }
-        if let f = leader?.recovery?.fetching, f.node == node {
+        if let f = masterRole?.recovery?.fetching, f.node == node {
             let mine = replica.lastCommitted
             let isPrefix = mine.txid <= snapshot.lastCommitted.txid && snapshot.history.epoch(of: mine.txid) == mine.epoch
             if !isPrefix && mine.txid > 0 { 
                 let ownDivergedContent = replica.store.content()
-                leader?.recovery?.ownDivergedContent += ownDivergedContent
+                masterRole?.recovery?.ownDivergedContent += ownDivergedContent
                 let ownDivergedTorrents = replica.store.catalogue.sorted
-                leader?.recovery?.ownDivergedTorrents += ownDivergedTorrents
+                masterRole?.recovery?.ownDivergedTorrents += ownDivergedTorrents
             }
             installLocally(snapshot, store: store)
             // What we prepared followed our old state, not this one.
             if !isPrefix { prepared = nil }
-            leader?.recovery?.fetching = nil
-            leaderTick(now)
+            masterRole?.recovery?.fetching = nil
+            masterTick(now)
             return
         }
-        guard follower != nil, node == master, node == epoch.master else { return }
-        follower?.helloAnswered = true
+        guard slaveRole != nil, node == master, node == epoch.master else { return }
+        slaveRole?.helloAnswered = true
         installLocally(snapshot, store: store)
         prepared = nil
-        follower?.masterLast = snapshot.lastCommitted
-        follower?.retryAt = nil
+        slaveRole?.masterLast = snapshot.lastCommitted
+        slaveRole?.retryAt = nil
         send(.snapshotAck(snapshot.lastCommitted), to: node)
         nextKeepalive = now
     }
 
     mutating func mergeRequested(_ now: Instant) {
-        guard let f = follower, let m = f.master else { return }
-        follower?.helloAnswered = true
+        guard let f = slaveRole, let m = f.master else { return }
+        slaveRole?.helloAnswered = true
         guard f.offer == nil else { return }
         let content = replica.store.content()
         let torrents = replica.store.catalogue.sorted
@@ -256,19 +256,19 @@ extension TrackerNode {
                        swarms: $0.element, torrents: $0.offset == 0 ? torrents : [])
         }
         let offer = PendingOffer(offerID: offerID, parts: parts, resendAt: now + config.keepaliveInterval)
-        follower?.offer = offer
+        slaveRole?.offer = offer
         for part in parts { send(.mergeOffer(part), to: m) }
     }
 
     mutating func mergeDoneReceived(_ offerID: UInt64, _ now: Instant) {
-        guard follower?.offer?.offerID == offerID else { return }
+        guard slaveRole?.offer?.offerID == offerID else { return }
         paths.count(.mergeCompleted)
         dropDivergedState(now)
     }
 
     /// Our diverged repository is safe in the master's: drop it and take a snapshot.
     mutating func dropDivergedState(_ now: Instant) {
-        follower?.offer = nil
+        slaveRole?.offer = nil
         prepared = nil
         replica.wipe()
         out.append(.wipeStore)

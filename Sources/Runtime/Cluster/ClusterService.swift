@@ -55,7 +55,7 @@ public struct ClusterNodeSettings: Sendable {
 /// Hosts one `TrackerNode` on one event loop: peer datagrams, broker messages, timers
 /// and store results all become `step` calls there, and the returned actions are
 /// performed there. Nothing else touches the node.
-public final class ClusterServer: @unchecked Sendable {
+public final class ClusterService: @unchecked Sendable {
     let settings: ClusterNodeSettings
     let loop: EventLoop
     let logger: Logger
@@ -85,7 +85,7 @@ public final class ClusterServer: @unchecked Sendable {
     var discardingBacklogUntil: Instant?
     /// When the discard began and the running total then (for its log line).
     var discardStart: (at: Instant, total: Int) = (.zero, 0)
-    public private(set) var stats = ClusterServerStats()
+    public private(set) var stats = NodeCounters()
     /// The dashboard's exporter, when there is one: commit latencies go to its histogram.
     var metrics: NodeMetrics?
     let finished: EventLoopPromise<Int32>
@@ -142,7 +142,7 @@ public final class ClusterServer: @unchecked Sendable {
             logger.warning("broker connection not encrypted: the broker password and every peer address cross the network in clear text; use stomp+ssl://",
                            metadata: ["broker": "\(broker.url)"])
         }
-        let peerSockets = try await PeerChannelBinder.bind(settings.peers, loop: loop) { [self] in PeerDatagramHandler(server: self) }
+        let peerSockets = try await PeerChannelBinder.bind(settings.peers, loop: loop) { [self] in PeerDatagramHandler(service: self) }
         try await loop.submit { [self] in
             sockets = peerSockets
             stomp = StompClient(settings: settings.broker, tls: tls, loop: loop, logger: logger) { [self] event in brokerEvent(event) }
@@ -393,7 +393,7 @@ public final class ClusterServer: @unchecked Sendable {
     public func takeCommitLatency() -> LatencyWindow { stats.commitLatency.take() }
 }
 
-public struct ClusterServerStats: Sendable {
+public struct NodeCounters: Sendable {
     public var datagrams = 0
     public var replies = 0
     public var errorReplies = 0
@@ -436,19 +436,19 @@ public struct LatencyWindow: Sendable {
     }
 }
 
-/// Hands peer datagrams to the server on its loop.
+/// Hands peer datagrams to the service on its loop.
 final class PeerDatagramHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
-    let server: ClusterServer
+    let service: ClusterService
 
-    init(server: ClusterServer) { self.server = server }
+    init(service: ClusterService) { self.service = service }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
-        server.peerDatagram(envelope.data, from: envelope.remoteAddress)
+        service.peerDatagram(envelope.data, from: envelope.remoteAddress)
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) { server.peerReadComplete() }
+    func channelReadComplete(context: ChannelHandlerContext) { service.peerReadComplete() }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         // ICMP port-unreachable from a vanished peer and the like: not fatal.
