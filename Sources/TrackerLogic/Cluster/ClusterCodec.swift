@@ -23,7 +23,9 @@ public enum ClusterCodec {
 
     enum Tag: UInt8 {
         case keepalive = 1, election, answer, coordinator, coordinatorAck, prepare, vote, commit, abort
-        case hello, idAssigned, idRefused, catchUpRequest, catchUp, snapshot, snapshotAck
+        // Tag 12 was ID-REFUSED, which no node ever sent (a node learns that its id is
+        // taken from the other process's own messages): decoded as unknown, and never reused.
+        case hello, idAssigned, retiredIDRefused, catchUpRequest, catchUp, snapshot, snapshotAck
         case mergeRequest, mergeOffer, mergeDone, leaving, submit
     }
 
@@ -74,7 +76,7 @@ public enum ClusterCodec {
             write(ref, &b); b.writeInteger(digest)
         case .hello(let h):
             write(h.lastCommitted, &b); b.writeInteger(h.hasState ? 1 as UInt8 : 0)
-        case .idAssigned(let inc, let id), .idRefused(let inc, let id):
+        case .idAssigned(let inc, let id):
             b.writeInteger(inc); b.writeInteger(id.rawValue)
         case .catchUp(let after, let txs):
             write(after, &b)
@@ -111,7 +113,6 @@ public enum ClusterCodec {
         case .abort: return .abort
         case .hello: return .hello
         case .idAssigned: return .idAssigned
-        case .idRefused: return .idRefused
         case .catchUpRequest: return .catchUpRequest
         case .catchUp: return .catchUp
         case .snapshot: return .snapshot
@@ -363,7 +364,7 @@ public enum ClusterCodec {
             case .abort: message = .abort(try ref(), digest: try int())
             case .hello: message = .hello(Hello(lastCommitted: try ref(), hasState: try bool()))
             case .idAssigned: message = .idAssigned(incarnation: try int(), id: try node())
-            case .idRefused: message = .idRefused(incarnation: try int(), id: try node())
+            case .retiredIDRefused: throw ClusterDecodingError("unknown message type 12")
             case .catchUpRequest: message = .catchUpRequest(after: try ref())
             case .catchUp: message = .catchUp(after: try ref(), try list(minItemSize: 20) { try $0.transaction() })
             case .snapshot:

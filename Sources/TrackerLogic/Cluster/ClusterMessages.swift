@@ -37,8 +37,6 @@ public enum ClusterMessage: Hashable, Sendable {
     case hello(Hello)
     /// The master's answer to `--id auto`: this incarnation may use this id.
     case idAssigned(incarnation: UInt64, id: NodeID)
-    /// The id is in use by another live node; the named incarnation must exit.
-    case idRefused(incarnation: UInt64, id: NodeID)
     /// "Send me committed transactions after this one."
     case catchUpRequest(after: TxRef)
     /// The transactions after `after` — the requester's last commit when it asked. A
@@ -108,6 +106,11 @@ public struct MergeOffer: Hashable, Sendable {
 }
 
 extension ClusterMessage {
+    /// Most transactions one CATCHUP carries. A reply that carries fewer is all the sender
+    /// had after the requester's last commit; a full one may be followed by more, which
+    /// the requester asks for next.
+    public static let catchUpLimit = 256
+
     /// Short name for traces and logs.
     public var name: String {
         switch self {
@@ -122,7 +125,6 @@ extension ClusterMessage {
         case .abort: return "ABORT"
         case .hello: return "HELLO"
         case .idAssigned: return "ID-ASSIGNED"
-        case .idRefused: return "ID-REFUSED"
         case .catchUpRequest: return "CATCHUP-REQUEST"
         case .catchUp: return "CATCHUP"
         case .snapshot: return "SNAPSHOT"

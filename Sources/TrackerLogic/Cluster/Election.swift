@@ -27,7 +27,7 @@ extension TrackerNode {
         var knowsMembers = false
         switch state {
         case .starting, .stopped, .modifying: return
-        case .master: stepDown(now)
+        case .recovering, .master: stepDown(now)
         case .slave(let f): knowsMembers = f.master != nil
         case .candidate: break
         }
@@ -85,7 +85,7 @@ extension TrackerNode {
         guard storeHealthy else { return }
         send(.answer, to: candidate)
         switch state {
-        case .master:
+        case .recovering, .master:
             // Still here: remind everyone who leads.
             broadcast(.coordinator(lastCommitted: replica.lastCommitted))
         case .slave:
@@ -113,10 +113,11 @@ extension TrackerNode {
         guard epoch.master == id else { return }
         paths.count(.electionWon)
         membership.forgetConfirmations()
-        state = .master(MasterState(recoveryDeadline: now + config.recoveryTimeout, now: now, expiryEvery: expiryPeriod))
+        state = .recovering(RecoveryState(deadline: now + config.recoveryTimeout, resendAt: now + Milliseconds(500),
+                                          expiryDue: now + expiryPeriod))
         broadcast(.coordinator(lastCommitted: replica.lastCommitted))
         nextKeepalive = now  // tell everyone at once
-        masterTick(now)
+        recoveryTick(now)
     }
 
     var expiryPeriod: Milliseconds {

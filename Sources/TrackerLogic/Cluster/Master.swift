@@ -42,16 +42,6 @@ struct InFlight: Sendable {
     var preparedAt: Instant
 }
 
-struct Recovery: Sendable {
-    var deadline: Instant
-    var resendAt: Instant
-    var acks: [NodeID: (last: TxRef, prepared: Transaction?)] = [:]
-    var fetching: (node: NodeID, deadline: Instant)?
-    /// Our own repository when it diverged from the one we fetched: merged back once we serve.
-    var ownDivergedContent: [SwarmMerge] = []
-    var ownDivergedTorrents: [RegisteredTorrent] = []
-}
-
 struct OfferProgress: Sendable {
     var parts: UInt32
     var received: Set<UInt32> = []
@@ -60,7 +50,6 @@ struct OfferProgress: Sendable {
 
 /// What only the master keeps.
 struct MasterState: Sendable {
-    var recovery: Recovery?
     var queue: [QueuedUpdate] = []
     var batchDeadline: Instant?
     var retryAfter: Instant?
@@ -77,19 +66,15 @@ struct MasterState: Sendable {
     /// At most this many `--id auto` assignments are remembered by one master.
     static let maxAssignedIDs = 4096
 
-    init(recoveryDeadline: Instant, now: Instant, expiryEvery: Milliseconds) {
-        recovery = Recovery(deadline: recoveryDeadline, resendAt: now + Milliseconds(500))
-        nextExpiry = now + expiryEvery
+    /// Serving from the end of its recovery: `recovered` is proposed first, at once.
+    init(nextExpiry: Instant, recovered: [SwarmUpdate], now: Instant) {
+        self.nextExpiry = nextExpiry
+        queue = recovered.map { QueuedUpdate(update: $0, origin: .recovered) }
+        if !queue.isEmpty { batchDeadline = now }
     }
-
-    var isServing: Bool { recovery == nil }
 
     var nextDeadline: Instant? {
         var candidates: [Instant] = [nextExpiry]
-        if let r = recovery {
-            candidates += [r.deadline, r.resendAt]
-            if let f = r.fetching { candidates.append(f.deadline) }
-        }
         if let f = inFlight { candidates.append(f.deadline) }
         if inFlight == nil, let b = batchDeadline { candidates.append(max(b, retryAfter ?? b)) }
         return candidates.min()
@@ -97,99 +82,12 @@ struct MasterState: Sendable {
 }
 
 extension TrackerNode {
-    // MARK: recovery
-
-    mutating func coordinatorAckReceived(from node: NodeID, last: TxRef, prepared: Transaction?, _ now: Instant) {
-        guard let l = masterRole else { return }
-        membership.update(node) { $0.lastCommitted = last }
-        if l.recovery != nil {
-            masterRole?.recovery?.acks[node] = (last, prepared)
-            masterTick(now)
-        } else if last == replica.lastCommitted {
-            membership.update(node) { $0.confirmed = last }
-        }
-    }
-
     func majority(of n: Int) -> Int { n / 2 + 1 }
-
-    mutating func recoveryTick(_ now: Instant) {
-        guard var r = masterRole?.recovery else { return }
-        if let f = r.fetching {
-            guard now >= f.deadline else { return }
-            r.fetching = nil
-        }
-        let live = brokerLiveMembers(now).filter { $0.role != .starting }
-        let everyoneAnswered = live.allSatisfy { r.acks[$0.id] != nil }
-        guard everyoneAnswered || now >= r.deadline else {
-            if now >= r.resendAt {
-                // COORDINATOR may have been lost: ask again those who did not answer.
-                r.resendAt = now + Milliseconds(config.keepaliveInterval.value / 2)
-                for m in live where r.acks[m.id] == nil { send(.coordinator(lastCommitted: replica.lastCommitted), to: m.id) }
-            }
-            masterRole?.recovery = r
-            return
-        }
-        let answers = r.acks.keys.sorted().filter { membership.isLive($0, now: now, downAfter: config.downAfter, onBroker: true) }
-            .compactMap { node in r.acks[node].map { (node: node, last: $0.last, prepared: $0.prepared) } }
-        if config.quorum == .strict && answers.count + 1 < majority(of: config.clusterSize) {
-            // Not enough of the cluster to know what it committed: keep asking (once per
-            // timeout, not per answer), serve nobody.
-            if now >= r.deadline {
-                paths.count(.strictRecoveryHalted)
-                r.deadline = now + config.recoveryTimeout
-                broadcast(.coordinator(lastCommitted: replica.lastCommitted))
-            }
-            masterRole?.recovery = r
-            return
-        }
-        // Catch up from the most up-to-date slave first.
-        if let best = answers.max(by: { $0.last < $1.last }), replica.lastCommitted < best.last {
-            r.fetching = (best.node, now + config.recoveryTimeout)
-            masterRole?.recovery = r
-            paths.count(.recoveryFetched)
-            send(.catchUpRequest(after: replica.lastCommitted), to: best.node)
-            return
-        }
-        // Whatever anyone prepared right after our last commit may have been committed
-        // by the old master: propose it again (applying an update twice is harmless).
-        // Only a transaction prepared on top of that very commit: one prepared after
-        // another branch's #n (a minority's own epoch) would apply that branch's older
-        // records over ours — the state checker caught an acknowledged announce rolled
-        // back so (seed 4851). A diverged branch comes back by merge, which keeps the
-        // newer record.
-        var seen = Set<UInt64>()
-        var recovered: [SwarmUpdate] = []
-        var candidates = answers.filter { $0.last == replica.lastCommitted }.compactMap(\.prepared)
-        if let mine = prepared { candidates.append(mine) }
-        for tx in candidates.sorted(by: { ($0.ref, $0.digest) < ($1.ref, $1.digest) })
-        where tx.txid == replica.lastCommitted.txid + 1 && seen.insert(tx.digest).inserted {
-            recovered += tx.updates
-            paths.count(.preparedReproposed)
-        }
-        if !r.ownDivergedContent.isEmpty || !r.ownDivergedTorrents.isEmpty { paths.count(.recoveryMergedOwnState) }
-        recovered += r.ownDivergedContent.map { .merge($0) }
-        recovered += r.ownDivergedTorrents.filter { replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
-        prepared = nil
-        masterRole?.recovery = nil
-        for answer in answers {
-            if answer.last == replica.lastCommitted {
-                membership.update(answer.node) { $0.confirmed = answer.last }
-            } else {
-                syncReply(to: answer.node, last: answer.last, hasState: answer.last.txid > 0, now)
-            }
-        }
-        masterRole?.queue.insert(contentsOf: recovered.map { QueuedUpdate(update: $0, origin: .recovered) }, at: 0)
-        if masterRole?.queue.isEmpty == false { masterRole?.batchDeadline = now }
-        nextKeepalive = now
-    }
 
     // MARK: serving
 
     mutating func masterTick(_ now: Instant) {
-        if masterRole?.recovery != nil {
-            recoveryTick(now)
-        }
-        guard let l = masterRole, l.isServing else { return }
+        guard let l = masterRole else { return }
         if now >= l.nextExpiry {
             let nextExpiry = now + expiryPeriod
             masterRole?.nextExpiry = nextExpiry
@@ -203,7 +101,7 @@ extension TrackerNode {
     /// the catalogue cannot take (already there, full) is dropped here, so replicas
     /// never apply a change the master would not have accepted.
     mutating func catalogueChangeReceived(_ change: CatalogueChange, _ now: Instant) {
-        guard let l = masterRole, l.isServing else { return }
+        guard let l = masterRole else { return }
         guard change.refusal(in: replica.store.catalogue) == nil else { return }
         enqueue(.catalogue(change), origin: .operator, now)
     }
@@ -219,7 +117,7 @@ extension TrackerNode {
     }
 
     mutating func tryPrepare(_ now: Instant) {
-        guard var l = masterRole, l.isServing, l.inFlight == nil, !l.queue.isEmpty else { return }
+        guard var l = masterRole, l.inFlight == nil, !l.queue.isEmpty else { return }
         if let r = l.retryAfter, now < r { return }
         guard l.queue.count >= config.batchMaxUpdates || now >= (l.batchDeadline ?? now) else { return }
         let items = Array(l.queue.prefix(config.batchMaxUpdates))
@@ -373,7 +271,7 @@ extension TrackerNode {
     /// and the next master answers); a prepared transaction may still be recovered. The
     /// node is a slave of nobody until it follows or runs.
     mutating func stepDown(_ now: Instant) {
-        guard let l = masterRole else { return }
+        guard isMaster else { return }
         if let until = pauseBacklogUntil, now < until {
             // Just woken from a pause and already out of office: what its socket queued
             // meanwhile was the newer master's to answer.
@@ -382,14 +280,14 @@ extension TrackerNode {
             held.ignore(until: until)
         }
         pauseBacklogUntil = nil
-        if let f = l.inFlight { prepared = f.tx }
+        if let f = masterRole?.inFlight { prepared = f.tx }
         state = .slave(SlaveState(master: nil, since: now))
     }
 
     // MARK: join, catch-up and merge (master side)
 
     mutating func helloReceived(_ env: ClusterEnvelope, _ h: Hello, _ now: Instant) {
-        guard let l = masterRole, l.isServing else { return }
+        guard let l = masterRole else { return }
         if !env.from.isAssigned {
             let assigned: NodeID
             if let known = l.assignedIDs[env.incarnation] {
@@ -414,7 +312,7 @@ extension TrackerNode {
         if last == replica.lastCommitted {
             send(.catchUp(after: last, []), to: node)
             membership.update(node) { $0.confirmed = last }
-        } else if replica.isPrefix(last), let txs = replica.transactions(after: last.txid) {
+        } else if replica.isPrefix(last), let txs = replica.transactions(after: last.txid, limit: ClusterMessage.catchUpLimit) {
             paths.count(.catchUpSent)
             send(.catchUp(after: last, txs), to: node)
         } else if hasState && !replica.isPrefix(last) {
@@ -438,11 +336,11 @@ extension TrackerNode {
     }
 
     mutating func catchUpRequested(by node: NodeID, after: TxRef, _ now: Instant) {
-        if masterRole?.isServing == true {
+        if masterRole != nil {
             syncReply(to: node, last: after, hasState: true, now)
         } else if slaveRole != nil, node == master {
             // A recovering master fetches from us.
-            if replica.isPrefix(after), let txs = replica.transactions(after: after.txid) {
+            if replica.isPrefix(after), let txs = replica.transactions(after: after.txid, limit: ClusterMessage.catchUpLimit) {
                 if !txs.isEmpty { paths.count(.catchUpSent) }
                 send(.catchUp(after: after, txs), to: node)
             } else {
@@ -453,7 +351,7 @@ extension TrackerNode {
     }
 
     mutating func mergeOfferReceived(_ offer: MergeOffer, from node: NodeID, _ now: Instant) {
-        guard let l = masterRole, l.isServing else { return }
+        guard let l = masterRole else { return }
         let key = OfferKey(node: node, offerID: offer.offerID)
         if l.finishedOffers.contains(key) {
             send(.mergeDone(offerID: offer.offerID), to: node)

@@ -33,12 +33,12 @@ extension TrackerNode {
         // was heard for stays what it was (one keepalive before a pause is not an interval).
         if let c = idConflict { idConflict = (c.incarnation, min(c.firstHeard + late, now)) }
         let outOfOffice = late + config.keepaliveInterval >= config.downAfter
-        if case .master = state, !outOfOffice {
+        if isMaster, !outOfOffice {
             pauseBacklogUntil = now + config.keepaliveInterval
             return
         }
         out.append(.discardPeerBacklog)
-        if case .master = state {
+        if isMaster {
             paths.count(.pausedMasterSteppedDown)
             startElection(now)
             // The datagrams queued in its socket arrive now with nothing to tell their age:

@@ -71,8 +71,9 @@ public struct Replica: Sendable, Equatable {
         return true
     }
 
-    /// Committed transactions after `txid`, or nil when the log no longer reaches back.
-    public func transactions(after txid: UInt64, limit: Int = 256) -> [Transaction]? {
+    /// Committed transactions after `txid`, at most `limit` of them, or nil when the log
+    /// no longer reaches back.
+    public func transactions(after txid: UInt64, limit: Int) -> [Transaction]? {
         guard txid <= lastCommitted.txid else { return nil }
         if txid == lastCommitted.txid { return [] }
         guard let first = log.first, first.txid <= txid + 1 else { return nil }

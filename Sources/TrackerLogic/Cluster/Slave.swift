@@ -30,7 +30,7 @@ extension TrackerNode {
     mutating func follow(_ node: NodeID, _ now: Instant) {
         switch state {
         case .stopped, .modifying: return
-        case .master: stepDown(now)
+        case .recovering, .master: stepDown(now)
         case .starting, .slave, .candidate: break
         }
         if slaveRole?.master != node {
@@ -89,7 +89,7 @@ extension TrackerNode {
             } else if f.master == nil, k.role == .master, env.epoch == epoch, env.from == epoch.master {
                 follow(env.from, now)
             }
-        case .master:
+        case .recovering, .master:
             // What a slave says of itself confirms it as a voter (never backwards).
             if k.role == .slave, k.master == id {
                 membership.update(env.from) { m in
@@ -172,23 +172,12 @@ extension TrackerNode {
             if slaveRole != nil, node == master { slaveRole?.retryAt = now }
             return
         }
-        if let f = masterRole?.recovery?.fetching, f.node == node {
-            applyContiguous(txs)
-            masterRole?.recovery?.fetching = nil
-            if txs.count < 256, let ack = masterRole?.recovery?.acks[node] {
-                // It sent all it has: it holds no more than we do now (its state may have
-                // shrunk since it answered, if it restarted from a stale disk).
-                let answer = (replica.lastCommitted, ack.prepared)
-                masterRole?.recovery?.acks[node] = answer
-            }
-            masterTick(now)
-            return
-        }
+        if case .recovering = state { return recoveryCatchUpReceived(txs, from: node, now) }
         guard slaveRole != nil, node == master, node == epoch.master else { return }
         slaveRole?.helloAnswered = true
         let before = replica.lastCommitted
         applyContiguous(txs)
-        if txs.isEmpty || (txs.count < 256 && replica.lastCommitted != before) {
+        if txs.isEmpty || (txs.count < ClusterMessage.catchUpLimit && replica.lastCommitted != before) {
             // The master sent all it had: we now hold its last transaction.
             let masterLast = replica.lastCommitted
             slaveRole?.masterLast = masterLast
@@ -210,22 +199,7 @@ extension TrackerNode {
             paths.count(.snapshotRefused)
             return
         }
-        if let f = masterRole?.recovery?.fetching, f.node == node {
-            let mine = replica.lastCommitted
-            let isPrefix = mine.txid <= snapshot.lastCommitted.txid && snapshot.history.epoch(of: mine.txid) == mine.epoch
-            if !isPrefix && mine.txid > 0 { 
-                let ownDivergedContent = replica.store.content()
-                masterRole?.recovery?.ownDivergedContent += ownDivergedContent
-                let ownDivergedTorrents = replica.store.catalogue.sorted
-                masterRole?.recovery?.ownDivergedTorrents += ownDivergedTorrents
-            }
-            installLocally(snapshot, store: store)
-            // What we prepared followed our old state, not this one.
-            if !isPrefix { prepared = nil }
-            masterRole?.recovery?.fetching = nil
-            masterTick(now)
-            return
-        }
+        if case .recovering = state { return recoverySnapshotReceived(snapshot, store: store, from: node, now) }
         guard slaveRole != nil, node == master, node == epoch.master else { return }
         slaveRole?.helloAnswered = true
         installLocally(snapshot, store: store)

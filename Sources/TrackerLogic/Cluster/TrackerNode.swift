@@ -164,6 +164,7 @@ public struct TrackerNode: Sendable {
             consider(f.nextDeadline)
             if f.master != nil { consider(f.since + config.downAfter + Milliseconds(1)) }
         case .candidate(let phase): consider(phase.deadline)
+        case .recovering(let r): consider(r.nextDeadline)
         case .master(let l): consider(l.nextDeadline)
         case .stopped, .modifying: break
         }
@@ -176,7 +177,7 @@ public struct TrackerNode: Sendable {
         case .starting: return .starting
         case .slave: return .slave
         case .candidate: return .candidate
-        case .master: return .master
+        case .recovering, .master: return .master
         case .stopped, .modifying: return .stopped
         }
     }
@@ -184,7 +185,7 @@ public struct TrackerNode: Sendable {
     /// Whom it follows (itself when master).
     public var master: NodeID? {
         switch state {
-        case .master: return id
+        case .recovering, .master: return id
         case .slave(let f): return f.master
         case .starting, .candidate, .stopped, .modifying: return nil
         }
@@ -192,21 +193,20 @@ public struct TrackerNode: Sendable {
 
     public var status: NodeStatus { NodeStatus(role: role, epoch: epoch, master: master, serving: isServing) }
 
+    /// Holding the master's office: recovering or serving.
+    var isMaster: Bool { role == .master }
+
     /// Serving peers: master, recovered, not in an election.
     public var isServing: Bool {
-        // A switch reads the master's state in place; `masterRole?` would copy all of it.
-        switch state {
-        case .master(let l): return l.recovery == nil
-        default: return false
-        }
+        if case .master = state { return true } else { return false }
     }
 
     /// The keepalive view of whether this node's repository is the master's.
     public var inSync: Bool {
         switch state {
-        case .master(let l): return l.isServing
+        case .master: return true
         case .slave(let f): return f.masterLast == replica.lastCommitted
-        case .starting, .candidate, .stopped, .modifying: return false
+        case .starting, .candidate, .recovering, .stopped, .modifying: return false
         }
     }
 
@@ -242,6 +242,22 @@ public struct TrackerNode: Sendable {
             var f: SlaveState? = current
             yield &f
             state = f.map { .slave($0) } ?? .stopped
+        }
+    }
+
+    /// The recovering master's state, when recovering.
+    var recovery: RecoveryState? {
+        get { if case .recovering(let r) = state { return r } else { return nil } }
+        _modify {
+            guard case .recovering(let current) = state else {
+                var none: RecoveryState?
+                yield &none
+                return
+            }
+            state = .modifying
+            var r: RecoveryState? = current
+            yield &r
+            state = r.map { .recovering($0) } ?? .stopped
         }
     }
 
@@ -321,6 +337,7 @@ public struct TrackerNode: Sendable {
         }
         switch state {
         case .candidate: electionTick(now)
+        case .recovering: recoveryTick(now)
         case .master: masterTick(now)
         case .slave: slaveTick(now)
         case .starting, .stopped, .modifying: break
@@ -393,7 +410,7 @@ public struct TrackerNode: Sendable {
         noteServingMaster(env, now)
         if !membership.restarted.isEmpty {
             // What a restarted node told us before (its state, its recovery answer) is void.
-            for node in membership.restarted { masterRole?.recovery?.acks[node] = nil }
+            for node in membership.restarted { recovery?.acks[node] = nil }
             membership.restarted.removeAll()
         }
         if env.epoch > epoch && env.epoch.master.isAssigned {
@@ -423,8 +440,6 @@ public struct TrackerNode: Sendable {
         case .abort(let ref, let digest): abortReceived(ref, digest: digest)
         case .hello(let h): helloReceived(env, h, now)
         case .idAssigned: break
-        case .idRefused(let inc, let refused):
-            if inc == incarnation, refused == id { stop(reason: .idInUse(refused)) }
         case .catchUpRequest(let after): catchUpRequested(by: env.from, after: after, now)
         case .catchUp(let after, let txs): catchUpReceived(txs, after: after, from: env.from, sentIn: env.epoch, now)
         case .snapshot(let s): snapshotReceived(s, from: env.from, sentIn: env.epoch, now)
@@ -444,7 +459,7 @@ public struct TrackerNode: Sendable {
         switch state {
         case .master: catalogueChangeReceived(change, now)
         case .slave(let f): if let master = f.master { send(.submit(change), to: master) }
-        case .starting, .candidate, .stopped, .modifying: break
+        case .starting, .candidate, .recovering, .stopped, .modifying: break
         }
     }
 
@@ -452,7 +467,7 @@ public struct TrackerNode: Sendable {
         adopt(epoch: newEpoch)
         switch state {
         case .starting, .stopped, .modifying: return
-        case .master:
+        case .recovering, .master:
             paths.count(.masterSteppedDown)
             stepDown(now)
         case .slave, .candidate: break
@@ -593,7 +608,10 @@ enum NodeState: Sendable {
     case slave(SlaveState)
     /// Running a bully election.
     case candidate(ElectionPhase)
-    /// Leading its own epoch: recovering, then serving.
+    /// Leading its own epoch, not serving yet: recovering what a majority may have
+    /// committed (`Recovery.swift`).
+    case recovering(RecoveryState)
+    /// Leading its own epoch and serving peers.
     case master(MasterState)
     /// Left cleanly or refused; does nothing more.
     case stopped
