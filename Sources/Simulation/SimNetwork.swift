@@ -147,7 +147,9 @@ extension Simulator {
         case .committed(let quorum, _):
             if let id = slots[slot].nodeID, let v = checker.committed(quorum, by: id) { fail(v) }
         case .discardPeerBacklog:
-            slots[slot].discardingBacklog = slots[slot].peerBacklog > 0
+            if slots[slot].peerBacklog > 0 {
+                slots[slot].backlogDiscard = PeerBacklogDiscard(now: nodeNow(slot), for: config.keepaliveInterval, drainedBytes: 0)
+            }
         case .subscribe, .statusChanged, .aborted:
             // The broker's topics are modelled by node id; status is read by the checker.
             break

@@ -65,10 +65,14 @@ final class SimSlot {
     /// after it wakes (the broker's backlog at once), so a node that comes to serve fast
     /// still has some of them to read, as a real one does.
     var peerBacklog = 0
+    /// Their bytes: what the socket's receive queue holds of the pause.
+    var peerBacklogBytes = 0
     /// How many of them the last pause queued (the next one is read that many ms late).
     var backlogPosition = 0
-    /// The node asked for its peer backlog to be dropped (`NodeAction.discardPeerBacklog`).
-    var discardingBacklog = false
+    /// The node asked for its peer backlog to be dropped (`NodeAction.discardPeerBacklog`),
+    /// by the runtime's rule. The simulated socket knows which datagrams the pause queued,
+    /// so the discard ends when none of them is left.
+    var backlogDiscard: PeerBacklogDiscard?
     /// What this process heard serving masters say, and when they said it (see `HeardServing`).
     var heardServing = HeardServing()
     /// When this process last read each request, and whether it served then.
@@ -393,7 +397,7 @@ public struct Simulator {
         slots[slot].node = node
         slots[slot].held = HeldWatch()  // a new process holds nothing
         slots[slot].pausedUntil = nil
-        slots[slot].discardingBacklog = false
+        slots[slot].backlogDiscard = nil
         slots[slot].heardServing = HeardServing()
         slots[slot].readAt = [:]
         slots[slot].acceptedFrames = []
@@ -452,6 +456,7 @@ public struct Simulator {
                         // A full socket buffer drops what arrives (the kernel does).
                         guard slots[s].peerBacklog < peerSocketBacklog else { return }
                         slots[s].peerBacklog += 1
+                        slots[s].peerBacklogBytes += bytes.readableBytes
                     }
                     slots[s].backlogPosition += 1
                     queue.push(until + Milliseconds(Int64(slots[s].backlogPosition)), .peerDatagram(s, bytes, from, backlogOf: process))
@@ -536,11 +541,15 @@ public struct Simulator {
         case .peerDatagram(let s, let bytes, let from, let backlogOf):
             if let process = backlogOf {
                 slots[s].peerBacklog -= 1
+                slots[s].peerBacklogBytes -= bytes.readableBytes
                 guard slots[s].inspect({ $0.incarnation }) == process else { return }
-                if slots[s].discardingBacklog {
-                    coverage.count(.pauseBacklogDiscarded)
-                    if slots[s].peerBacklog == 0 { slots[s].discardingBacklog = false }
-                    return note(s, "backlog datagram from \(from) discarded")
+                if var discard = slots[s].backlogDiscard {
+                    if discard.drops(at: nodeNow(s)) {
+                        slots[s].backlogDiscard = discard.isDrained(queuedBytes: slots[s].peerBacklogBytes) ? nil : discard
+                        coverage.count(.pauseBacklogDiscarded)
+                        return note(s, "backlog datagram from \(from) discarded")
+                    }
+                    slots[s].backlogDiscard = nil
                 }
             }
             if let p = peerByEndpoint[from], let header = BEP15Codec.peekHeader(bytes), let serving = slots[s].inspect({ $0.isServing }) {
@@ -623,7 +632,7 @@ public struct Simulator {
             guard slots[s].isRunning else { return }
             if now - slots[s].startedAt < Milliseconds(1000) { coverage.count(.pauseRightAfterStart) }
             slots[s].pausedUntil = now + Milliseconds(span)
-            slots[s].discardingBacklog = false
+            slots[s].backlogDiscard = nil
             slots[s].backlogPosition = 0
             slots[s].held.backlogUntil = now + Milliseconds(span) + config.keepaliveInterval
         case .restart(let s), .join(let s):

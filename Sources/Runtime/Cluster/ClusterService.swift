@@ -80,11 +80,8 @@ public final class ClusterService: @unchecked Sendable {
     var storeFailing = false
     var inPeerRead = false
     var repliesPending = false
-    /// Set by `.discardPeerBacklog`: peer datagrams are dropped unread until the receive
-    /// queue is down to a read's worth (what is left arrived after the wake), or until then.
-    var discardingBacklogUntil: Instant?
-    /// When the discard began and the running total then (for its log line).
-    var discardStart: (at: Instant, total: Int) = (.zero, 0)
+    /// Set by `.discardPeerBacklog`: peer datagrams are dropped unread while it lasts.
+    var backlogDiscard: PeerBacklogDiscard?
     public private(set) var stats = NodeCounters()
     /// The dashboard's exporter, when there is one: commit latencies go to its histogram.
     var metrics: NodeMetrics?
@@ -215,8 +212,8 @@ public final class ClusterService: @unchecked Sendable {
         case .probeStore:
             store(.probe, for: action)
         case .discardPeerBacklog:
-            discardingBacklogUntil = WallClock.now() + settings.cluster.keepaliveInterval
-            discardStart = (WallClock.now(), stats.backlogDiscarded)
+            backlogDiscard = PeerBacklogDiscard(now: WallClock.now(), for: settings.cluster.keepaliveInterval,
+                                                drainedBytes: Self.drainedQueueBytes)
             logger.notice("woke from a pause; dropping the peer datagrams queued meanwhile (another master answers them)",
                           metadata: ["queued-bytes": "\(sockets.receive.receiveQueueBytes().map { "\($0)" } ?? "unknown")"])
         case .exit(let reason):
@@ -299,8 +296,9 @@ public final class ClusterService: @unchecked Sendable {
         // hold it, so that whoever serves next answers what arrived while nobody did.
         guard !stopping, !silenced, let endpoint = PeerEndpoint(source) else { return }
         if ClusterChannel.isFrame(data) { return beaconReceived(data) }
-        if let until = discardingBacklogUntil {
-            if WallClock.now() < until {
+        if var discard = backlogDiscard {
+            if discard.drops(at: WallClock.now()) {
+                backlogDiscard = discard
                 stats.backlogDiscarded += 1
                 return
             }
@@ -315,7 +313,7 @@ public final class ClusterService: @unchecked Sendable {
         if repliesPending { flushReplies() }
         // The socket is read in bursts; once what is still queued is less than a burst,
         // the rest arrived after the wake.
-        if discardingBacklogUntil != nil, let queued = sockets.receive.receiveQueueBytes(), queued <= Self.drainedQueueBytes {
+        if let discard = backlogDiscard, discard.isDrained(queuedBytes: sockets.receive.receiveQueueBytes()) {
             endBacklogDiscard()
         }
     }
@@ -324,9 +322,10 @@ public final class ClusterService: @unchecked Sendable {
     static let drainedQueueBytes = 64 << 10
 
     func endBacklogDiscard() {
-        discardingBacklogUntil = nil
-        logger.notice("peer backlog dropped", metadata: ["datagrams": "\(stats.backlogDiscarded - discardStart.total)",
-                                                         "ms": "\((WallClock.now() - discardStart.at).value)"])
+        guard let discard = backlogDiscard else { return }
+        backlogDiscard = nil
+        logger.notice("peer backlog dropped", metadata: ["datagrams": "\(discard.dropped)",
+                                                         "ms": "\((WallClock.now() - discard.startedAt).value)"])
     }
 
     /// A keepalive from the peer network (our own comes back too: the group loops).
