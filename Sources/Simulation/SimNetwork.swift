@@ -150,7 +150,7 @@ extension Simulator {
             if slots[slot].peerBacklog > 0 {
                 slots[slot].backlogDiscard = PeerBacklogDiscard(now: nodeNow(slot), for: config.keepaliveInterval, drainedBytes: 0)
             }
-        case .subscribe, .statusChanged, .aborted:
+        case .subscribe, .standingChanged, .aborted, .catalogueChanged, .submitRefused:
             // The broker's topics are modelled by node id; status is read by the checker.
             break
         case .exit(let reason):

@@ -26,9 +26,11 @@ extension Simulator {
         case .discardPeerBacklog: return "discard peer backlog"
         case .exit(let r): return "exit (\(r))"
         case .subscribe(let id): return "subscribe n\(id.rawValue)"
-        case .statusChanged(let c): return "status \(c.current.role) \(c.current.epoch)\(c.current.serving ? " serving" : "")"
+        case .standingChanged(let c): return "status \(c.current.role) \(c.current.epoch)\(c.current.serving ? " serving" : "")"
         case .committed(let q, let latency): return "committed \(q.ref) in \(latency.value) ms"
         case .aborted(let ref): return "aborted \(ref)"
+        case .catalogueChanged(let c): return "catalogue changed (\(c.torrents.count) torrents)"
+        case .submitRefused(_, let reason): return "submit refused: \(reason)"
         }
     }
 

@@ -28,7 +28,7 @@ struct EffectsContractTests: MasterFixture {
     @Test func statusChangesAndTheTopicAreSaidOnce() {
         var n = TrackerNode(id: NodeID(3), incarnation: 3000, config: ClusterConfig(),
                             handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids), seed: 7, now: t0)
-        var told = NodeStatus(role: .starting, epoch: .zero, master: nil, serving: false)
+        var told = NodeStanding(role: .starting, epoch: .zero, master: nil, serving: false)
         var changes = 0
         var topics: [NodeID] = []
         var t = t0
@@ -38,7 +38,7 @@ struct EffectsContractTests: MasterFixture {
             for action in actions {
                 switch action {
                 case .subscribe(let id): topics.append(id)
-                case .statusChanged(let change):
+                case .standingChanged(let change):
                     #expect(change.previous == told && change.current != told, "each change starts where the last ended")
                     told = change.current
                     changes += 1
@@ -50,11 +50,11 @@ struct EffectsContractTests: MasterFixture {
         }
         for _ in 0..<60 {
             perform(n.step(.tick, now: t))
-            #expect(told == n.status, "the host knows the status without reading the node")
+            #expect(told == n.standing, "the host knows the status without reading the node")
             t = t + Milliseconds(100)
         }
         #expect(topics == [NodeID(3)])
-        #expect(told == NodeStatus(role: .master, epoch: n.epoch, master: NodeID(3), serving: true))
+        #expect(told == NodeStanding(role: .master, epoch: n.epoch, master: NodeID(3), serving: true))
         #expect(changes >= 2, "a candidate, then a serving master")
         perform(n.step(.shutdown, now: t))
         #expect(topics == [NodeID(3)], "never twice")
@@ -85,6 +85,32 @@ struct EffectsContractTests: MasterFixture {
         actions = vote(2, tx3, .storeFailed, &n, at: t + Milliseconds(2))
         #expect(actions.contains(.aborted(tx3.ref)))
         #expect(!actions.contains { if case .committed = $0 { return true } else { return false } })
+    }
+
+    /// An operator's change is refused at once when it cannot land, and its landing is
+    /// said with the catalogue it landed in: a host waits on neither by reading the node.
+    @Test func catalogueChangesAreRefusedOrSaidDone() throws {
+        let torrent = try RegisteredTorrent(file: Torrents.v1Single, registeredAt: t0)
+        var starting = TrackerNode(id: NodeID(3), incarnation: 3000, config: ClusterConfig(),
+                                   handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids), seed: 7, now: t0)
+        #expect(starting.step(.submit(.unregister(torrent.infoHash)), now: t0)
+            .contains(.submitRefused(.unregister(torrent.infoHash), reason: "\(torrent.infoHash.hex) is not registered")))
+        #expect(starting.step(.submit(.register(torrent)), now: t0)
+            .contains(.submitRefused(.register(torrent), reason: "no master to commit it (the cluster is electing); try again")))
+
+        var (n, t) = masterWithTwoSlaves()
+        var actions = n.step(.submit(.register(torrent)), now: t)
+        t = t + Milliseconds(5)
+        actions += n.step(.tick, now: t)
+        let tx = try #require(actions.compactMap { a -> Transaction? in
+            if case .broadcast(let e) = a, case .prepare(let tx, _, _) = e.message { return tx } else { return nil }
+        }.first)
+        #expect(!actions.contains { if case .catalogueChanged = $0 { true } else { false } }, "prepared is not done")
+        actions = vote(1, tx, .ok, &n, at: t)
+        let said = actions.compactMap { if case .catalogueChanged(let c) = $0 { return c } else { return nil } }
+        #expect(said.count == 1 && said.first?.torrents[torrent.infoHash] == torrent)
+        #expect(n.step(.submit(.register(torrent)), now: t).contains { if case .submitRefused = $0 { true } else { false } },
+                "registered already")
     }
 
     @Test func onlyLeavingIsACleanExit() {

@@ -217,29 +217,20 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
     /// The master commits the change; a slave forwards it to the master. Either way this
     /// node's own replica shows it once committed, which is what the caller waits for.
     public func change(_ change: CatalogueChange) async throws(ControlRefusal) -> String {
-        let submitted: String?? = await onLoop { [self] () -> String? in
-            guard let service else { return "the tracker service is stopped" }
-            guard !service.silenced else { return "the node is cut off from the cluster (provoked failure)" }
-            if let refusal = change.refusal(in: service.node.replica.store.catalogue) { return refusal }
-            guard service.node.isServing || (service.node.role == .slave && service.node.master != nil) else {
-                return "no master to commit it (the cluster is electing); try again"
-            }
-            service.step(.submit(change))
-            return nil
+        let submitted: Result<EventLoopFuture<Void>, ControlRefusal>? = await onLoop { [self] in
+            guard let service else { return .failure(ControlRefusal("the tracker service is stopped")) }
+            guard !service.silenced else { return .failure(ControlRefusal("the node is cut off from the cluster (provoked failure)")) }
+            return .success(service.submit(change))
         }
-        switch submitted {
-        case .none: throw ControlRefusal("the node is shutting down")
-        case .some(.some(let refusal)): throw ControlRefusal(refusal)
-        case .some(.none): break
+        guard let submitted else { throw ControlRefusal("the node is shutting down") }
+        do {
+            try await submitted.get().get()
+        } catch let refusal as ControlRefusal {
+            throw refusal
+        } catch {
+            throw ControlRefusal("\(error)")
         }
-        for _ in 0..<50 {
-            try? await Task.sleep(for: .milliseconds(100))
-            let done = await onLoop { [self] in service.map { change.isDone(in: $0.node.replica.store.catalogue) } ?? false } ?? false
-            if done {
-                _ = await onLoop { [self] in history.note(WallClock.now(), kind: "catalogue", text: change.doneMessage) }
-                return change.doneMessage
-            }
-        }
-        throw ControlRefusal("not committed within 5 s (no quorum, or the master changed); check the torrents tab and retry")
+        _ = await onLoop { [self] in history.note(WallClock.now(), kind: "catalogue", text: change.doneMessage) }
+        return change.doneMessage
     }
 }

@@ -72,7 +72,7 @@ public final class ClusterService: @unchecked Sendable {
     /// as a partitioned node does.
     var silenced = false
     /// Told of role, epoch and master changes, on the loop (the dashboard's timeline).
-    var onRoleChange: ((NodeStatusChange, Instant) -> Void)?
+    var onRoleChange: ((StandingChange, Instant) -> Void)?
     var wake: (at: Instant, task: Scheduled<Void>)?
     /// The node's own topic, once the node asked for it (`NodeAction.subscribe`).
     var ownTopic: NodeID?
@@ -80,6 +80,11 @@ public final class ClusterService: @unchecked Sendable {
     var storeFailing = false
     var inPeerRead = false
     var repliesPending = false
+    /// Operators' catalogue changes waiting to show in this node's replica (at most
+    /// `maxCatalogueWaiters`, each for at most 5 s).
+    var catalogueWaiters: [(id: Int, change: CatalogueChange, promise: EventLoopPromise<Void>)] = []
+    var nextWaiterID = 0
+    static let maxCatalogueWaiters = 64
     /// Set by `.discardPeerBacklog`: peer datagrams are dropped unread while it lasts.
     var backlogDiscard: PeerBacklogDiscard?
     public private(set) var stats = NodeCounters()
@@ -222,7 +227,7 @@ public final class ClusterService: @unchecked Sendable {
         case .subscribe(let id):
             ownTopic = id
             stomp?.subscribe(settings.topic(for: id))
-        case .statusChanged(let change):
+        case .standingChanged(let change):
             let s = change.current
             onRoleChange?(change, WallClock.now())
             logger.notice("cluster role", metadata: ["id": "\(node.id.rawValue)", "role": "\(s.role.jsonName)",
@@ -234,7 +239,35 @@ public final class ClusterService: @unchecked Sendable {
             metrics?.observeCommit(latency)
         case .aborted:
             stats.aborts += 1
+        case .catalogueChanged(let catalogue):
+            let done = catalogueWaiters.filter { $0.change.isDone(in: catalogue) }
+            catalogueWaiters.removeAll { $0.change.isDone(in: catalogue) }
+            for w in done { w.promise.succeed(()) }
+        case .submitRefused(let change, let reason):
+            let refused = catalogueWaiters.filter { $0.change == change }
+            catalogueWaiters.removeAll { $0.change == change }
+            for w in refused { w.promise.fail(ControlRefusal(reason)) }
         }
+    }
+
+    /// An operator's catalogue change: succeeds once this node's replica shows it done,
+    /// fails with the node's refusal or after 5 s. On the loop.
+    func submit(_ change: CatalogueChange) -> EventLoopFuture<Void> {
+        let promise = loop.makePromise(of: Void.self)
+        guard catalogueWaiters.count < Self.maxCatalogueWaiters else {
+            promise.fail(ControlRefusal("too many catalogue changes in progress; retry"))
+            return promise.futureResult
+        }
+        nextWaiterID += 1
+        let id = nextWaiterID
+        catalogueWaiters.append((id, change, promise))
+        step(.submit(change))
+        loop.scheduleTask(in: .seconds(5)) { [self] in
+            guard let i = catalogueWaiters.firstIndex(where: { $0.id == id }) else { return }
+            catalogueWaiters.remove(at: i).promise.fail(
+                ControlRefusal("not committed within 5 s (no quorum, or the master changed); check the torrents tab and retry"))
+        }
+        return promise.futureResult
     }
 
     func publish(_ env: ClusterEnvelope, to destination: String) {
@@ -371,6 +404,8 @@ public final class ClusterService: @unchecked Sendable {
     func teardown(code: Int32) {
         guard !stopping else { return }
         stopping = true
+        for w in catalogueWaiters { w.promise.fail(ControlRefusal("the tracker service stopped")) }
+        catalogueWaiters = []
         wake?.task.cancel()
         wake = nil
         // Writes first (the wipe of a clean shutdown), then the broker's receipt for our

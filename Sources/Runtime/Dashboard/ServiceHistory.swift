@@ -57,7 +57,7 @@ public struct ServiceHistory: Sendable {
 
     mutating func resetCounters() { last = nil }
 
-    mutating func record(_ change: NodeStatusChange, at: Instant) {
+    mutating func record(_ change: StandingChange, at: Instant) {
         let (now, before) = (change.current, change.previous)
         let epoch = now.epoch.description
         if now.role == .candidate && before.role != .candidate {

@@ -55,17 +55,23 @@ public enum NodeAction: Hashable, Sendable {
     case subscribe(NodeID)
     /// The node's role, epoch, master or service changed in this step (the dashboard's
     /// timeline, the log). Said once per change, after the actions that made it.
-    case statusChanged(NodeStatusChange)
+    case standingChanged(StandingChange)
     /// This master committed a transaction it prepared: the quorum it decided on (the
     /// simulator's checker holds it against the votes actually sent) and the time from
     /// its first PREPARE to the decision (the commit latency metric).
     case committed(CommitQuorum, latency: Milliseconds)
     /// This master gave a transaction up (its peers got a BEP 15 error).
     case aborted(TxRef)
+    /// The replica's catalogue of registered torrents changed in this step (a commit, a
+    /// snapshot, a wipe): what it holds now, so an operator waiting for a change sees it.
+    case catalogueChanged(Catalogue)
+    /// An operator's catalogue change (`NodeEvent.submit`) goes nowhere: the catalogue
+    /// cannot take it, or no master is known to commit it.
+    case submitRefused(CatalogueChange, reason: String)
 }
 
 /// Where a node stands, as its host reports it.
-public struct NodeStatus: Hashable, Sendable {
+public struct NodeStanding: Hashable, Sendable {
     public var role: Role
     public var epoch: Epoch
     /// Whom it follows (itself when master).
@@ -78,12 +84,12 @@ public struct NodeStatus: Hashable, Sendable {
     }
 }
 
-/// One change of `NodeStatus`.
-public struct NodeStatusChange: Hashable, Sendable {
-    public var previous: NodeStatus
-    public var current: NodeStatus
+/// One change of `NodeStanding`.
+public struct StandingChange: Hashable, Sendable {
+    public var previous: NodeStanding
+    public var current: NodeStanding
 
-    public init(previous: NodeStatus, current: NodeStatus) { self.previous = previous; self.current = current }
+    public init(previous: NodeStanding, current: NodeStanding) { self.previous = previous; self.current = current }
 }
 
 /// Why a node stopped. Both hosts map it to the process's fate (exit status, the
@@ -119,7 +125,8 @@ extension NodeAction {
         case .persist, .persistSnapshot, .wipeStore: return ok ? nil : .storeResult(ok: false, detail: detail)
         case .persistEpoch(let epoch): return ok ? .epochStored(epoch) : .storeResult(ok: false, detail: detail)
         case .probeStore: return .storeResult(ok: ok, detail: detail)
-        case .broadcast, .send, .beacon, .reply, .discardPeerBacklog, .exit, .subscribe, .statusChanged, .committed, .aborted:
+        case .broadcast, .send, .beacon, .reply, .discardPeerBacklog, .exit, .subscribe, .standingChanged, .committed, .aborted,
+             .catalogueChanged, .submitRefused:
             return nil
         }
     }

@@ -244,8 +244,7 @@ extension TrackerNode {
     mutating func dropDivergedState(_ now: Instant) {
         slaveRole?.offer = nil
         prepared = nil
-        replica.wipe()
-        out.append(.wipeStore)
+        wipeLocally()
         if let m = master { sendHello(to: m, now) }
     }
 }

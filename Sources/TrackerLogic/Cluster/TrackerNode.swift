@@ -52,10 +52,12 @@ public struct TrackerNode: Sendable {
     public var answeredHeld: UInt64 { paths[.heldRequestAnswered] }
     /// How often this node took each protocol branch (the simulator's coverage table).
     public internal(set) var paths = PathCounts()
-    /// What the host was last told of the node's status (`NodeAction.statusChanged`).
-    var reportedStatus: NodeStatus
+    /// What the host was last told of the node's status (`NodeAction.standingChanged`).
+    var reportedStanding: NodeStanding
     /// Whether the host was told to listen on the node's own topic (`NodeAction.subscribe`).
     var subscribed = false
+    /// The catalogue changed in this step (`NodeAction.catalogueChanged` at its end).
+    var catalogueChanged = false
     var out: [NodeAction] = []
 
     /// - Parameters:
@@ -92,7 +94,7 @@ public struct TrackerNode: Sendable {
             }
         }
         self.epoch = epoch
-        self.reportedStatus = NodeStatus(role: .starting, epoch: epoch, master: nil, serving: false)
+        self.reportedStanding = NodeStanding(role: .starting, epoch: epoch, master: nil, serving: false)
         let startupUntil = now + self.config.startupListen
         self.state = .starting(until: startupUntil)
         self.nextKeepalive = startupUntil
@@ -135,10 +137,14 @@ public struct TrackerNode: Sendable {
             subscribed = true
             out.append(.subscribe(id))
         }
-        let current = status
-        if current != reportedStatus {
-            out.append(.statusChanged(NodeStatusChange(previous: reportedStatus, current: current)))
-            reportedStatus = current
+        if catalogueChanged {
+            catalogueChanged = false
+            out.append(.catalogueChanged(replica.store.catalogue))
+        }
+        let current = standing
+        if current != reportedStanding {
+            out.append(.standingChanged(StandingChange(previous: reportedStanding, current: current)))
+            reportedStanding = current
         }
         wakeDue = nextWake(now: now)
         // Handed over whole: emptying it "keeping capacity" while the caller holds the
@@ -191,7 +197,7 @@ public struct TrackerNode: Sendable {
         }
     }
 
-    public var status: NodeStatus { NodeStatus(role: role, epoch: epoch, master: master, serving: isServing) }
+    public var standing: NodeStanding { NodeStanding(role: role, epoch: epoch, master: master, serving: isServing) }
 
     /// Holding the master's office: recovering or serving.
     var isMaster: Bool { role == .master }
@@ -298,12 +304,21 @@ public struct TrackerNode: Sendable {
         guard replica.commit(tx) else { return }
         // While the store fails, writes are skipped; it is rewritten whole once it heals.
         if storeHealthy { out.append(.persist(CommitRows(tx, replica: replica))) }
+        if !catalogueChanged { catalogueChanged = tx.updates.contains { if case .catalogue = $0 { true } else { false } } }
     }
 
     mutating func installLocally(_ snapshot: Snapshot, store: SwarmStore) {
         paths.count(.snapshotInstalled)
         replica.install(snapshot, store: store)
         out.append(.persistSnapshot(snapshot))
+        catalogueChanged = true
+    }
+
+    /// Empties the replica and the store (a clean shutdown, a diverged state given up).
+    mutating func wipeLocally() {
+        replica.wipe()
+        out.append(.wipeStore)
+        catalogueChanged = true
     }
 
     // MARK: tick
@@ -453,14 +468,18 @@ public struct TrackerNode: Sendable {
     }
 
     /// An operator's catalogue change on this node: the master commits it, a slave
-    /// forwards it to its master, anyone else (electing, starting) drops it and the
-    /// operator sees it did not land.
+    /// forwards it to its master; one the catalogue cannot take, or that no master would
+    /// get (electing, starting), is refused at once.
     mutating func submit(_ change: CatalogueChange, _ now: Instant) {
+        if let refusal = change.refusal(in: replica.store.catalogue) {
+            return out.append(.submitRefused(change, reason: refusal))
+        }
         switch state {
-        case .master: catalogueChangeReceived(change, now)
-        case .slave(let f): if let master = f.master { send(.submit(change), to: master) }
+        case .master: return catalogueChangeReceived(change, now)
+        case .slave(let f): if let master = f.master { return send(.submit(change), to: master) }
         case .starting, .candidate, .recovering, .stopped, .modifying: break
         }
+        out.append(.submitRefused(change, reason: "no master to commit it (the cluster is electing); try again"))
     }
 
     mutating func higherEpochSeen(_ newEpoch: Epoch, _ now: Instant) {
@@ -548,8 +567,7 @@ public struct TrackerNode: Sendable {
 
     mutating func leave(_ now: Instant) {
         broadcast(.leaving)
-        replica.wipe()
-        out.append(.wipeStore)
+        wipeLocally()
         stop(reason: .leftCluster)
     }
 
