@@ -23,20 +23,20 @@ public struct RepositoryError: Error, CustomStringConvertible {
 /// Peers live in two tables behind the `peers` view. A commit appends each peer it
 /// writes (or removes: a row without a port) to `peer_log`, in order; `peer_base` holds
 /// everything older. An announce replacing its row in place dirtied a random B-tree page
-/// of `peer_base`, and every dirty page went to the WAL whole at each commit: ~4 KiB
-/// written per ~100-byte announce, half of a writer's CPU. Appends fill the log's pages
+/// of `peer_base`, and every dirty page went to the WAL whole at each commit: a page
+/// written per announce of a hundred bytes. Appends fill the log's pages
 /// in order. A fold moves the log into `peer_base` in key order, in one statement,
 /// writing each page it touches once, when the log is long (or before a write that
 /// rewrites peers in bulk: a merge, an expiry, a snapshot). Both key peers by the bytes
-/// of the info hash and peer id (shorter rows and keys than hex: a fold costs ~25 %
-/// less); the `peers` view shows them as hex, like every other table.
+/// of the info hash and peer id (shorter rows and keys than hex make a cheaper fold);
+/// the `peers` view shows them as hex, like every other table.
 ///
 /// Reading the merge of the two (`peer_rows`: a restart's load, every reader of `peers`)
 /// must cost time linear in their rows: the base rows the log replaces are found by a
 /// lookup into the log's latest rows, never by scanning the log for each base row. (SQLite
-/// evaluates a row-value `NOT IN (subquery)` by such a scan: 36,671 base and 26,041 log
-/// rows took 38 s to read, and a node restarted under the soak's load came back 9-35 s
-/// after its start.)
+/// evaluates a row-value `NOT IN (subquery)` by such a scan, quadratic in the rows: a node
+/// restarting under load took tens of seconds to come back. `SQLiteRepositoryCostTests`
+/// counts SQLite's steps to hold it.)
 public final class SQLiteRepository {
     let db: DatabaseQueue
     public let path: String
@@ -54,9 +54,9 @@ public final class SQLiteRepository {
     private var state = WriterState()
     /// The log is folded once it holds this many rows.
     let foldThreshold: Int
-    /// ~10 MB of log: long enough that most of `peer_base`'s pages take several rows per
-    /// fold, short enough that a fold takes a fraction of a second (~0.2 s here) and a
-    /// reader's merge of the two stays cheap.
+    /// About 10 MB of log: long enough that most of `peer_base`'s pages take several rows
+    /// per fold, short enough that a fold takes a fraction of a second and a reader's merge
+    /// of the two stays cheap.
     public static let defaultFoldThreshold = 65_536
 
     public init(path: String, foldThreshold: Int = defaultFoldThreshold) throws {

@@ -187,8 +187,7 @@ public enum StompCodec {
 ///
 /// `StompCodec.decode` parses a frame from the start of what has arrived; called again
 /// after every read of a frame that is still arriving, it would scan the same bytes again
-/// each time: a 64 MiB body without content-length, sent in 64 KiB writes, kept a node's
-/// core busy for minutes. This decoder remembers how far it looked (the end of the header
+/// each time, quadratic in a large body sent in small writes. This decoder remembers how far it looked (the end of the header
 /// section once found, the body's length, how far the search for its NUL got) and hands
 /// the bytes to `StompCodec.decode` only once the whole frame is there.
 public struct StompStreamDecoder: Sendable {

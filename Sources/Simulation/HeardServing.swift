@@ -50,8 +50,8 @@ struct HeardServing {
 
     mutating func note(_ env: ClusterEnvelope, sentAt: Instant, heardAt: Instant) {
         // Only what the node's rule takes as a master's word: a master's keepalive that
-        // says "behind" (sent in the step it came to serve, fresh seed 24345527638500756)
-        // shows nothing to the node, so it shows nothing here either.
+        // says "behind" (sent in the step it came to serve) shows nothing to the node, so
+        // it shows nothing here either.
         guard Self.isMasterWord(env) else { return }
         let decides: Bool
         switch env.message {

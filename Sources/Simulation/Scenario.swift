@@ -91,10 +91,10 @@ public struct Scenario: Sendable, CustomStringConvertible {
         self.seed = seed
         nodes = 1 + rng.below(maxNodes)
         quorum = rng.chance(0.5) ? .live : .strict
-        // The neighbours of past failures, from a stream of their own (every other draw stays
-        // as it was): a strict quorum of 6-7 nodes (seed 910244: a strict minority's master
-        // queued requests the majority answered), then below a broker outage overlapping a
-        // partition and a crash (8002358) and a pause right after a restart (9019594).
+        // The neighbours of past failures (docs/simulator-findings.md), from a stream of
+        // their own, so every other draw stays as it was: a strict quorum of 6-7 nodes,
+        // then below a broker outage overlapping a partition and a crash, and a pause
+        // right after a restart.
         var neighbours = SeededGenerator(seed: seed ^ 0x4E45_4947_4842_4F52)
         if maxNodes >= 6 && neighbours.chance(0.05) {
             nodes = 6 + neighbours.below(min(2, maxNodes - 5))

@@ -162,8 +162,8 @@ public struct PeerRequestHandler: Sendable {
     /// stop before the start is answered), the peer is counted as its announce left it: the
     /// answer is then the state after every other update of the transaction, which a serial
     /// order of the announces gives, since updates of different peers commute. Answered from
-    /// the final state alone, the start got "0 seeders, 0 leechers" (fresh seed
-    /// 7970914232149413), which no order of the two announces explains.
+    /// the final state alone, the start would get "0 seeders, 0 leechers", which no order of
+    /// the two announces explains (TransactionAnswerTests).
     public func answer(_ pending: PendingAnnounce, store: SwarmStore, rng: inout SeededGenerator) -> TrackerResponse {
         let swarm = store[pending.update.infoHash]
         guard pending.update.event != .stopped else { return answer(pending, AnnounceAnswer(peers: [], swarm: swarm)) }

@@ -51,11 +51,9 @@ public final class StoreWriter: @unchecked Sendable {
     static let maxBatch = 64
     /// How long commits gather before they go to SQLite together. Each SQLite transaction
     /// writes the pages it dirtied to the WAL whole (the log's last page, the swarms and
-    /// metadata rows) however many commits dirtied them: one write per 13 commits of 120
-    /// announces costs the writer 4.7 µs of CPU per announce, one per commit 5.6
-    /// (`tracker bench --store --per-transaction 120 --per-write 13` against `1`); before
-    /// the peer log, when every announce dirtied a B-tree page, waiting gave a 3-node
-    /// cluster ~20 % more throughput. It bounds what a node killed with -9 loses from its
+    /// metadata rows) however many commits dirtied them, so gathering saves the writer CPU
+    /// per announce (`tracker bench --store --per-write N` measures it; the README has the
+    /// figures). It bounds what a node killed with -9 loses from its
     /// disk (the other replicas hold it; the node catches up when it rejoins); votes never
     /// wait for it.
     public static let commitInterval = TimeAmount.milliseconds(50)

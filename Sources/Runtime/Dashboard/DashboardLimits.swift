@@ -15,7 +15,7 @@ public struct DashboardLimits: Sendable {
     /// A connection that sends no complete request head for this long is closed, between
     /// requests as well as during a half-sent head (2,000 of those stayed open for 60 s).
     public var idleTimeout = TimeAmount.seconds(10)
-    /// Event streams open at once (10,000 took 260 MB that stayed after they closed).
+    /// Event streams open at once (each holds buffers that outlive it in the allocator).
     public var maxEventStreams = 32
     /// Listings (the swarms table, a swarm's peers) each cost the node time: rows built
     /// on its loop, or a swarm's table copied at its next change. Node-wide, per second.

@@ -22,14 +22,14 @@ import NIOCore
 /// - after a pause too short to notice (a process stopped right after its start, while
 ///   it expected no wake for seconds, or for under half a keepalive interval), the
 ///   broker's backlog, with the COMMIT that answered a request, is read before the peer
-///   socket's, with the request. Fresh seeds 25277421324716363 and 25277421324769278 read
-///   the request 2-4 ms after the COMMIT, and a node that came to serve answered it a
-///   second time. A backlog is read in one run of steps with no wait between them, so
+///   socket's, with the request, a few milliseconds later; a node that came to serve
+///   would answer it a second time. A backlog is read in one run of steps with no wait
+///   between them, so
 ///   evidence read earlier in the same run covers requests read up to `drain` after it
 ///   (`ClusterConfig.backlogDrain`). A node that waited between the two (its sockets
 ///   were empty) read the request after the evidence arrived: not covered — else a
 ///   client whose first request lands just after the dead master's last message waits
-///   for its own retry (aria2 at a failover took 6.1 s instead of 3.1 s).
+///   for its own retry (BEP 15: 15 s).
 /// - a peer's datagram may take longer to this node than the master's whole round of
 ///   two-phase commit: evidence covers what was read up to `skew` after it, always
 ///   (`ClusterConfig.receiveSkew`, the spread of the network's delays).

@@ -4,9 +4,8 @@
 /// event loop was blocked wakes with every other node's keepalives "missed": the messages
 /// it would have heard are still queued, or were dropped with its broker connection.
 /// Judged naively, a slave starts an election the moment it wakes and, since it knows
-/// its members, claims at once because every higher id looks down. The soak caught it: a
-/// slave stopped for 3 s crowned itself next to the live master, and 47 requests were
-/// answered twice.
+/// its members, claims at once because every higher id looks down: two masters, and
+/// requests answered twice.
 ///
 /// A node is woken at `nextWake` at the latest, so running later than that by more than
 /// half a keepalive interval means it was paused; the pause is taken off every member's
@@ -17,10 +16,10 @@
 ///
 /// Those queued datagrams are dropped unread by the host (`.discardPeerBacklog`), and so
 /// are a paused slave's or candidate's: read later, nothing tells them from fresh ones,
-/// and the broker's backlog (the commits that answered them) is read in another order. The
-/// soak caught it: the highest node, stopped as master for 3 s, stepped down, won the next
-/// election within 70 ms and answered 0.3 s of its socket's backlog a second time. Only a
-/// master that keeps its office keeps its backlog: nobody else answered it. If it learns
+/// and the broker's backlog (the commits that answered them) is read in another order: a
+/// master that stepped down on waking and won the next election at once would answer its
+/// socket's backlog a second time. Only a master that keeps its office keeps its backlog:
+/// nobody else answered it. If it learns
 /// on waking that it lost the office meanwhile (a higher epoch in its broker backlog), the
 /// backlog goes as it steps down: the newer master served it.
 extension TrackerNode {

@@ -82,9 +82,8 @@ extension TrackerNode {
         // by the old master: propose it again (applying an update twice is harmless).
         // Only a transaction prepared on top of that very commit: one prepared after
         // another branch's #n (a minority's own epoch) would apply that branch's older
-        // records over ours — the state checker caught an acknowledged announce rolled
-        // back so (seed 4851). A diverged branch comes back by merge, which keeps the
-        // newer record.
+        // records over ours and roll an acknowledged announce back. A diverged branch
+        // comes back by merge, which keeps the newer record (RecoveryTests).
         var seen = Set<UInt64>()
         var recovered: [SwarmUpdate] = []
         var candidates = answers.filter { $0.last == replica.lastCommitted }.compactMap(\.prepared)

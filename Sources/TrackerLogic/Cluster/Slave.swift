@@ -160,13 +160,11 @@ extension TrackerNode {
     }
 
     mutating func catchUpReceived(_ txs: [Transaction], after: TxRef, from node: NodeID, sentIn sent: Epoch, _ now: Instant) {
-        // Found by the simulator (seed 201891 of a 200000.. sweep): a catch-up asked for
-        // in epoch e1.2, delayed, landed after this node had led e2.1 on its own — and
-        // e1.2's #18… were applied on top of e2.1's #17. Only a reply to our current
-        // state is applied; anything else is stale, and asking again sorts it out.
-        // And only a reply sent in the epoch we follow: the state checker caught a node
-        // following e6.6 applying a catch-up its master had sent as master of e4.6 (seed
-        // 3223) — that reign's log need not be this one's.
+        // Only a reply to our current state is applied: one asked for in an earlier
+        // epoch and delayed past an election would stack that epoch's transactions on
+        // another branch's. And only a reply sent in the epoch we follow: the same master's
+        // log in an earlier reign need not be this one's (CatchUpTests). Anything else is
+        // stale, and asking again sorts it out.
         guard after == replica.lastCommitted, sent == epoch else {
             paths.count(.staleCatchUpIgnored)
             if slaveRole != nil, node == master { slaveRole?.retryAt = now }

@@ -401,13 +401,12 @@ public struct TrackerNode: Sendable {
         if env.from == id && id.isAssigned {
             // Another process with our id (or someone claiming to be us). What it sends
             // unprompted shows it is live: its keepalives, and as a master its PREPAREs,
-            // COMMITs and ABORTs — the keepalives can all be lost while those get
-            // through, and a starting node that waited for keepalives alone finished
-            // startup beside a live master of its id and led the same epoch (fresh seed
-            // 25277421324759605: two different e1.2#1). Answers and election messages
-            // are not counted: they follow what others sent. The epoch any of them names
-            // is never claimed again here. Nothing
-            // else is acted upon: a node never follows, votes for or answers "itself".
+            // COMMITs and ABORTs (the keepalives can all be lost while those get through,
+            // and a starting node that waited for keepalives alone could lead the epoch
+            // its twin leads). Answers and election messages are not counted: they follow
+            // what others sent. The epoch any of them names is never claimed again here.
+            // Nothing else is acted upon: a node never follows, votes for or answers
+            // "itself".
             if role != .master { adopt(epoch: env.epoch) }
             switch env.message {
             case .keepalive, .prepare, .commit, .abort:

@@ -78,8 +78,8 @@ public struct Transaction: Hashable, Sendable {
     public let updates: [SwarmUpdate]
     /// Identifies the content, so a replica that prepared one version of a txid never
     /// commits it when the master committed another (an aborted prepare whose ABORT was lost).
-    /// Computed once: votes, commits and aborts compare it, and a pass over a batch of a
-    /// few hundred updates for each was ~3 % of a busy master's event loop.
+    /// Computed once: votes, commits and aborts compare it, each of them a pass over the
+    /// batch otherwise.
     public let digest: UInt64
 
     public init(ref: TxRef, updates: [SwarmUpdate]) {

@@ -51,8 +51,8 @@ public struct SwarmStore: Sendable {
     /// What a cluster of one does with an announce: admit it, apply it and read its
     /// answer in one access to its swarm. Three reads of `swarms[infoHash]` would hash
     /// the info hash three times and copy the swarm out twice (`Dictionary` has no
-    /// borrowing read: a copy retains and releases every table the swarm holds), about
-    /// 5 % of a standalone node's CPU. `admit` gets the swarm's peer count (nil: no such
+    /// borrowing read: a copy retains and releases every table the swarm holds), on the
+    /// hottest path of a standalone node. `admit` gets the swarm's peer count (nil: no such
     /// swarm), the number of swarms and of peers in all, and whether the announcing peer is already in the
     /// swarm (a lookup: ask only when it matters), and returns why the announce is
     /// refused, if it is; a stop is always admitted.
@@ -99,8 +99,8 @@ public struct SwarmStore: Sendable {
 
     /// How many peers the swarm holds and whether `key` is one of them (nil: no such
     /// swarm): all that the capacity check of every announce needs. The swarm is still
-    /// copied out of the dictionary to answer (a retain per table it holds, ~4 % of a
-    /// standalone node's CPU); `Dictionary` offers no borrowing read to avoid it.
+    /// copied out of the dictionary to answer (a retain per table it holds);
+    /// `Dictionary` offers no borrowing read to avoid it.
     public func occupancy(of infoHash: InfoHash, holding key: PeerKey) -> (peers: Int, holdsKey: Bool)? {
         guard let i = swarms.index(forKey: infoHash) else { return nil }
         return swarms.values[i].occupancy(holding: key)
