@@ -121,7 +121,7 @@ extension Simulator {
     /// it froze holding an office another node took meanwhile.
     mutating func checkOneServerWithoutBroker() {
         // The cheap conditions first: this runs after every step.
-        guard brokerDown, partitionSide == nil, peerNetworkSide == nil, oneWay == nil else {
+        guard network.onlyBrokerDown else {
             twoServingSince = nil
             return
         }
@@ -132,8 +132,7 @@ extension Simulator {
         }
         let since = twoServingSince ?? now
         twoServingSince = since
-        let slowest = slots.map(\.extraDelay).max() ?? 0
-        let bound = config.keepaliveInterval * 4 + Milliseconds(2 * (scenario.maxDelay + slowest))
+        let bound = config.keepaliveInterval * 4 + Milliseconds(2 * (scenario.maxDelay + network.slowest))
         if now - since > bound {
             fail("\(serving.map { "s\($0)" }.joined(separator: " and ")) served together for \((now - since).value) ms "
                  + "while the broker was down and the peer network whole (bound \(bound.value) ms)")

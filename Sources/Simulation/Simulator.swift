@@ -52,7 +52,6 @@ final class SimSlot {
     var generation = 0
     /// When its current process started (simulated time).
     var startedAt = Instant(milliseconds: .min)
-    var extraDelay: Int64 = 0
     /// Seals the node's frames and verifies what reaches it, as in the runtime.
     var channel: ClusterChannel?
     /// What the held-request check watches on this node's current process.
@@ -168,14 +167,8 @@ public struct Simulator {
     var slots: [SimSlot]
     var peers: [SimPeer] = []
     var peerByEndpoint: [PeerEndpoint: Int] = [:]
-    /// Both channels cut between the two sides (the nodes cannot reach each other at all).
-    var partitionSide: Set<Int>?
-    var oneWay: (from: Int, to: Int)?
-    /// The broker is down: no broker frame goes anywhere; the peer network still carries
-    /// keepalives.
-    var brokerDown = false
-    /// Only the peer network is cut between the sides (the broker still connects them).
-    var peerNetworkSide: Set<Int>?
+    /// Delays, loss and the faults that cut the network, from streams of their own.
+    var network: PacketNetwork
     /// Since when two nodes serve at once during a broker outage (see the check).
     var twoServingSince: Instant?
     var faultsOver = false
@@ -197,9 +190,6 @@ public struct Simulator {
     /// How often each protocol branch and simulator path was taken (nodes' counts are
     /// added when a node process ends).
     var coverage = Coverage()
-    /// Decides which frames are corrupted: a stream of its own, so scenarios without
-    /// corruption run exactly as before it existed.
-    var corruption: SeededGenerator
     var appliedDigests: [TxRef: UInt64] = [:]
     var appliedBy: [TxRef: [Int: Int]] = [:]
     var acked: [PeerKey: AckedAnnounce] = [:]
@@ -255,7 +245,7 @@ public struct Simulator {
         checker = StateChecker(quorum: scenario.quorum, clusterSize: scenario.nodes,
                                votesAreForgeable: scenario.adversary?.kind == .insider,
                                clockSpread: Milliseconds((scenario.clockDrift.max() ?? 0) - min(0, scenario.clockDrift.min() ?? 0)))
-        corruption = SeededGenerator(seed: scenario.seed ^ 0x434F_5252_5550_54)
+        network = PacketNetwork(scenario: scenario)
         if let plan = scenario.adversary {
             adversary = Adversary(plan: plan, seed: scenario.seed ^ 0x4845_5245_5449_43, key: clusterKey, now: Scenario.start)
         }
@@ -511,7 +501,7 @@ public struct Simulator {
         case .adversaryWake:
             guard var a = adversary, !faultsOver else { return }
             // A participant of the broker: while it is down, nobody publishes anything.
-            if brokerDown {
+            if network.brokerDown {
                 queue.push(now + a.nextDelay(), .adversaryWake)
                 adversary = a
                 return
@@ -592,12 +582,10 @@ public struct Simulator {
             apply(f)
         case .endFaults:
             faultsOver = true
-            partitionSide = nil
-            oneWay = nil
-            brokerDown = false
-            peerNetworkSide = nil
+            network.quiet = true
+            network.heal()
+            network.extraDelay = [:]
             for s in slots.indices {
-                slots[s].extraDelay = 0
                 if slots[s].disk.failing {
                     slots[s].disk.failing = false
                 }
@@ -617,7 +605,7 @@ public struct Simulator {
         switch fault {
         case .crash(let s):
             guard let node = slots[s].node else { return }
-            if brokerDown && partitionSide != nil { coverage.count(.crashInBrokerOutageAndPartition) }
+            if network.brokerDown && network.partitionSide != nil { coverage.count(.crashInBrokerOutageAndPartition) }
             if slots[s].disk.lastTxid < node.replica.lastCommitted.txid { slots[s].generation += 1 }
             retire(s)
             slots[s].node = nil
@@ -642,19 +630,15 @@ public struct Simulator {
             retire(s)
             slots[s].node = nil
         case .partition(let side):
-            partitionSide = Set(side)
+            network.partitionSide = Set(side)
             if scenario.quorum == .strict && scenario.nodes >= 6 { coverage.count(.largeStrictClusterPartitioned) }
-        case .oneWay(let a, let b): oneWay = (a, b)
-        case .brokerOutage: brokerDown = true
-        case .peerNetworkPartition(let side): peerNetworkSide = Set(side)
-        case .heal:
-            partitionSide = nil
-            oneWay = nil
-            brokerDown = false
-            peerNetworkSide = nil
+        case .oneWay(let a, let b): network.oneWay = (a, b)
+        case .brokerOutage: network.brokerDown = true
+        case .peerNetworkPartition(let side): network.peerNetworkSide = Set(side)
+        case .heal: network.heal()
         case .storeFails(let s): slots[s].disk.failing = true
         case .storeHeals(let s): slots[s].disk.failing = false
-        case .slow(let s, let d): slots[s].extraDelay = d
+        case .slow(let s, let d): network.extraDelay[s] = d
         }
     }
 

@@ -1,65 +1,24 @@
 import NIOCore
 import TrackerLogic
 
+/// What a host does with a node's actions in the simulated world: frames sealed and handed
+/// to the packet network, replies to peers (checked: one answer per request), store
+/// actions to the node's disk, exits to the process model.
 extension Simulator {
-    // MARK: network
-
-    /// Whether a broker frame from a to b is lost to a fault.
-    func blocked(_ a: Int, _ b: Int) -> Bool {
-        if brokerDown { return true }
-        if let side = partitionSide, side.contains(a) != side.contains(b) { return true }
-        if let w = oneWay, w.from == a, w.to == b { return true }
-        return false
-    }
-
-    /// Whether a keepalive on the peer network from a to b is lost to a fault.
-    func peerNetworkBlocked(_ a: Int, _ b: Int) -> Bool {
-        if let side = partitionSide, side.contains(a) != side.contains(b) { return true }
-        if let side = peerNetworkSide, side.contains(a) != side.contains(b) { return true }
-        if let w = oneWay, w.from == a, w.to == b { return true }
-        return false
-    }
-
-    /// A frame's delay from one node to another: the network's, plus each end's slowness.
-    mutating func delay(_ from: Int, _ to: Int) -> Milliseconds { delay(from) + Milliseconds(slots[to].extraDelay) }
-
-    mutating func delay(_ slot: Int) -> Milliseconds {
-        let base = scenario.minDelay + Int64(rng.below(Int(scenario.maxDelay - scenario.minDelay) + 1))
-        return Milliseconds(base + slots[slot].extraDelay)
-    }
-
-    mutating func lost() -> Bool { !faultsOver && rng.chance(scenario.lossRate) }
-    mutating func duplicated() -> Bool { !faultsOver && rng.chance(scenario.duplicateRate) }
-
-    /// Whether this frame is corrupted on its way (drawn from the corruption stream).
-    mutating func corrupted() -> Bool { !faultsOver && scenario.corruptRate > 0 && corruption.chance(scenario.corruptRate) }
-
-    /// The frame as it arrives damaged: one bit flipped, or cut short.
-    mutating func damage(_ frame: ByteBuffer) -> ByteBuffer {
-        var bytes = Array(frame.readableBytesView)
-        guard !bytes.isEmpty else { return frame }
-        if corruption.chance(0.25) {
-            bytes.removeLast(1 + corruption.below(bytes.count))
-        } else {
-            bytes[corruption.below(bytes.count)] ^= UInt8(1) << UInt8(corruption.below(8))
-        }
-        return ByteBuffer(bytes: bytes)
-    }
-
     mutating func deliverCluster(_ frame: ByteBuffer, from: Int, to: Int, beacon: Bool = false) {
-        guard slots[to].isRunning, !(beacon ? peerNetworkBlocked(from, to) : blocked(from, to)) else { return }
-        if lost() { return }
+        guard slots[to].isRunning, !(beacon ? network.peerNetworkBlocked(from, to) : network.blocked(from, to)) else { return }
+        if network.lost() { return }
         let serving = slots[from].isServing ? now : nil
-        if corrupted() {
+        if network.corrupted() {
             // The damaged copy arrives; the channel must drop it (the checker fails the seed
             // if it does not). Nothing else about the delivery changes.
-            queue.push(now + delay(from, to), .cluster(to, damage(frame), fromAdversary: false, servingAt: serving,
+            queue.push(now + network.delay(from, to), .cluster(to, network.damage(frame), fromAdversary: false, servingAt: serving,
                                                       beacon: beacon, corrupted: true))
             return
         }
-        queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, servingAt: serving, beacon: beacon))
+        queue.push(now + network.delay(from, to), .cluster(to, frame, fromAdversary: false, servingAt: serving, beacon: beacon))
         // A duplicate is dropped by the receiver's replay window.
-        if duplicated() { queue.push(now + delay(from, to), .cluster(to, frame, fromAdversary: false, servingAt: serving, beacon: beacon)) }
+        if network.duplicated() { queue.push(now + network.delay(from, to), .cluster(to, frame, fromAdversary: false, servingAt: serving, beacon: beacon)) }
     }
 
     mutating func multicast(_ bytes: ByteBuffer, from peer: Int) {
@@ -70,8 +29,8 @@ extension Simulator {
             if unservedSends[key] == nil { unservedSends[key] = now }
         }
         for s in slots.indices where slots[s].isRunning {
-            if lost() { continue }
-            queue.push(now + delay(s), .peerDatagram(s, bytes, peers[peer].endpoint))
+            if network.lost() { continue }
+            queue.push(now + network.delay(s), .peerDatagram(s, bytes, peers[peer].endpoint))
         }
     }
 
@@ -140,8 +99,8 @@ extension Simulator {
             replies.append((now, slot, isError))
             if case .announce = response { recordAck(peer: p, by: slot) }
             let bytes = BEP15Codec.encode(response)
-            if lost() { return }
-            queue.push(now + delay(slot), .reply(p, bytes))
+            if network.lost() { return }
+            queue.push(now + network.delay(slot), .reply(p, bytes))
         case .persist, .persistSnapshot, .persistEpoch, .wipeStore, .probeStore:
             performStore(action, from: slot)
         case .committed(let quorum, _):
@@ -168,11 +127,11 @@ extension Simulator {
     /// check of the content against it can tell.
     mutating func corruptedSnapshot(_ snapshot: Snapshot) -> Snapshot? {
         // Snapshots are few: in a scenario with corruption, a third of them are hit.
-        guard !faultsOver, scenario.corruptRate > 0, corruption.chance(0.33),
+        guard !faultsOver, scenario.corruptRate > 0, network.corruption.chance(0.33),
               let i = snapshot.content.indices.first(where: { !snapshot.content[$0].peers.isEmpty }) else { return nil }
         var s = snapshot
-        let j = corruption.below(s.content[i].peers.count)
-        s.content[i].peers[j].endpoint.port ^= UInt16(1) << UInt16(corruption.below(16))
+        let j = network.corruption.below(s.content[i].peers.count)
+        s.content[i].peers[j].endpoint.port ^= UInt16(1) << UInt16(network.corruption.below(16))
         return s
     }
 }
