@@ -17,16 +17,13 @@ extension Simulator {
             for (s, gen) in appliedBy[ref] ?? [:] { holders[s] = gen }
         }
         holders[slot] = slots[slot].generation
-        ackedInfoHash[key] = hash
         if let (ref, announce) = carried, announce.event != .stopped {
-            acked[key] = AckedAnnounce(at: announce.at, stopped: false, holders: holders)
-            checker.acknowledged(key, infoHash: hash, ref: ref, at: announce.at, now: now)
+            checker.acknowledged(key, infoHash: hash, ref: ref, at: announce.at, stopped: false, holders: holders, now: now)
         } else if carried == nil, let record = node.replica.store[hash]?.peer(key) {
             // Beyond the retained log: the record is all there is to go by.
-            acked[key] = AckedAnnounce(at: record.lastAnnounce, stopped: false, holders: holders)
+            checker.acknowledged(key, infoHash: hash, ref: nil, at: record.lastAnnounce, stopped: false, holders: holders, now: now)
         } else {
-            checker.acks[key] = nil
-            acked[key] = AckedAnnounce(at: nodeNow(slot), stopped: true, holders: holders)
+            checker.acknowledged(key, infoHash: hash, ref: nil, at: nodeNow(slot), stopped: true, holders: holders, now: now)
         }
     }
 
@@ -177,18 +174,9 @@ extension Simulator {
     }
 
     mutating func checkAcknowledged() {
-        guard let ms = slots.indices.first(where: { slots[$0].isServing }) else { return }
-        let m = slots[ms].node!
-        for key in acked.keys.sorted() {
-            let a = acked[key]!
-            guard !a.stopped, a.at >= maxExpireCutoff else { continue }
-            let survivors = a.holders.filter { slots[$0.key].generation == $0.value }
-            guard !survivors.isEmpty else { continue }
-            let record = m.replica.store[ackedInfoHash[key]!]?.peer(key)
-            guard let r = record, r.lastAnnounce >= a.at else {
-                return fail("acknowledged announce of \(key.ip) at \(a.at.milliseconds - Scenario.start.milliseconds)ms was lost (holders \(survivors.keys.sorted()))")
-            }
-        }
+        guard let ms = slots.indices.first(where: { slots[$0].isServing }), let m = slots[ms].node else { return }
+        if let v = checker.lostAcknowledged(master: m.replica, expiredBefore: maxExpireCutoff,
+                                            generations: slots.map(\.generation)) { fail(v) }
     }
 
     /// A registration a surviving replica committed is in the final master's catalogue,

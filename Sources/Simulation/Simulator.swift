@@ -146,12 +146,6 @@ struct HeldReceipt {
     var at: Instant
 }
 
-struct AckedAnnounce {
-    var at: Instant
-    var stopped: Bool
-    var holders: [Int: Int]  // slot -> generation at the time
-}
-
 /// A whole cluster, its network, disks and peers, in virtual time. One seed decides
 /// everything; nothing here reads a clock, a global generator or an unordered
 /// collection's iteration order.
@@ -192,8 +186,6 @@ public struct Simulator {
     var coverage = Coverage()
     var appliedDigests: [TxRef: UInt64] = [:]
     var appliedBy: [TxRef: [Int: Int]] = [:]
-    var acked: [PeerKey: AckedAnnounce] = [:]
-    var ackedInfoHash: [PeerKey: InfoHash] = [:]
     var maxExpireCutoff = Instant(milliseconds: Int64.min)
     /// Registrations some replica committed: info hash → slot → generation then.
     var committedTorrents: [InfoHash: [Int: Int]] = [:]

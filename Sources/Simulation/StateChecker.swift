@@ -8,8 +8,11 @@ import TrackerLogic
 /// the OK votes that were actually sent; (b) a replica applies commits only from the
 /// master of the epoch it follows; (c) two replicas whose last committed transaction is
 /// the same hold the same store (the kept digest covers all the content); (d) an
-/// acknowledged announce is in every replica that has committed past it. Each check
+/// acknowledged announce is in every replica that has committed past it; and at the end,
+/// (e) no acknowledged announce is lost while a replica that held it survives. Each check
 /// answers a violation in words, or nil; the simulator fails the seed with the step.
+///
+/// It keeps the one ledger of acknowledged announces both (d) and (e) read.
 public struct StateChecker: Sendable {
     struct VoteKey: Hashable, Sendable {
         var master: NodeID
@@ -17,13 +20,21 @@ public struct StateChecker: Sendable {
         var digest: UInt64
     }
 
-    /// An acknowledged announce: the transaction that carried it and the time it holds.
+    /// A peer's last acknowledged announce.
     struct Ack: Sendable {
         var infoHash: InfoHash
-        var ref: TxRef
+        /// The transaction that carried it, when the acknowledging replica's log still
+        /// held it (else only its record is known).
+        var ref: TxRef?
+        /// The time the replicas' record of the peer must reach.
         var at: Instant
+        /// A stop: nothing of the peer must remain.
+        var stopped: Bool
         /// The peer sent a stop since (committed or not, the announce may be gone).
         var superseded = false
+        /// The replicas that held it when it was acknowledged: slot → its generation then
+        /// (a process that lost its disk since is another generation).
+        var holders: [Int: Int]
     }
 
     let quorum: QuorumMode
@@ -54,11 +65,29 @@ public struct StateChecker: Sendable {
         acks[key]?.superseded = true
     }
 
-    /// A master answered an announce committed in `ref`. A stop the peer sent shortly
-    /// before may still be on its way (datagrams overtake each other) and supersede it.
-    public mutating func acknowledged(_ key: PeerKey, infoHash: InfoHash, ref: TxRef, at: Instant, now: Instant) {
+    /// A master answered an announce: carried in `ref` (nil: beyond the replica's log) and
+    /// holding the peer's record at `at`, or a stop. A stop the peer sent shortly before may
+    /// still be on its way (datagrams overtake each other) and supersede it.
+    public mutating func acknowledged(_ key: PeerKey, infoHash: InfoHash, ref: TxRef?, at: Instant, stopped: Bool = false,
+                                      holders: [Int: Int] = [:], now: Instant) {
         let recentStop = stops[key].map { now - $0 < Self.requestLifetime } ?? false
-        acks[key] = Ack(infoHash: infoHash, ref: ref, at: at, superseded: recentStop)
+        acks[key] = Ack(infoHash: infoHash, ref: ref, at: at, stopped: stopped, superseded: recentStop, holders: holders)
+    }
+
+    /// (e) Once faults are over, the serving master holds every acknowledged announce not
+    /// expired (`cutoff`) that some replica holding it still holds: one whose slot is
+    /// still at the generation it had then (`generations`, by slot).
+    public func lostAcknowledged(master: Replica, expiredBefore cutoff: Instant, generations: [Int]) -> String? {
+        for key in acks.keys.sorted() {
+            guard let a = acks[key], !a.stopped, a.at >= cutoff else { continue }
+            let survivors = a.holders.filter { $0.key < generations.count && generations[$0.key] == $0.value }
+            guard !survivors.isEmpty else { continue }
+            guard let r = master.store[a.infoHash]?.peer(key), r.lastAnnounce >= a.at else {
+                return "acknowledged announce of \(key.ip) at \(a.at.milliseconds - Scenario.start.milliseconds)ms was lost "
+                    + "(holders \(survivors.keys.sorted()))"
+            }
+        }
+        return nil
     }
 
     /// Longer than any request of a scenario stays in flight (BEP 15 retransmits after 15 s).
@@ -131,13 +160,13 @@ public struct StateChecker: Sendable {
         } else {
             stateAt[last] = (digest, slot)
         }
-        for (key, ack) in acks where !ack.superseded && ack.at >= cutoff && ack.ref.txid <= last.txid {
+        for (key, ack) in acks where !ack.stopped && !ack.superseded && ack.at >= cutoff {
             // Only a replica whose history holds that transaction has committed past it.
-            guard replica.history.epoch(of: ack.ref.txid) == ack.ref.epoch else { continue }
+            guard let ref = ack.ref, ref.txid <= last.txid, replica.history.epoch(of: ref.txid) == ref.epoch else { continue }
             let record = replica.store[ack.infoHash]?.peer(key)
             guard let record, record.lastAnnounce >= ack.at - clockSpread else {
                 let held = record.map { "only its record of \($0.lastAnnounce.milliseconds - Scenario.start.milliseconds)ms" } ?? "no record of it"
-                return "s\(slot) holds \(last) but not the announce of \(key.ip) acknowledged in \(ack.ref) "
+                return "s\(slot) holds \(last) but not the announce of \(key.ip) acknowledged in \(ref) "
                     + "at \(ack.at.milliseconds - Scenario.start.milliseconds)ms (\(held))"
             }
         }

@@ -89,6 +89,26 @@ struct SimulatorDepthTests {
         #expect(d.reached(lost, slot: 1, expiredBefore: .zero) == nil)
     }
 
+    /// (e) reads the same ledger: the final master must hold an acknowledged announce while
+    /// a replica that held it survives (its slot still at the generation it had then).
+    @Test func anAcknowledgedAnnounceOutlivesTheScenarioWhileAHolderSurvives() {
+        var c = checker()
+        let key = PeerKey(peerID: PeerID(a: 1, b: 0, c: 0), ip: .v4(0x0A00_0001))
+        c.acknowledged(key, infoHash: hash, ref: TxRef(epoch: e1, txid: 1), at: Scenario.start + Milliseconds(10),
+                       holders: [0: 3, 2: 1], now: Scenario.start + Milliseconds(11))
+        let kept = replica([[announce(1, at: 10)]])
+        let lost = replica([[announce(2, at: 20)]])
+        #expect(c.lostAcknowledged(master: kept, expiredBefore: .zero, generations: [3, 0, 1]) == nil)
+        #expect(c.lostAcknowledged(master: lost, expiredBefore: .zero, generations: [3, 0, 1])?.contains("was lost") == true)
+        #expect(c.lostAcknowledged(master: lost, expiredBefore: .zero, generations: [4, 0, 2]) == nil,
+                "every holder lost its disk since")
+        #expect(c.lostAcknowledged(master: lost, expiredBefore: Scenario.start + Milliseconds(11), generations: [3, 0, 1]) == nil,
+                "expired")
+        c.acknowledged(key, infoHash: hash, ref: nil, at: Scenario.start + Milliseconds(30), stopped: true,
+                       holders: [0: 3], now: Scenario.start + Milliseconds(31))
+        #expect(c.lostAcknowledged(master: lost, expiredBefore: .zero, generations: [3, 0, 1]) == nil, "a stop leaves nothing to keep")
+    }
+
     @Test func aNodeThatFollowsNobodyAppliesNothing() {
         let node = TrackerNode(id: NodeID(1), incarnation: 1, config: ClusterConfig(),
                                handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))),
