@@ -46,6 +46,20 @@ import Testing
         #expect(s.stats.sent == 1 && s.stats.received == 1)
     }
 
+    /// What an earlier connection still delivers after the session moved on (its bytes
+    /// were in flight, its close not yet seen) is nothing: no message, no error, no loss.
+    @Test func onlyTheCurrentConnectionIsHeard() {
+        var s = ready()
+        var moved = lines(s.received(frame("ERROR", [("message", "bye")]), on: 1, now: t0 + .milliseconds(20)))
+        #expect(!s.isReady)
+        moved += lines(s.tick(now: t0 + .seconds(1)))
+        #expect(moved.contains { $0.hasPrefix("connect ") && $0.hasSuffix("#2") }, "\(moved)")
+        #expect(lines(s.received(frame("MESSAGE", [("destination", "/topic/cluster")], body: "old"), on: 1, now: t0 + .seconds(1))) == [])
+        #expect(lines(s.received(frame("ERROR", [("message", "late")]), on: 1, now: t0 + .seconds(1))) == [])
+        #expect(lines(s.closed(1, reason: "reset", now: t0 + .seconds(1))) == [])
+        #expect(s.stats.received == 0 && s.stats.errorFrames == 1)
+    }
+
     /// 2⁶² in the broker's heart-beat once trapped the client at every reconnect.
     @Test func aHostileHeartBeatIsClampedAndSaidSo() {
         var s = StompSession(settings: settings())

@@ -197,7 +197,18 @@ public struct TrackerNode: Sendable {
         }
     }
 
-    public var standing: NodeStanding { NodeStanding(role: role, epoch: epoch, master: master, serving: isServing) }
+    /// Role, epoch, master and service in one look at the state: computed after every
+    /// step, so it switches once and binds no master's payload (binding would copy it).
+    public var standing: NodeStanding {
+        switch state {
+        case .starting: return NodeStanding(role: .starting, epoch: epoch, master: nil, serving: false)
+        case .slave(let f): return NodeStanding(role: .slave, epoch: epoch, master: f.master, serving: false)
+        case .candidate: return NodeStanding(role: .candidate, epoch: epoch, master: nil, serving: false)
+        case .recovering: return NodeStanding(role: .master, epoch: epoch, master: id, serving: false)
+        case .master: return NodeStanding(role: .master, epoch: epoch, master: id, serving: true)
+        case .stopped, .modifying: return NodeStanding(role: .stopped, epoch: epoch, master: nil, serving: false)
+        }
+    }
 
     /// Holding the master's office: recovering or serving.
     var isMaster: Bool { role == .master }

@@ -47,7 +47,7 @@ public struct CommitRows: Hashable, Sendable {
         for update in tx.updates {
             switch update {
             case .announce(let a):
-                let record = replica.store[a.infoHash]?.peer(a.key)
+                let record = replica.store.peer(a.key, in: a.infoHash)
                 changes.append(.peer(a.infoHash, a.key, record))
                 if a.event == .completed { changes.append(.completion(a.infoHash, a.key)) }
                 if record == nil || a.event == .completed { recount.insert(a.infoHash) }
@@ -63,6 +63,6 @@ public struct CommitRows: Hashable, Sendable {
                 changes.append(.torrent(hash, replica.store.catalogue.torrents[hash]))
             }
         }
-        swarms = recount.sorted().map { SwarmRow(infoHash: $0, completed: replica.store[$0]?.completed) }
+        swarms = recount.sorted().map { SwarmRow(infoHash: $0, completed: replica.store.completed(in: $0)) }
     }
 }

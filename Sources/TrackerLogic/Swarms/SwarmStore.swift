@@ -106,6 +106,19 @@ public struct SwarmStore: Sendable {
         return swarms.values[i].occupancy(holding: key)
     }
 
+    /// One peer's record, read in place (`store[infoHash]?.peer(key)` copies the swarm
+    /// out first): what a commit's rows read for every announce.
+    public func peer(_ key: PeerKey, in infoHash: InfoHash) -> PeerRecord? {
+        guard let i = swarms.index(forKey: infoHash) else { return nil }
+        return swarms.values[i].peer(key)
+    }
+
+    /// A swarm's completion count, read in place; nil when the store does not hold it.
+    public func completed(in infoHash: InfoHash) -> Int? {
+        guard let i = swarms.index(forKey: infoHash) else { return nil }
+        return swarms.values[i].completed
+    }
+
     public func scrape(_ infoHash: InfoHash) -> ScrapeEntry {
         swarms[infoHash]?.scrapeEntry ?? ScrapeEntry(seeders: 0, completed: 0, leechers: 0)
     }
