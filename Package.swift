@@ -98,7 +98,7 @@ let package = Package(
         ),
         .testTarget(
             name: "STOMPTests",
-            dependencies: ["STOMP", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["STOMP", "TrackerLogic", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .testTarget(
             name: "SimulationTests",

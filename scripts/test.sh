@@ -68,10 +68,17 @@ run_test() {
 export -f run_test
 run_python_test() { run_test "$1" 600 /usr/bin/python3 "$1"; }
 export -f run_python_test
-# Tests that wait on their own processes only: two at a time.
-concurrent=(tests/interop/*.py tests/cluster/broker_tls.py tests/cluster/broker_garbage.py tests/cluster/cluster_loopback.py
+# Tests that wait on their own processes only: two at a time. None of them stops, kills
+# or restarts a broker (cluster_loopback.py restarts the shared one: it runs alone).
+concurrent=(tests/interop/*.py tests/cluster/broker_tls.py tests/cluster/broker_garbage.py
             tests/cluster/dashboard_api.py tests/cluster/dashboard_browser.py tests/cluster/full_disk.py
             tests/cluster/state_files.py tests/cluster/help_example.py)
+for t in "${concurrent[@]}"; do
+  if grep -qE 'activemq\("(stop|kill|restart)"' "$t"; then
+    echo "test.sh: $t stops or restarts the shared broker: it cannot run beside another test" >&2
+    exit 2
+  fi
+done
 if [ "$quick" = 1 ]; then
   swift test -c release --skip-build
   "$TRACKER_BIN" simulate --seeds 1..1000

@@ -1,6 +1,7 @@
 import NIOCore
 import STOMP
 import Testing
+import TrackerLogic
 
 /// The stream decoder hands out exactly what `StompCodec.decode` does on the whole
 /// stream, however the bytes are cut into reads, and refuses an oversized frame while it
@@ -41,8 +42,8 @@ import Testing
     }
 
     @Test(arguments: 1...40) func anyCutGivesWhatTheWholeStreamGives(seed: UInt64) throws {
-        var rng = SplitMix64(state: seed)
-        #expect(try fed(stream) { _ in Int.random(in: 1...12, using: &rng) } == (try whole()))
+        var rng = SeededGenerator(seed: seed)
+        #expect(try fed(stream) { _ in 1 + rng.below(12) } == (try whole()))
     }
 
     @Test func aBodyWithoutLengthIsRefusedOnceOverTheLimitNotAtItsEnd() {
@@ -73,15 +74,3 @@ import Testing
     }
 }
 
-/// SplitMix64: cuts that are the same at every run of a seed.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -74,7 +74,8 @@ public final class ClusterService: @unchecked Sendable {
     /// Told of role, epoch and master changes, on the loop (the dashboard's timeline).
     var onRoleChange: ((StandingChange, Instant) -> Void)?
     var wake: (at: Instant, task: Scheduled<Void>)?
-    /// The node's own topic, once the node asked for it (`NodeAction.subscribe`).
+    /// The node's id once it told it (`NodeAction.subscribe`): its own topic, and how its
+    /// own frames are told apart.
     var ownTopic: NodeID?
     var stopping = false
     var storeFailing = false
@@ -124,6 +125,8 @@ public final class ClusterService: @unchecked Sendable {
         node = TrackerNode(id: settings.id, incarnation: incarnation, config: settings.cluster, handler: handler,
                            seed: WallClock.randomSeed(), now: startedAt, restoring: restored,
                            address: settings.http.map { "http://\($0)" } ?? settings.peers.serviceAddress.description)
+        // A configured id is known before the first step; `--id auto` learns it by `.subscribe`.
+        ownTopic = settings.id.isAssigned ? settings.id : nil
         for problem in node.restoreProblems {
             logger.error("repository held an impossible value; repaired", metadata: ["problem": "\(problem)", "db": "\(settings.database)"])
         }
@@ -363,11 +366,11 @@ public final class ClusterService: @unchecked Sendable {
 
     /// A keepalive from the peer network (our own comes back too: the group loops).
     func beaconReceived(_ frame: ByteBuffer) {
-        switch channel.open(frame, ownID: node.id, now: WallClock.now()) {
+        switch channel.open(frame, ownID: ownTopic ?? .unassigned, now: WallClock.now()) {
         case .success(nil):
             break
         case .success(let env?):
-            if env.from == node.id && env.incarnation == incarnation { return }
+            if env.from == ownTopic && env.incarnation == incarnation { return }
             stats.beacons += 1
             step(.beacon(env))
         case .failure(let reason):
@@ -385,7 +388,7 @@ public final class ClusterService: @unchecked Sendable {
         case .message(let destination, let headers, let body):
             guard !silenced else { return }
             if headers.first(where: { $0.name == "sender" })?.value == String(incarnation, radix: 16) { return }
-            switch channel.open(body, ownID: node.id, now: WallClock.now()) {
+            switch channel.open(body, ownID: ownTopic ?? .unassigned, now: WallClock.now()) {
             case .success(nil):
                 break  // a fragment taken in; its message is not whole yet
             case .success(let env?):
