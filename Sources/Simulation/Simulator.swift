@@ -44,7 +44,8 @@ final class SimSlot {
     var node: TrackerNode?
     var disk = SimDisk()
     var exists = false
-    var scheduledTick: Instant?
+    /// The node's one timer, armed by the runtime's rule (`NodeTimer`).
+    var timer = NodeTimer()
     var trackedLast = TxRef.zero
     /// The node's `Replica.applied` after its last step.
     var trackedApplied: UInt64 = 0
@@ -386,7 +387,7 @@ public struct Simulator {
         slots[slot].channel = ClusterChannel(keys: [clusterKey], startedAt: nodeNow(slot), fragmentBytes: scenario.fragmentBytes)
         slots[slot].trackedLast = node.replica.lastCommitted
         slots[slot].trackedApplied = node.replica.applied
-        slots[slot].scheduledTick = nil
+        slots[slot].timer.disarm()
         note(slot, "start (restored \(node.replica.lastCommitted))")
         scheduleTick(slot)
     }
@@ -395,8 +396,7 @@ public struct Simulator {
         let nodeTime = nodeNow(slot)
         guard let nodeWake = slots[slot].inspect({ $0.nextWake(now: nodeTime) }) else { return }
         let wake = nodeWake - Milliseconds(drift(slot))
-        if let s = slots[slot].scheduledTick, s > now, s <= wake { return }
-        slots[slot].scheduledTick = wake
+        guard slots[slot].timer.arm(at: wake) else { return }
         queue.push(wake, .tick(slot))
     }
 
@@ -429,8 +429,8 @@ public struct Simulator {
                 // A stopped process: everything waits in its sockets, in order; the broker's
                 // backlog is read at the wake, the peer socket's one datagram a millisecond.
                 if case .tick = event {
-                    guard slots[s].scheduledTick == now else { return }
-                    slots[s].scheduledTick = until
+                    guard slots[s].timer.fire(at: now) else { return }
+                    _ = slots[s].timer.arm(at: until)
                 }
                 if case .peerDatagram(_, let bytes, let from, let queued) = event,
                    let process = queued ?? slots[s].inspect({ $0.incarnation }) {
@@ -451,8 +451,7 @@ public struct Simulator {
         }
         switch event {
         case .tick(let s):
-            guard slots[s].scheduledTick == now else { return }
-            slots[s].scheduledTick = nil
+            guard slots[s].timer.fire(at: now) else { return }
             step(s, .tick, label: "tick")
         case .cluster(let s, let frame, let fromAdversary, let servingAt, let beacon, let corrupted):
             let nodeTime = nodeNow(s)

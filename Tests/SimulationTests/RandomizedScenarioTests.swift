@@ -50,10 +50,30 @@ struct RandomizedScenarioTests {
     /// Seeds outside CI's window that once failed, kept as regressions.
     /// 201891: a delayed CATCHUP from an old epoch landed on a replica that had since led
     /// an epoch of its own, and two replicas held different transactions as e3.2#196.
-    @Test(arguments: [201_891] as [UInt64])
+    /// 7528329571238363 (sweep of e146337): a master's vote deadline fell on the instant a
+    /// keepalive reached it; the simulator replaced the tick due then by the next keepalive's
+    /// (the runtime keeps it), the vote timed out 750 ms late, and a held announce went
+    /// unanswered past 3 s — both hosts now arm by `NodeTimer` (NodeTimerTests).
+    @Test(arguments: [201_891, 7_528_329_571_238_363] as [UInt64])
     func formerFailures(seed: UInt64) {
         let report = Simulator.run(seed: seed)
         #expect(report.passed, "\(report)")
+    }
+
+    /// Fresh seeds this code still fails, kept as known issues: the test fails once a seed
+    /// passes, so its fix moves it to `formerFailures`.
+    /// 59173201733146931 (sweep of e146337): a strict cluster of two; while n1 was starting,
+    /// an insider forged n1's COORDINATOR-ACK, so n2 recovered with an empty repository
+    /// and served. n1 came back holding e2.2#2: a diverged state the master asks to merge,
+    /// but in strict mode every transaction needs n1's vote and n1 votes "not in sync"
+    /// until the merge is committed. Every transaction aborts; no announce is answered
+    /// after the faults end.
+    @Test(arguments: [59_173_201_733_146_931] as [UInt64])
+    func openFailures(seed: UInt64) {
+        let report = Simulator.run(seed: seed)
+        withKnownIssue("a fresh seed this code still fails") {
+            #expect(report.passed, "\(report)")
+        }
     }
 
     /// What the state checker found in the existing code, kept as scenario lines (they

@@ -73,7 +73,9 @@ public final class ClusterService: @unchecked Sendable {
     var silenced = false
     /// Told of role, epoch and master changes, on the loop (the dashboard's timeline).
     var onRoleChange: ((StandingChange, Instant) -> Void)?
-    var wake: (at: Instant, task: Scheduled<Void>)?
+    /// The node's one timer (`NodeTimer`: the rule the simulator follows too) and its task.
+    var timer = NodeTimer()
+    var wake: Scheduled<Void>?
     /// The node's id once it told it (`NodeAction.subscribe`): its own topic, and how its
     /// own frames are told apart.
     var ownTopic: NodeID?
@@ -315,13 +317,13 @@ public final class ClusterService: @unchecked Sendable {
     func armWake(_ now: Instant) {
         guard !stopping else { return }
         let at = node.nextWake(now: now)
-        if let w = wake, w.at <= at { return }
-        wake?.task.cancel()
-        let task = loop.scheduleTask(in: .milliseconds(max(0, (at - now).value))) { [self] in
+        guard timer.arm(at: at) else { return }
+        wake?.cancel()
+        wake = loop.scheduleTask(in: .milliseconds(max(0, (at - now).value))) { [self] in
+            guard timer.fire(at: at) else { return }
             wake = nil
             step(.tick)
         }
-        wake = (at, task)
     }
 
     // MARK: inputs
@@ -409,8 +411,9 @@ public final class ClusterService: @unchecked Sendable {
         stopping = true
         for w in catalogueWaiters { w.promise.fail(ControlRefusal("the tracker service stopped")) }
         catalogueWaiters = []
-        wake?.task.cancel()
+        wake?.cancel()
         wake = nil
+        timer.disarm()
         // Writes first (the wipe of a clean shutdown), then the broker's receipt for our
         // LEAVING, then the sockets.
         writer.drain().flatMap { [self] in stomp.close() }.whenComplete { [self] _ in
