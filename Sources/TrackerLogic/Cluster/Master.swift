@@ -1,3 +1,5 @@
+import NIOCore
+
 /// Why an update is in the master's queue: who is waiting for it.
 enum UpdateOrigin: Sendable, Equatable {
     case peer(PendingAnnounce)
@@ -48,8 +50,15 @@ struct OfferProgress: Sendable {
     var pending = 0
 }
 
-/// What only the master keeps.
-struct MasterState: Sendable {
+/// A master that recovered and serves: it answers peers, batches their announces into
+/// transactions and runs two-phase commit over the live slaves (PREPARE, votes, COMMIT or
+/// ABORT), brings joining and lagging slaves up to date, and merges diverged
+/// repositories back.
+///
+/// Invariant: at most one transaction is in flight, and it continues the replica's log;
+/// an announce is answered only once its transaction committed (or refused once it
+/// aborted).
+struct Master: Sendable {
     var queue: [QueuedUpdate] = []
     var batchDeadline: Instant?
     var retryAfter: Instant?
@@ -79,300 +88,313 @@ struct MasterState: Sendable {
         if inFlight == nil, let b = batchDeadline { candidates.append(max(b, retryAfter ?? b)) }
         return candidates.min()
     }
-}
 
-extension TrackerNode {
-    func majority(of n: Int) -> Int { n / 2 + 1 }
+    /// Just recovered: bring each slave that answered to our state, tell everyone at once,
+    /// and propose what was recovered.
+    mutating func begin(syncing answers: [(node: NodeID, last: TxRef)], in ctx: inout NodeContext, _ now: Instant) {
+        for answer in answers {
+            if answer.last == ctx.replica.lastCommitted {
+                ctx.membership.update(answer.node) { $0.confirmed = answer.last }
+            } else {
+                syncReply(to: answer.node, last: answer.last, hasState: answer.last.txid > 0, in: &ctx, now)
+            }
+        }
+        ctx.nextKeepalive = now
+        tick(in: &ctx, now)
+    }
+
+    mutating func handle(_ input: RoleInput, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
+        switch input {
+        case .tick:
+            tick(in: &ctx, now)
+        case .message(let env):
+            receive(env, in: &ctx, now)
+        case .submit(let change):
+            catalogueChangeReceived(change, in: &ctx, now)
+        case .epochStored, .restarted:
+            break
+        }
+        return nil
+    }
+
+    mutating func receive(_ env: ClusterEnvelope, in ctx: inout NodeContext, _ now: Instant) {
+        switch env.message {
+        case .keepalive(let k):
+            ctx.slaveSaid(k, from: env.from)
+        case .election:
+            // Still here: remind everyone who leads.
+            if ctx.answerElection(from: env.from) { ctx.broadcast(.coordinator(lastCommitted: ctx.replica.lastCommitted)) }
+        case .coordinatorAck(let last, _):
+            // A slave confirms it holds our last commit.
+            ctx.membership.update(env.from) { $0.lastCommitted = last }
+            if last == ctx.replica.lastCommitted { ctx.membership.update(env.from) { $0.confirmed = last } }
+        case .vote(let txid, let digest, let verdict):
+            voteReceived(from: env.from, txid: txid, digest: digest, verdict: verdict, in: &ctx, now)
+        case .hello(let h):
+            helloReceived(env, h, in: &ctx, now)
+        case .catchUpRequest(let after):
+            syncReply(to: env.from, last: after, hasState: true, in: &ctx, now)
+        case .mergeOffer(let offer):
+            mergeOfferReceived(offer, from: env.from, in: &ctx, now)
+        case .submit(let change):
+            catalogueChangeReceived(change, in: &ctx, now)
+        case .answer, .coordinator, .prepare, .commit, .abort, .idAssigned, .catchUp, .snapshot, .snapshotAck,
+             .mergeRequest, .mergeDone, .leaving:
+            break
+        }
+    }
+
+    /// A peer's datagram: answered at once, or its announce queued for commit.
+    mutating func receivePeer(_ datagram: ByteBuffer, from source: PeerEndpoint, in ctx: inout NodeContext, _ now: Instant) {
+        switch ctx.handler.decide(datagram, from: source, now: now, store: ctx.replica.store, limiter: &ctx.limiter) {
+        case .reply(let response): ctx.out.append(.reply(response, to: source))
+        case .commit(let pending): enqueue(.announce(pending.update), origin: .peer(pending), in: &ctx, now)
+        case .drop: break
+        }
+    }
 
     // MARK: serving
 
-    mutating func masterTick(_ now: Instant) {
-        guard let l = masterRole else { return }
-        if now >= l.nextExpiry {
-            let nextExpiry = now + expiryPeriod
-            masterRole?.nextExpiry = nextExpiry
-            enqueue(.expire(before: now - handler.config.effectivePeerTimeout), origin: .expiry, now)
+    mutating func tick(in ctx: inout NodeContext, _ now: Instant) {
+        if now >= nextExpiry {
+            nextExpiry = now + ctx.expiryPeriod
+            enqueue(.expire(before: now - ctx.handler.config.effectivePeerTimeout), origin: .expiry, in: &ctx, now)
         }
-        if let f = masterRole?.inFlight, now >= f.deadline { voteTimedOut(now) }
-        tryPrepare(now)
+        if let f = inFlight, now >= f.deadline { voteTimedOut(in: &ctx, now) }
+        tryPrepare(in: &ctx, now)
     }
 
     /// A catalogue change, from our dashboard or forwarded by a slave. A registration
     /// the catalogue cannot take (already there, full) is dropped here, so replicas
     /// never apply a change the master would not have accepted.
-    mutating func catalogueChangeReceived(_ change: CatalogueChange, _ now: Instant) {
-        guard let l = masterRole else { return }
-        guard change.refusal(in: replica.store.catalogue) == nil else { return }
-        enqueue(.catalogue(change), origin: .operator, now)
+    mutating func catalogueChangeReceived(_ change: CatalogueChange, in ctx: inout NodeContext, _ now: Instant) {
+        guard change.refusal(in: ctx.replica.store.catalogue) == nil else { return }
+        enqueue(.catalogue(change), origin: .operator, in: &ctx, now)
     }
 
-    mutating func enqueue(_ update: SwarmUpdate, origin: UpdateOrigin, _ now: Instant) {
-        guard masterRole != nil else { return }
-        masterRole?.queue.append(QueuedUpdate(update: update, origin: origin))
-        if masterRole?.batchDeadline == nil { 
-            let batchDeadline = now + config.batchDelay
-            masterRole?.batchDeadline = batchDeadline
-        }
-        tryPrepare(now)
+    mutating func enqueue(_ update: SwarmUpdate, origin: UpdateOrigin, in ctx: inout NodeContext, _ now: Instant) {
+        queue.append(QueuedUpdate(update: update, origin: origin))
+        if batchDeadline == nil { batchDeadline = now + ctx.config.batchDelay }
+        tryPrepare(in: &ctx, now)
     }
 
-    mutating func tryPrepare(_ now: Instant) {
-        guard var l = masterRole, l.inFlight == nil, !l.queue.isEmpty else { return }
-        if let r = l.retryAfter, now < r { return }
-        guard l.queue.count >= config.batchMaxUpdates || now >= (l.batchDeadline ?? now) else { return }
-        let items = Array(l.queue.prefix(config.batchMaxUpdates))
-        l.queue.removeFirst(items.count)
-        l.batchDeadline = l.queue.isEmpty ? nil : now
-        l.retryAfter = nil
-        let previous = replica.lastCommitted
-        let tx = Transaction(ref: TxRef(epoch: epoch, txid: previous.txid + 1), updates: items.map(\.update))
-        let live = brokerLiveMembers(now).filter { !$0.suspect && $0.role == .slave }
+    mutating func tryPrepare(in ctx: inout NodeContext, _ now: Instant) {
+        guard inFlight == nil, !queue.isEmpty else { return }
+        if let r = retryAfter, now < r { return }
+        guard queue.count >= ctx.config.batchMaxUpdates || now >= (batchDeadline ?? now) else { return }
+        let items = Array(queue.prefix(ctx.config.batchMaxUpdates))
+        queue.removeFirst(items.count)
+        batchDeadline = queue.isEmpty ? nil : now
+        retryAfter = nil
+        let previous = ctx.replica.lastCommitted
+        let tx = Transaction(ref: TxRef(epoch: ctx.epoch, txid: previous.txid + 1), updates: items.map(\.update))
+        let live = ctx.brokerLiveMembers(now).filter { !$0.suspect && $0.role == .slave }
         let voters = live.filter { $0.confirmed == previous }.map(\.id)
-        let needed = config.quorum == .strict ? majority(of: config.clusterSize) : majority(of: voters.count + 1)
-        l.inFlight = InFlight(tx: tx, previous: previous, items: items, voters: voters,
-                              unconfirmed: live.filter { $0.confirmed != previous }.map(\.id), needed: needed,
-                              deadline: now + config.voteTimeout, preparedAt: now)
-        masterRole = l
-        broadcast(.prepare(tx, previous: previous, previousDigest: l.lastDigest))
-        evaluateVotes(now)
+        let needed = ctx.config.quorum == .strict ? ctx.majority(of: ctx.config.clusterSize) : ctx.majority(of: voters.count + 1)
+        inFlight = InFlight(tx: tx, previous: previous, items: items, voters: voters,
+                            unconfirmed: live.filter { $0.confirmed != previous }.map(\.id), needed: needed,
+                            deadline: now + ctx.config.voteTimeout, preparedAt: now)
+        ctx.broadcast(.prepare(tx, previous: previous, previousDigest: lastDigest))
+        evaluateVotes(in: &ctx, now)
     }
 
-    mutating func voteReceived(from node: NodeID, txid: UInt64, digest: UInt64, verdict: Verdict, _ now: Instant) {
-        guard let f = masterRole?.inFlight, f.tx.txid == txid, f.tx.digest == digest else { return }
+    mutating func voteReceived(from node: NodeID, txid: UInt64, digest: UInt64, verdict: Verdict,
+                               in ctx: inout NodeContext, _ now: Instant) {
+        guard let f = inFlight, f.tx.txid == txid, f.tx.digest == digest else { return }
         if verdict == .notInSync {
             // Not a voter after all: it catches up, and the quorum is counted without it.
-            membership.update(node) { $0.confirmed = .zero }
-            if config.quorum == .live, let i = f.voters.firstIndex(of: node), f.votes[node] == nil {
-                paths.count(.notInSyncVoteCounted)
-                masterRole?.inFlight?.voters.remove(at: i)
-                let needed = majority(of: f.voters.count)
-                masterRole?.inFlight?.needed = needed
-                evaluateVotes(now)
+            ctx.membership.update(node) { $0.confirmed = .zero }
+            if ctx.config.quorum == .live, let i = f.voters.firstIndex(of: node), f.votes[node] == nil {
+                ctx.paths.count(.notInSyncVoteCounted)
+                inFlight?.voters.remove(at: i)
+                inFlight?.needed = ctx.majority(of: f.voters.count)
+                evaluateVotes(in: &ctx, now)
                 return
             }
         }
         if let i = f.unconfirmed.firstIndex(of: node) {
-            masterRole?.inFlight?.unconfirmed.remove(at: i)
+            inFlight?.unconfirmed.remove(at: i)
             if verdict == .ok {
-                paths.count(.unconfirmedVoteCounted)
-                membership.update(node) { $0.confirmed = f.previous }
-                masterRole?.inFlight?.voters.append(node)
-                masterRole?.inFlight?.votes[node] = true
+                ctx.paths.count(.unconfirmedVoteCounted)
+                ctx.membership.update(node) { $0.confirmed = f.previous }
+                inFlight?.voters.append(node)
+                inFlight?.votes[node] = true
                 // A live quorum is a majority of the slaves in sync: one more of them
                 // raises it.
-                if config.quorum == .live {
-                    let needed = majority(of: f.voters.count + 2)
-                    masterRole?.inFlight?.needed = needed
-                }
+                if ctx.config.quorum == .live { inFlight?.needed = ctx.majority(of: f.voters.count + 2) }
             }
-            evaluateVotes(now)
+            evaluateVotes(in: &ctx, now)
             return
         }
         guard f.voters.contains(node) else {
-            if verdict == .ok { membership.update(node) { $0.confirmed = f.previous } }
+            if verdict == .ok { ctx.membership.update(node) { $0.confirmed = f.previous } }
             return
         }
-        masterRole?.inFlight?.votes[node] = verdict == .ok
-        evaluateVotes(now)
+        inFlight?.votes[node] = verdict == .ok
+        evaluateVotes(in: &ctx, now)
     }
 
-    mutating func evaluateVotes(_ now: Instant) {
-        guard let f = masterRole?.inFlight else { return }
-        let ok = f.votes.values.filter { $0 }.count + (storeHealthy ? 1 : 0)
+    mutating func evaluateVotes(in ctx: inout NodeContext, _ now: Instant) {
+        guard let f = inFlight else { return }
+        let ok = f.votes.values.filter { $0 }.count + (ctx.storeHealthy ? 1 : 0)
         let pending = f.voters.count - f.votes.count + f.unconfirmed.count
         if ok >= f.needed {
-            commitInFlight(now)
+            commitInFlight(in: &ctx, now)
         } else if ok + pending < f.needed {
-            let errors = f.votes.values.filter { !$0 }.count + (storeHealthy ? 0 : 1)
+            let errors = f.votes.values.filter { !$0 }.count + (ctx.storeHealthy ? 0 : 1)
             abortInFlight(reason: errors > 0 ? "tracker cluster could not store the announce; retry"
-                                             : "tracker cluster has no quorum; retry", now)
+                                             : "tracker cluster has no quorum; retry", in: &ctx, now)
         }
     }
 
-    mutating func voteTimedOut(_ now: Instant) {
-        guard var f = masterRole?.inFlight, let lastDigest = masterRole?.lastDigest else { return }
-        if f.retries < config.voteRetries {
+    mutating func voteTimedOut(in ctx: inout NodeContext, _ now: Instant) {
+        guard var f = inFlight else { return }
+        if f.retries < ctx.config.voteRetries {
             f.retries += 1
-            paths.count(.prepareResent)
-            f.deadline = now + config.voteTimeout
-            masterRole?.inFlight = f
-            broadcast(.prepare(f.tx, previous: f.previous, previousDigest: lastDigest))
+            ctx.paths.count(.prepareResent)
+            f.deadline = now + ctx.config.voteTimeout
+            inFlight = f
+            ctx.broadcast(.prepare(f.tx, previous: f.previous, previousDigest: lastDigest))
             return
         }
         let silent = f.voters.filter { f.votes[$0] == nil }
-        for node in silent { membership.update(node) { $0.suspect = true } }
+        for node in silent { ctx.membership.update(node) { $0.suspect = true } }
         // Unconfirmed slaves were never counted on: a silent one is only no longer waited for.
         f.unconfirmed = []
-        if !silent.isEmpty { paths.count(.silentVotersDropped) }
-        if config.quorum == .live {
+        if !silent.isEmpty { ctx.paths.count(.silentVotersDropped) }
+        if ctx.config.quorum == .live {
             // Silent voters count as down: the quorum is a majority of who is left.
             f.voters = f.voters.filter { f.votes[$0] != nil }
-            f.needed = majority(of: f.voters.count + 1)
+            f.needed = ctx.majority(of: f.voters.count + 1)
         } else {
             for node in silent { f.votes[node] = false }
         }
-        f.deadline = now + config.voteTimeout
-        masterRole?.inFlight = f
-        evaluateVotes(now)
+        f.deadline = now + ctx.config.voteTimeout
+        inFlight = f
+        evaluateVotes(in: &ctx, now)
     }
 
-    mutating func commitInFlight(_ now: Instant) {
-        guard let f = masterRole?.inFlight else { return }
-        paths.count(.transactionCommitted)
-        out.append(.committed(CommitQuorum(ref: f.tx.ref, digest: f.tx.digest, voters: f.voters,
-                                           okVoters: f.votes.filter(\.value).keys.sorted(), ownVote: storeHealthy),
-                              latency: now - f.preparedAt))
-        commitLocally(f.tx)
+    mutating func commitInFlight(in ctx: inout NodeContext, _ now: Instant) {
+        guard let f = inFlight else { return }
+        ctx.paths.count(.transactionCommitted)
+        ctx.out.append(.committed(CommitQuorum(ref: f.tx.ref, digest: f.tx.digest, voters: f.voters,
+                                               okVoters: f.votes.filter(\.value).keys.sorted(), ownVote: ctx.storeHealthy),
+                                  latency: now - f.preparedAt))
+        ctx.commitLocally(f.tx)
         // Known committed, and no news to anyone: never raises the evidence (what this
         // node holds from before it served it answers in this very step).
-        held.evidence.heard(committed: f.tx.ref, at: now, holding: f.tx.ref)
-        masterRole?.lastDigest = f.tx.digest
-        masterRole?.inFlight = nil
-        broadcast(.commit(f.tx.ref, digest: f.tx.digest))
+        ctx.held.evidence.heard(committed: f.tx.ref, at: now, holding: f.tx.ref)
+        lastDigest = f.tx.digest
+        inFlight = nil
+        ctx.broadcast(.commit(f.tx.ref, digest: f.tx.digest))
         for (node, ok) in f.votes.sorted(by: { $0.key < $1.key }) where ok {
-            membership.update(node) { $0.confirmed = f.tx.ref }
+            ctx.membership.update(node) { $0.confirmed = f.tx.ref }
         }
         for item in f.items {
             switch item.origin {
             case .peer(let pending):
-                out.append(.reply(handler.answer(pending, store: replica.store, rng: &rng), to: pending.replyTo))
+                ctx.out.append(.reply(ctx.handler.answer(pending, store: ctx.replica.store, rng: &ctx.rng), to: pending.replyTo))
             case .merge(let key):
-                masterRole?.offers[key]?.pending -= 1
-                finishOfferIfDone(key)
+                offers[key]?.pending -= 1
+                finishOfferIfDone(key, in: &ctx)
             case .expiry, .recovered, .operator:
                 break
             }
         }
-        if masterRole?.queue.isEmpty == false { masterRole?.batchDeadline = now }
-        tryPrepare(now)
+        if !queue.isEmpty { batchDeadline = now }
+        tryPrepare(in: &ctx, now)
     }
 
-    mutating func abortInFlight(reason: String, _ now: Instant) {
-        guard let f = masterRole?.inFlight else { return }
-        paths.count(.transactionAborted)
-        out.append(.aborted(f.tx.ref))
-        masterRole?.inFlight = nil
-        broadcast(.abort(f.tx.ref, digest: f.tx.digest))
+    mutating func abortInFlight(reason: String, in ctx: inout NodeContext, _ now: Instant) {
+        guard let f = inFlight else { return }
+        ctx.paths.count(.transactionAborted)
+        ctx.out.append(.aborted(f.tx.ref))
+        inFlight = nil
+        ctx.broadcast(.abort(f.tx.ref, digest: f.tx.digest))
         var keep: [QueuedUpdate] = []
         for item in f.items {
             if case .peer(let pending) = item.origin {
-                out.append(.reply(handler.refusal(pending, reason: reason), to: pending.replyTo))
+                ctx.out.append(.reply(ctx.handler.refusal(pending, reason: reason), to: pending.replyTo))
             } else {
                 keep.append(item)  // expiry, merges and recovered updates must not be lost
             }
         }
-        masterRole?.queue.insert(contentsOf: keep, at: 0)
-        let retryAfter = now + config.voteTimeout
-        masterRole?.retryAfter = retryAfter
-        if masterRole?.queue.isEmpty == false { masterRole?.batchDeadline = now }
+        queue.insert(contentsOf: keep, at: 0)
+        retryAfter = now + ctx.config.voteTimeout
+        if !queue.isEmpty { batchDeadline = now }
     }
 
-    /// Leaves the master role: queued and in-flight peers get no answer (they retransmit
-    /// and the next master answers); a prepared transaction may still be recovered. The
-    /// node is a slave of nobody until it follows or runs.
-    mutating func stepDown(_ now: Instant) {
-        guard isMaster else { return }
-        if let until = pauseBacklogUntil, now < until {
-            // Just woken from a pause and already out of office: what its socket queued
-            // meanwhile was the newer master's to answer.
-            out.append(.discardPeerBacklog)
-            held.removeAll()
-            held.ignore(until: until)
-        }
-        pauseBacklogUntil = nil
-        if let f = masterRole?.inFlight { prepared = f.tx }
-        state = .slave(SlaveState(master: nil, since: now))
-    }
+    // MARK: join, catch-up and merge
 
-    // MARK: join, catch-up and merge (master side)
-
-    mutating func helloReceived(_ env: ClusterEnvelope, _ h: Hello, _ now: Instant) {
-        guard let l = masterRole else { return }
-        if !env.from.isAssigned {
+    mutating func helloReceived(_ env: ClusterEnvelope, _ h: Hello, in ctx: inout NodeContext, _ now: Instant) {
+        guard env.from.isAssigned else {
             let assigned: NodeID
-            if let known = l.assignedIDs[env.incarnation] {
+            if let known = assignedIDs[env.incarnation] {
                 assigned = known
             } else {
                 // Bounded: a flood of made-up incarnations cannot grow the table forever.
-                guard l.assignedIDs.count < MasterState.maxAssignedIDs,
-                      let free = membership.nextFreeID(after: Array(l.assignedIDs.values) + [id]) else { return }
+                guard assignedIDs.count < Master.maxAssignedIDs,
+                      let free = ctx.membership.nextFreeID(after: Array(assignedIDs.values) + [ctx.id]) else { return }
                 assigned = free
-                masterRole?.assignedIDs[env.incarnation] = assigned
-                paths.count(.idAssigned)
+                assignedIDs[env.incarnation] = assigned
+                ctx.paths.count(.idAssigned)
             }
-            broadcast(.idAssigned(incarnation: env.incarnation, id: assigned))
+            ctx.broadcast(.idAssigned(incarnation: env.incarnation, id: assigned))
             return
         }
-        syncReply(to: env.from, last: h.lastCommitted, hasState: h.hasState, now)
+        syncReply(to: env.from, last: h.lastCommitted, hasState: h.hasState, in: &ctx, now)
     }
 
     /// The cheapest way to bring a node to our state: nothing, our log, a merge of its
     /// diverged repository first, or a full snapshot.
-    mutating func syncReply(to node: NodeID, last: TxRef, hasState: Bool, _ now: Instant) {
-        if last == replica.lastCommitted {
-            send(.catchUp(after: last, []), to: node)
-            membership.update(node) { $0.confirmed = last }
-        } else if replica.isPrefix(last), let txs = replica.transactions(after: last.txid, limit: ClusterMessage.catchUpLimit) {
-            paths.count(.catchUpSent)
-            send(.catchUp(after: last, txs), to: node)
-        } else if hasState && !replica.isPrefix(last) {
-            paths.count(.mergeRequested)
-            send(.mergeRequest, to: node)
+    mutating func syncReply(to node: NodeID, last: TxRef, hasState: Bool, in ctx: inout NodeContext, _ now: Instant) {
+        if last == ctx.replica.lastCommitted {
+            ctx.send(.catchUp(after: last, []), to: node)
+            ctx.membership.update(node) { $0.confirmed = last }
+        } else if ctx.replica.isPrefix(last), let txs = ctx.replica.transactions(after: last.txid, limit: ClusterMessage.catchUpLimit) {
+            ctx.paths.count(.catchUpSent)
+            ctx.send(.catchUp(after: last, txs), to: node)
+        } else if hasState && !ctx.replica.isPrefix(last) {
+            ctx.paths.count(.mergeRequested)
+            ctx.send(.mergeRequest, to: node)
         } else {
-            let patience = snapshotPatience, last = replica.lastCommitted
-            if let sent = masterRole?.snapshotsSent[node], sent.last == last, now - sent.at < patience { return }
-            let recent = masterRole?.snapshotsSent.filter { now - $0.value.at < patience } ?? [:]
-            masterRole?.snapshotsSent = recent
-            masterRole?.snapshotsSent[node] = (last, now)
-            paths.count(.snapshotSent)
-            send(.snapshot(replica.snapshot()), to: node)
+            let patience = snapshotPatience(ctx), ours = ctx.replica.lastCommitted
+            if let sent = snapshotsSent[node], sent.last == ours, now - sent.at < patience { return }
+            snapshotsSent = snapshotsSent.filter { now - $0.value.at < patience }
+            snapshotsSent[node] = (ours, now)
+            ctx.paths.count(.snapshotSent)
+            ctx.send(.snapshot(ctx.replica.snapshot()), to: node)
         }
     }
 
     /// How long a snapshot may take to reach a node: two keepalive intervals, and a
     /// second per 100,000 peers (a million peers are ~62 MB through the broker).
-    var snapshotPatience: Milliseconds {
-        max(config.keepaliveInterval * 2, Milliseconds(Int64(replica.store.peerCount / 100)))
+    func snapshotPatience(_ ctx: NodeContext) -> Milliseconds {
+        max(ctx.config.keepaliveInterval * 2, Milliseconds(Int64(ctx.replica.store.peerCount / 100)))
     }
 
-    mutating func catchUpRequested(by node: NodeID, after: TxRef, _ now: Instant) {
-        if masterRole != nil {
-            syncReply(to: node, last: after, hasState: true, now)
-        } else if slaveRole != nil, node == master {
-            // A recovering master fetches from us.
-            if replica.isPrefix(after), let txs = replica.transactions(after: after.txid, limit: ClusterMessage.catchUpLimit) {
-                if !txs.isEmpty { paths.count(.catchUpSent) }
-                send(.catchUp(after: after, txs), to: node)
-            } else {
-                paths.count(.snapshotSent)
-                send(.snapshot(replica.snapshot()), to: node)
-            }
-        }
-    }
-
-    mutating func mergeOfferReceived(_ offer: MergeOffer, from node: NodeID, _ now: Instant) {
-        guard let l = masterRole else { return }
+    mutating func mergeOfferReceived(_ offer: MergeOffer, from node: NodeID, in ctx: inout NodeContext, _ now: Instant) {
         let key = OfferKey(node: node, offerID: offer.offerID)
-        if l.finishedOffers.contains(key) {
-            send(.mergeDone(offerID: offer.offerID), to: node)
+        if finishedOffers.contains(key) {
+            ctx.send(.mergeDone(offerID: offer.offerID), to: node)
             return
         }
-        var progress = l.offers[key] ?? OfferProgress(parts: offer.parts)
+        var progress = offers[key] ?? OfferProgress(parts: offer.parts)
         // A part that does not belong to this offer's shape is not counted.
         guard progress.parts == offer.parts, offer.part < offer.parts, progress.received.insert(offer.part).inserted else { return }
         // Torrents the master lacks are registered again; the rest it holds already.
-        let missing = offer.torrents.filter { replica.store.catalogue.torrents[$0.infoHash] == nil }
+        let missing = offer.torrents.filter { ctx.replica.store.catalogue.torrents[$0.infoHash] == nil }
         progress.pending += offer.swarms.count + missing.count
-        masterRole?.offers[key] = progress
-        for m in offer.swarms { enqueue(.merge(m), origin: .merge(key), now) }
-        for t in missing { enqueue(.catalogue(.register(t)), origin: .merge(key), now) }
-        finishOfferIfDone(key)
+        offers[key] = progress
+        for m in offer.swarms { enqueue(.merge(m), origin: .merge(key), in: &ctx, now) }
+        for t in missing { enqueue(.catalogue(.register(t)), origin: .merge(key), in: &ctx, now) }
+        finishOfferIfDone(key, in: &ctx)
     }
 
-    mutating func finishOfferIfDone(_ key: OfferKey) {
-        guard let p = masterRole?.offers[key], p.pending == 0, p.received.count == Int(p.parts) else { return }
-        masterRole?.offers[key] = nil
-        masterRole?.finishedOffers.insert(key)
-        send(.mergeDone(offerID: key.offerID), to: key.node)
+    mutating func finishOfferIfDone(_ key: OfferKey, in ctx: inout NodeContext) {
+        guard let p = offers[key], p.pending == 0, p.received.count == Int(p.parts) else { return }
+        offers[key] = nil
+        finishedOffers.insert(key)
+        ctx.send(.mergeDone(offerID: key.offerID), to: key.node)
     }
 }

@@ -26,24 +26,24 @@ extension TrackerNode {
     /// Called first in every step with the time the node expected to run by.
     mutating func discountPause(due: Instant, _ now: Instant) {
         let late = now - due
-        guard late > Milliseconds(config.keepaliveInterval.value / 2) else { return }
-        membership.discount(pause: late, now: now)
+        guard late > Milliseconds(ctx.config.keepaliveInterval.value / 2) else { return }
+        ctx.membership.discount(pause: late, now: now)
         // So is the first sight of a process with our id: moved like its last, the span it
         // was heard for stays what it was (one keepalive before a pause is not an interval).
         if let c = idConflict { idConflict = (c.incarnation, min(c.firstHeard + late, now)) }
-        let outOfOffice = late + config.keepaliveInterval >= config.downAfter
+        let outOfOffice = late + ctx.config.keepaliveInterval >= ctx.config.downAfter
         if isMaster, !outOfOffice {
-            pauseBacklogUntil = now + config.keepaliveInterval
+            pauseBacklogUntil = now + ctx.config.keepaliveInterval
             return
         }
-        out.append(.discardPeerBacklog)
+        ctx.out.append(.discardPeerBacklog)
         if isMaster {
-            paths.count(.pausedMasterSteppedDown)
+            ctx.paths.count(.pausedMasterSteppedDown)
             startElection(now)
             // The datagrams queued in its socket arrive now with nothing to tell their age:
             // whoever served meanwhile answered them (or they are too old) — not held.
-            held.removeAll()
-            held.ignore(until: now + config.keepaliveInterval)
+            ctx.held.removeAll()
+            ctx.held.ignore(until: now + ctx.config.keepaliveInterval)
         }
     }
 }

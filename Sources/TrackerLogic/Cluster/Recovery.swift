@@ -6,7 +6,7 @@
 ///
 /// Invariant: a transaction a majority may have committed in an earlier epoch is either
 /// in the repository this master serves from, or first in its queue.
-struct RecoveryState: Sendable {
+struct Recovery: Sendable {
     var deadline: Instant
     var resendAt: Instant
     /// When the serving master will expire peers first (kept from the election, so the
@@ -21,62 +21,96 @@ struct RecoveryState: Sendable {
     var nextDeadline: Instant {
         min(expiryDue, deadline, resendAt, fetching?.deadline ?? deadline)
     }
-}
 
-extension TrackerNode {
-    /// A slave's answer to COORDINATOR: its state for recovery; to a serving master, a
-    /// confirmation that it holds the last commit.
-    mutating func coordinatorAckReceived(from node: NodeID, last: TxRef, prepared: Transaction?, _ now: Instant) {
-        switch state {
-        case .recovering:
-            membership.update(node) { $0.lastCommitted = last }
-            recovery?.acks[node] = (last, prepared)
-            recoveryTick(now)
-        case .master:
-            membership.update(node) { $0.lastCommitted = last }
-            if last == replica.lastCommitted { membership.update(node) { $0.confirmed = last } }
-        case .starting, .slave, .candidate, .stopped, .modifying:
-            break
+    /// The claimed epoch is durable: tell everyone who leads, at once, and start asking.
+    static func start(in ctx: inout NodeContext, _ now: Instant) -> Recovery {
+        ctx.paths.count(.electionWon)
+        ctx.membership.forgetConfirmations()
+        let recovery = Recovery(deadline: now + ctx.config.recoveryTimeout, resendAt: now + Milliseconds(500),
+                                expiryDue: now + ctx.expiryPeriod)
+        ctx.broadcast(.coordinator(lastCommitted: ctx.replica.lastCommitted))
+        ctx.nextKeepalive = now
+        return recovery
+    }
+
+    mutating func handle(_ input: RoleInput, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
+        switch input {
+        case .tick:
+            return tick(in: &ctx, now)
+        case .message(let env):
+            return receive(env, in: &ctx, now)
+        case .submit(let change):
+            ctx.refuseForNoMaster(change)
+            return nil
+        case .restarted(let nodes):
+            // What a restarted node told us before (its state, its recovery answer) is void.
+            for node in nodes { acks[node] = nil }
+            return nil
+        case .epochStored:
+            return nil
         }
     }
 
-    mutating func recoveryTick(_ now: Instant) {
-        guard var r = recovery else { return }
-        if let f = r.fetching {
-            guard now >= f.deadline else { return }
-            r.fetching = nil
+    mutating func receive(_ env: ClusterEnvelope, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
+        switch env.message {
+        case .keepalive(let k):
+            ctx.slaveSaid(k, from: env.from)
+        case .election:
+            // Still here: remind everyone who leads.
+            if ctx.answerElection(from: env.from) { ctx.broadcast(.coordinator(lastCommitted: ctx.replica.lastCommitted)) }
+        case .coordinatorAck(let last, let prepared):
+            ctx.membership.update(env.from) { $0.lastCommitted = last }
+            acks[env.from] = (last, prepared)
+            return tick(in: &ctx, now)
+        case .catchUp(let after, let txs):
+            guard ctx.isCurrent(catchUpAfter: after, sentIn: env.epoch) else { return nil }
+            return fetched(txs, from: env.from, in: &ctx, now)
+        case .snapshot(let snapshot):
+            guard env.epoch == ctx.epoch, let store = ctx.intactStore(of: snapshot) else { return nil }
+            return fetched(snapshot, store: store, from: env.from, in: &ctx, now)
+        case .answer, .coordinator, .prepare, .vote, .commit, .abort, .hello, .idAssigned, .catchUpRequest, .snapshotAck,
+             .mergeRequest, .mergeOffer, .mergeDone, .leaving, .submit:
+            break
         }
-        let live = brokerLiveMembers(now).filter { $0.role != .starting }
-        let everyoneAnswered = live.allSatisfy { r.acks[$0.id] != nil }
-        guard everyoneAnswered || now >= r.deadline else {
-            if now >= r.resendAt {
+        return nil
+    }
+
+    /// Recovers once every live slave answered (or the deadline passed): fetches from the
+    /// most advanced one first, then serves with what may have been committed first in
+    /// the queue (`RoleChange.serve`).
+    mutating func tick(in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
+        if let f = fetching {
+            guard now >= f.deadline else { return nil }
+            fetching = nil
+        }
+        let live = ctx.brokerLiveMembers(now).filter { $0.role != .starting }
+        let everyoneAnswered = live.allSatisfy { acks[$0.id] != nil }
+        guard everyoneAnswered || now >= deadline else {
+            if now >= resendAt {
                 // COORDINATOR may have been lost: ask again those who did not answer.
-                r.resendAt = now + Milliseconds(config.keepaliveInterval.value / 2)
-                for m in live where r.acks[m.id] == nil { send(.coordinator(lastCommitted: replica.lastCommitted), to: m.id) }
+                resendAt = now + Milliseconds(ctx.config.keepaliveInterval.value / 2)
+                for m in live where acks[m.id] == nil { ctx.send(.coordinator(lastCommitted: ctx.replica.lastCommitted), to: m.id) }
             }
-            recovery = r
-            return
+            return nil
         }
-        let answers = r.acks.keys.sorted().filter { membership.isLive($0, now: now, downAfter: config.downAfter, onBroker: true) }
-            .compactMap { node in r.acks[node].map { (node: node, last: $0.last, prepared: $0.prepared) } }
-        if config.quorum == .strict && answers.count + 1 < majority(of: config.clusterSize) {
+        let answers = acks.keys.sorted().filter { ctx.membership.isLive($0, now: now, downAfter: ctx.config.downAfter, onBroker: true) }
+            .compactMap { node in acks[node].map { (node: node, last: $0.last, prepared: $0.prepared) } }
+        if ctx.config.quorum == .strict && answers.count + 1 < ctx.majority(of: ctx.config.clusterSize) {
             // Not enough of the cluster to know what it committed: keep asking (once per
             // timeout, not per answer), serve nobody.
-            if now >= r.deadline {
-                paths.count(.strictRecoveryHalted)
-                r.deadline = now + config.recoveryTimeout
-                broadcast(.coordinator(lastCommitted: replica.lastCommitted))
+            if now >= deadline {
+                ctx.paths.count(.strictRecoveryHalted)
+                deadline = now + ctx.config.recoveryTimeout
+                ctx.broadcast(.coordinator(lastCommitted: ctx.replica.lastCommitted))
             }
-            recovery = r
-            return
+            return nil
         }
         // Catch up from the most up-to-date slave first.
-        if let best = answers.max(by: { $0.last < $1.last }), replica.lastCommitted < best.last {
-            r.fetching = (best.node, now + config.recoveryTimeout)
-            recovery = r
-            paths.count(.recoveryFetched)
-            send(.catchUpRequest(after: replica.lastCommitted), to: best.node)
-            return
+        if let best = answers.max(by: { $0.last < $1.last }), ctx.replica.lastCommitted < best.last {
+            fetching = (best.node, now + ctx.config.recoveryTimeout)
+            ctx.paths.count(.recoveryFetched)
+            ctx.send(.catchUpRequest(after: ctx.replica.lastCommitted), to: best.node)
+            return nil
         }
         // Whatever anyone prepared right after our last commit may have been committed
         // by the old master: propose it again (applying an update twice is harmless).
@@ -86,59 +120,50 @@ extension TrackerNode {
         // comes back by merge, which keeps the newer record (RecoveryTests).
         var seen = Set<UInt64>()
         var recovered: [SwarmUpdate] = []
-        var candidates = answers.filter { $0.last == replica.lastCommitted }.compactMap(\.prepared)
-        if let mine = prepared { candidates.append(mine) }
+        var candidates = answers.filter { $0.last == ctx.replica.lastCommitted }.compactMap(\.prepared)
+        if let mine = ctx.prepared { candidates.append(mine) }
         for tx in candidates.sorted(by: { ($0.ref, $0.digest) < ($1.ref, $1.digest) })
-        where tx.txid == replica.lastCommitted.txid + 1 && seen.insert(tx.digest).inserted {
+        where tx.txid == ctx.replica.lastCommitted.txid + 1 && seen.insert(tx.digest).inserted {
             recovered += tx.updates
-            paths.count(.preparedReproposed)
+            ctx.paths.count(.preparedReproposed)
         }
-        if !r.ownDivergedContent.isEmpty || !r.ownDivergedTorrents.isEmpty { paths.count(.recoveryMergedOwnState) }
-        recovered += r.ownDivergedContent.map { .merge($0) }
-        recovered += r.ownDivergedTorrents.filter { replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
-        prepared = nil
-        state = .master(MasterState(nextExpiry: r.expiryDue, recovered: recovered, now: now))
-        for answer in answers {
-            if answer.last == replica.lastCommitted {
-                membership.update(answer.node) { $0.confirmed = answer.last }
-            } else {
-                syncReply(to: answer.node, last: answer.last, hasState: answer.last.txid > 0, now)
-            }
-        }
-        nextKeepalive = now
-        masterTick(now)
+        if !ownDivergedContent.isEmpty || !ownDivergedTorrents.isEmpty { ctx.paths.count(.recoveryMergedOwnState) }
+        recovered += ownDivergedContent.map { .merge($0) }
+        recovered += ownDivergedTorrents.filter { ctx.replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
+        ctx.prepared = nil
+        return .serve(Master(nextExpiry: expiryDue, recovered: recovered, now: now),
+                      syncing: answers.map { (node: $0.node, last: $0.last) })
     }
 
     /// The log tail a recovering master asked the most advanced slave for. A full batch
     /// (`ClusterMessage.catchUpLimit`) means more may follow: the next tick asks again.
-    mutating func recoveryCatchUpReceived(_ txs: [Transaction], from node: NodeID, _ now: Instant) {
-        guard var r = recovery, let f = r.fetching, f.node == node else { return }
-        applyContiguous(txs)
-        r.fetching = nil
-        if txs.count < ClusterMessage.catchUpLimit, let ack = r.acks[node] {
+    mutating func fetched(_ txs: [Transaction], from node: NodeID, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
+        guard let f = fetching, f.node == node else { return nil }
+        ctx.applyContiguous(txs)
+        fetching = nil
+        if txs.count < ClusterMessage.catchUpLimit, let ack = acks[node] {
             // It sent all it has: it holds no more than we do now (its state may have
             // shrunk since it answered, if it restarted from a stale disk).
-            r.acks[node] = (replica.lastCommitted, ack.prepared)
+            acks[node] = (ctx.replica.lastCommitted, ack.prepared)
         }
-        recovery = r
-        recoveryTick(now)
+        return tick(in: &ctx, now)
     }
 
     /// The repository a recovering master fetched whole (its own log did not reach). Our
     /// own state, when it is not a prefix of the fetched one, is merged back once we serve.
-    mutating func recoverySnapshotReceived(_ snapshot: Snapshot, store: SwarmStore, from node: NodeID, _ now: Instant) {
-        guard var r = recovery, let f = r.fetching, f.node == node else { return }
-        let mine = replica.lastCommitted
+    mutating func fetched(_ snapshot: Snapshot, store: SwarmStore, from node: NodeID,
+                          in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
+        guard let f = fetching, f.node == node else { return nil }
+        let mine = ctx.replica.lastCommitted
         let isPrefix = mine.txid <= snapshot.lastCommitted.txid && snapshot.history.epoch(of: mine.txid) == mine.epoch
         if !isPrefix && mine.txid > 0 {
-            r.ownDivergedContent += replica.store.content()
-            r.ownDivergedTorrents += replica.store.catalogue.sorted
+            ownDivergedContent += ctx.replica.store.content()
+            ownDivergedTorrents += ctx.replica.store.catalogue.sorted
         }
-        installLocally(snapshot, store: store)
+        ctx.installLocally(snapshot, store: store)
         // What we prepared followed our old state, not this one.
-        if !isPrefix { prepared = nil }
-        r.fetching = nil
-        recovery = r
-        recoveryTick(now)
+        if !isPrefix { ctx.prepared = nil }
+        fetching = nil
+        return tick(in: &ctx, now)
     }
 }

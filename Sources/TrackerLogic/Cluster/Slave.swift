@@ -1,5 +1,10 @@
-/// What a slave keeps about its master and its own transfer state.
-struct SlaveState: Sendable {
+/// A node following a master: it votes on the master's transactions, applies what the
+/// master commits, catches up (log, snapshot, or a merge of a diverged repository first)
+/// and runs an election when its master falls silent or a lower id leads it.
+///
+/// Invariant: it applies only transactions that continue its own log, and only from the
+/// master of the epoch it follows.
+struct Slave: Sendable {
     /// Whom it follows; nil right after a master stepped down, until it learns the next.
     var master: NodeID?
     /// When that master was adopted: a master never heard from is given the usual grace
@@ -13,212 +18,221 @@ struct SlaveState: Sendable {
     /// A diverged repository being offered to the master; dropped once MERGE-DONE.
     var offer: PendingOffer?
 
+    init(master: NodeID?, since: Instant) {
+        self.master = master
+        self.since = since
+    }
+
+    /// A merge offer carries at most this many swarms per part.
+    static let offerPartSwarms = 64
+
     var nextDeadline: Instant? {
         [retryAt, offer?.resendAt].compactMap { $0 }.min()
     }
-}
 
-struct PendingOffer: Sendable {
-    var offerID: UInt64
-    var parts: [MergeOffer]
-    var resendAt: Instant
-}
+    /// Whether its repository is the master's, as far as it was told.
+    func inSync(_ ctx: NodeContext) -> Bool { masterLast == ctx.replica.lastCommitted }
 
-extension TrackerNode {
-    static let offerPartSwarms = 64
-
-    mutating func follow(_ node: NodeID, _ now: Instant) {
-        switch state {
-        case .stopped, .modifying: return
-        case .recovering, .master: stepDown(now)
-        case .starting, .slave, .candidate: break
-        }
-        if slaveRole?.master != node {
-            state = .slave(SlaveState(master: node, since: now))
-        }
-        if id.isAssigned { sendHello(to: node, now) } else {
-            // `--id auto`: the master answers this with an id.
-            broadcast(.hello(Hello(lastCommitted: replica.lastCommitted, hasState: replica.lastCommitted.txid > 0)))
-            let retryAt = now + config.keepaliveInterval
-            slaveRole?.retryAt = retryAt
+    mutating func handle(_ input: RoleInput, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
+        switch input {
+        case .tick:
+            return tick(in: &ctx, now)
+        case .message(let env):
+            return receive(env, in: &ctx, now)
+        case .submit(let change):
+            if let master { ctx.send(.submit(change), to: master) } else { ctx.refuseForNoMaster(change) }
+            return nil
+        case .epochStored, .restarted:
+            return nil
         }
     }
 
-    mutating func sendHello(to node: NodeID, _ now: Instant) {
-        send(.hello(Hello(lastCommitted: replica.lastCommitted, hasState: replica.lastCommitted.txid > 0)), to: node)
-        let retryAt = now + config.keepaliveInterval
-        slaveRole?.retryAt = retryAt
-    }
-
-    mutating func slaveTick(_ now: Instant) {
-        guard let f = slaveRole, let m = f.master else {
-            startElection(now)
-            return
-        }
-        let heard = membership[m].map { now - $0.lastHeard <= config.downAfter } ?? false
-        if !heard && now - f.since > config.downAfter {
-            startElection(now)
-            return
-        }
-        if let offer = f.offer, now >= offer.resendAt {
-            for part in offer.parts { send(.mergeOffer(part), to: m) }
-            let resendAt = now + config.keepaliveInterval
-            slaveRole?.offer?.resendAt = resendAt
-        }
-        if inSync {
-            slaveRole?.retryAt = nil
-            // Bully: a live, up-to-date node with a higher id than its master takes over
-            // (unless its disk cannot record the epoch it would claim).
-            if m < id && storeHealthy { startElection(now) }
-        } else if f.offer == nil, now >= (f.retryAt ?? now) {
-            if !id.isAssigned || !f.helloAnswered {
-                follow(m, now)
-            } else {
-                send(.catchUpRequest(after: replica.lastCommitted), to: m)
-                let retryAt = now + config.keepaliveInterval
-                slaveRole?.retryAt = retryAt
+    mutating func receive(_ env: ClusterEnvelope, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
+        switch env.message {
+        case .keepalive(let k):
+            if env.from == master {
+                if k.role == .master { masterLast = k.lastCommitted } else { return .runElection }
+            } else if master == nil, k.role == .master, env.epoch == ctx.epoch, env.from == ctx.epoch.master {
+                follow(env.from, in: &ctx, now)
             }
-        }
-    }
-
-    mutating func keepaliveReceived(_ env: ClusterEnvelope, _ k: Keepalive, _ now: Instant) {
-        switch state {
-        case .slave(let f):
-            if env.from == f.master {
-                if k.role == .master { slaveRole?.masterLast = k.lastCommitted } else { startElection(now) }
-            } else if f.master == nil, k.role == .master, env.epoch == epoch, env.from == epoch.master {
-                follow(env.from, now)
-            }
-        case .recovering, .master:
-            // What a slave says of itself confirms it as a voter (never backwards).
-            if k.role == .slave, k.master == id {
-                membership.update(env.from) { m in
-                    if !k.inSync { m.confirmed = .zero } else if m.confirmed.epoch != k.lastCommitted.epoch || m.confirmed.txid < k.lastCommitted.txid {
-                        m.confirmed = k.lastCommitted
-                    }
-                }
-            }
-        case .candidate:
-            // A higher master makes our election moot; a lower one is what we are replacing.
-            if k.role == .master, env.epoch == epoch, env.from == epoch.master, env.from > id { follow(env.from, now) }
-        case .starting, .stopped, .modifying:
+        case .election:
+            // Bully: a lower candidate is told a higher id is here, and this node runs.
+            if ctx.answerElection(from: env.from) { return .runElection }
+        case .coordinator:
+            if master != env.from { follow(env.from, in: &ctx, now) }
+            ctx.acknowledgeCoordinator(env.from)
+        case .prepare(let tx, let previous, let previousDigest):
+            prepareReceived(tx, previous: previous, previousDigest: previousDigest, in: &ctx, now)
+        case .commit(let ref, let digest):
+            commitReceived(ref, digest: digest, in: &ctx, now)
+        case .abort(let ref, let digest):
+            ctx.abortReceived(ref, digest: digest)
+        case .catchUpRequest(let after):
+            if env.from == master { recoveringMasterFetches(after: after, in: &ctx) }
+        case .catchUp(let after, let txs):
+            catchUpReceived(txs, after: after, from: env.from, sentIn: env.epoch, in: &ctx, now)
+        case .snapshot(let snapshot):
+            snapshotReceived(snapshot, from: env.from, sentIn: env.epoch, in: &ctx, now)
+        case .mergeRequest:
+            mergeRequested(in: &ctx, now)
+        case .mergeDone(let offerID):
+            guard offer?.offerID == offerID else { break }
+            ctx.paths.count(.mergeCompleted)
+            dropDivergedState(in: &ctx, now)
+        case .idAssigned:
+            // The node's id was just assigned (the gate took it): now it can say hello.
+            if let master { sayHello(to: master, in: &ctx, now) }
+        case .leaving:
+            if env.from == master { return .runElection }
+        case .answer, .coordinatorAck, .vote, .hello, .snapshotAck, .mergeOffer, .submit:
             break
         }
+        return nil
     }
 
-    mutating func prepareReceived(_ tx: Transaction, previous: TxRef, previousDigest: UInt64, _ now: Instant) {
-        // A candidate is replacing this (lower) master: it stays out of its transactions.
-        if case .candidate = state { return }
-        // Only the epoch's master gets here (`receive` checked), and it numbers its own
+    /// Follows `node` (a fresh slave state if it is another master than the one it
+    /// follows) and says hello, or asks for an id first (`--id auto`).
+    mutating func follow(_ node: NodeID, in ctx: inout NodeContext, _ now: Instant) {
+        if master != node { self = Slave(master: node, since: now) }
+        if ctx.id.isAssigned { sayHello(to: node, in: &ctx, now) } else {
+            // `--id auto`: the master answers this with an id.
+            ctx.broadcast(.hello(ctx.hello))
+            retryAt = now + ctx.config.keepaliveInterval
+        }
+    }
+
+    mutating func sayHello(to node: NodeID, in ctx: inout NodeContext, _ now: Instant) {
+        ctx.send(.hello(ctx.hello), to: node)
+        retryAt = now + ctx.config.keepaliveInterval
+    }
+
+    mutating func tick(in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
+        guard let m = master else { return .runElection }
+        let heard = ctx.membership[m].map { now - $0.lastHeard <= ctx.config.downAfter } ?? false
+        if !heard && now - since > ctx.config.downAfter { return .runElection }
+        if let pending = offer, now >= pending.resendAt {
+            for part in pending.parts { ctx.send(.mergeOffer(part), to: m) }
+            offer?.resendAt = now + ctx.config.keepaliveInterval
+        }
+        if inSync(ctx) {
+            retryAt = nil
+            // Bully: a live, up-to-date node with a higher id than its master takes over
+            // (unless its disk cannot record the epoch it would claim).
+            if m < ctx.id && ctx.storeHealthy { return .runElection }
+        } else if offer == nil, now >= (retryAt ?? now) {
+            if !ctx.id.isAssigned || !helloAnswered {
+                follow(m, in: &ctx, now)
+            } else {
+                ctx.send(.catchUpRequest(after: ctx.replica.lastCommitted), to: m)
+                retryAt = now + ctx.config.keepaliveInterval
+            }
+        }
+        return nil
+    }
+
+    // MARK: two-phase commit
+
+    mutating func prepareReceived(_ tx: Transaction, previous: TxRef, previousDigest: UInt64,
+                                  in ctx: inout NodeContext, _ now: Instant) {
+        // Only the epoch's master gets here (the gate checked), and it numbers its own
         // transactions: anything else is not its PREPARE.
-        guard tx.ref.epoch == epoch, tx.txid == previous.txid &+ 1 else { return }
-        if master != epoch.master { follow(epoch.master, now) }
-        guard slaveRole != nil else { return }
+        guard tx.ref.epoch == ctx.epoch, tx.txid == previous.txid &+ 1 else { return }
+        if master != ctx.epoch.master { follow(ctx.epoch.master, in: &ctx, now) }
         // A COMMIT we missed: the master has moved on from a transaction we prepared.
-        if let p = prepared, p.ref == previous, p.digest == previousDigest, p.txid == replica.lastCommitted.txid + 1 {
-            commitLocally(p)
-            prepared = nil
-            paths.count(.missedCommitApplied)
+        if let p = ctx.prepared, p.ref == previous, p.digest == previousDigest, p.txid == ctx.replica.lastCommitted.txid + 1 {
+            ctx.commitLocally(p)
+            ctx.prepared = nil
+            ctx.paths.count(.missedCommitApplied)
         }
-        slaveRole?.masterLast = previous
-        if replica.lastCommitted == previous {
-            prepared = tx
-            if !storeHealthy { paths.count(.voteStoreFailed) }
-            send(.vote(txid: tx.txid, digest: tx.digest, verdict: storeHealthy ? .ok : .storeFailed), to: tx.ref.epoch.master)
-        } else if tx.txid <= replica.lastCommitted.txid, replica.history.epoch(of: tx.txid) == tx.ref.epoch {
+        masterLast = previous
+        let master = tx.ref.epoch.master
+        if ctx.replica.lastCommitted == previous {
+            ctx.prepared = tx
+            if !ctx.storeHealthy { ctx.paths.count(.voteStoreFailed) }
+            ctx.send(.vote(txid: tx.txid, digest: tx.digest, verdict: ctx.storeHealthy ? .ok : .storeFailed), to: master)
+        } else if tx.txid <= ctx.replica.lastCommitted.txid, ctx.replica.history.epoch(of: tx.txid) == tx.ref.epoch {
             // A retransmission of something we already committed.
-            send(.vote(txid: tx.txid, digest: tx.digest, verdict: .ok), to: tx.ref.epoch.master)
+            ctx.send(.vote(txid: tx.txid, digest: tx.digest, verdict: .ok), to: master)
         } else {
-            paths.count(.voteNotInSync)
-            send(.vote(txid: tx.txid, digest: tx.digest, verdict: .notInSync), to: tx.ref.epoch.master)
-            if slaveRole?.retryAt == nil { slaveRole?.retryAt = now }
+            ctx.paths.count(.voteNotInSync)
+            ctx.send(.vote(txid: tx.txid, digest: tx.digest, verdict: .notInSync), to: master)
+            if retryAt == nil { retryAt = now }
         }
     }
 
-    mutating func commitReceived(_ ref: TxRef, digest: UInt64, _ now: Instant) {
-        guard let f = slaveRole else { return }
-        if let p = prepared, p.ref == ref, p.digest == digest, ref.txid == replica.lastCommitted.txid + 1 {
-            commitLocally(p)
-            prepared = nil
+    mutating func commitReceived(_ ref: TxRef, digest: UInt64, in ctx: inout NodeContext, _ now: Instant) {
+        if let p = ctx.prepared, p.ref == ref, p.digest == digest, ref.txid == ctx.replica.lastCommitted.txid + 1 {
+            ctx.commitLocally(p)
+            ctx.prepared = nil
         }
-        if f.masterLast.map({ $0 < ref }) ?? true { slaveRole?.masterLast = ref }
-        if !inSync && slaveRole?.retryAt == nil { slaveRole?.retryAt = now }
+        if masterLast.map({ $0 < ref }) ?? true { masterLast = ref }
+        if !inSync(ctx) && retryAt == nil { retryAt = now }
     }
 
-    mutating func abortReceived(_ ref: TxRef, digest: UInt64) {
-        if let p = prepared, p.ref == ref, p.digest == digest { prepared = nil }
-    }
+    // MARK: state transfer
 
-    /// Applies a run of transactions that continues our log; the rest is ignored.
-    mutating func applyContiguous(_ txs: [Transaction]) {
-        let before = replica.lastCommitted
-        for tx in txs where tx.txid == replica.lastCommitted.txid + 1 {
-            commitLocally(tx)
+    /// A recovering master fetches what we hold beyond its log: our log, or our snapshot.
+    func recoveringMasterFetches(after: TxRef, in ctx: inout NodeContext) {
+        guard let master else { return }
+        if ctx.replica.isPrefix(after), let txs = ctx.replica.transactions(after: after.txid, limit: ClusterMessage.catchUpLimit) {
+            if !txs.isEmpty { ctx.paths.count(.catchUpSent) }
+            ctx.send(.catchUp(after: after, txs), to: master)
+        } else {
+            ctx.paths.count(.snapshotSent)
+            ctx.send(.snapshot(ctx.replica.snapshot()), to: master)
         }
-        if replica.lastCommitted != before { paths.count(.catchUpApplied) }
-        if let p = prepared, p.txid <= replica.lastCommitted.txid { prepared = nil }
     }
 
-    mutating func catchUpReceived(_ txs: [Transaction], after: TxRef, from node: NodeID, sentIn sent: Epoch, _ now: Instant) {
-        // Only a reply to our current state is applied: one asked for in an earlier
-        // epoch and delayed past an election would stack that epoch's transactions on
-        // another branch's. And only a reply sent in the epoch we follow: the same master's
-        // log in an earlier reign need not be this one's (CatchUpTests). Anything else is
-        // stale, and asking again sorts it out.
-        guard after == replica.lastCommitted, sent == epoch else {
-            paths.count(.staleCatchUpIgnored)
-            if slaveRole != nil, node == master { slaveRole?.retryAt = now }
+    mutating func catchUpReceived(_ txs: [Transaction], after: TxRef, from node: NodeID, sentIn sent: Epoch,
+                                  in ctx: inout NodeContext, _ now: Instant) {
+        guard ctx.isCurrent(catchUpAfter: after, sentIn: sent) else {
+            if node == master { retryAt = now }
             return
         }
-        if case .recovering = state { return recoveryCatchUpReceived(txs, from: node, now) }
-        guard slaveRole != nil, node == master, node == epoch.master else { return }
-        slaveRole?.helloAnswered = true
-        let before = replica.lastCommitted
-        applyContiguous(txs)
-        if txs.isEmpty || (txs.count < ClusterMessage.catchUpLimit && replica.lastCommitted != before) {
+        guard node == master, node == ctx.epoch.master else { return }
+        helloAnswered = true
+        let before = ctx.replica.lastCommitted
+        ctx.applyContiguous(txs)
+        if txs.isEmpty || (txs.count < ClusterMessage.catchUpLimit && ctx.replica.lastCommitted != before) {
             // The master sent all it had: we now hold its last transaction.
-            let masterLast = replica.lastCommitted
-            slaveRole?.masterLast = masterLast
-            slaveRole?.retryAt = nil
-            nextKeepalive = now  // tell the master we are in sync
+            masterLast = ctx.replica.lastCommitted
+            retryAt = nil
+            ctx.nextKeepalive = now  // tell the master we are in sync
         } else {
-            slaveRole?.retryAt = now
+            retryAt = now
         }
     }
 
-    mutating func snapshotReceived(_ snapshot: Snapshot, from node: NodeID, sentIn sent: Epoch, _ now: Instant) {
+    mutating func snapshotReceived(_ snapshot: Snapshot, from node: NodeID, sentIn sent: Epoch,
+                                   in ctx: inout NodeContext, _ now: Instant) {
         // Sent in another reign than the one we follow: stale, as for a catch-up.
-        guard sent == epoch else {
-            if slaveRole != nil, node == master { slaveRole?.retryAt = now }
+        guard sent == ctx.epoch else {
+            if node == master { retryAt = now }
             return
         }
-        // Corrupted in transit, or impossible: ask again later.
-        guard snapshot.isWellFormed, let store = snapshot.intactStore() else {
-            paths.count(.snapshotRefused)
-            return
-        }
-        if case .recovering = state { return recoverySnapshotReceived(snapshot, store: store, from: node, now) }
-        guard slaveRole != nil, node == master, node == epoch.master else { return }
-        slaveRole?.helloAnswered = true
-        installLocally(snapshot, store: store)
-        prepared = nil
-        slaveRole?.masterLast = snapshot.lastCommitted
-        slaveRole?.retryAt = nil
-        send(.snapshotAck(snapshot.lastCommitted), to: node)
-        nextKeepalive = now
+        guard let store = ctx.intactStore(of: snapshot), node == master, node == ctx.epoch.master else { return }
+        helloAnswered = true
+        ctx.installLocally(snapshot, store: store)
+        ctx.prepared = nil
+        masterLast = snapshot.lastCommitted
+        retryAt = nil
+        ctx.send(.snapshotAck(snapshot.lastCommitted), to: node)
+        ctx.nextKeepalive = now
     }
 
-    mutating func mergeRequested(_ now: Instant) {
-        guard let f = slaveRole, let m = f.master else { return }
-        slaveRole?.helloAnswered = true
-        guard f.offer == nil else { return }
-        let content = replica.store.content()
-        let torrents = replica.store.catalogue.sorted
+    /// The master holds a repository ours is not a prefix of: offer ours for merging, in
+    /// parts, until MERGE-DONE.
+    mutating func mergeRequested(in ctx: inout NodeContext, _ now: Instant) {
+        guard let m = master else { return }
+        helloAnswered = true
+        guard offer == nil else { return }
+        let content = ctx.replica.store.content()
+        let torrents = ctx.replica.store.catalogue.sorted
         if content.isEmpty && torrents.isEmpty {
-            dropDivergedState(now)
+            dropDivergedState(in: &ctx, now)
             return
         }
-        let offerID = rng.next()
+        let offerID = ctx.rng.next()
         var chunks = stride(from: 0, to: content.count, by: Self.offerPartSwarms).map {
             Array(content[$0..<min($0 + Self.offerPartSwarms, content.count)])
         }
@@ -227,22 +241,21 @@ extension TrackerNode {
             MergeOffer(offerID: offerID, part: UInt32(truncatingIfNeeded: $0.offset), parts: UInt32(truncatingIfNeeded: chunks.count),
                        swarms: $0.element, torrents: $0.offset == 0 ? torrents : [])
         }
-        let offer = PendingOffer(offerID: offerID, parts: parts, resendAt: now + config.keepaliveInterval)
-        slaveRole?.offer = offer
-        for part in parts { send(.mergeOffer(part), to: m) }
-    }
-
-    mutating func mergeDoneReceived(_ offerID: UInt64, _ now: Instant) {
-        guard slaveRole?.offer?.offerID == offerID else { return }
-        paths.count(.mergeCompleted)
-        dropDivergedState(now)
+        offer = PendingOffer(offerID: offerID, parts: parts, resendAt: now + ctx.config.keepaliveInterval)
+        for part in parts { ctx.send(.mergeOffer(part), to: m) }
     }
 
     /// Our diverged repository is safe in the master's: drop it and take a snapshot.
-    mutating func dropDivergedState(_ now: Instant) {
-        slaveRole?.offer = nil
-        prepared = nil
-        wipeLocally()
-        if let m = master { sendHello(to: m, now) }
+    mutating func dropDivergedState(in ctx: inout NodeContext, _ now: Instant) {
+        offer = nil
+        ctx.prepared = nil
+        ctx.wipeLocally()
+        if let master { sayHello(to: master, in: &ctx, now) }
     }
+}
+
+struct PendingOffer: Sendable {
+    var offerID: UInt64
+    var parts: [MergeOffer]
+    var resendAt: Instant
 }

@@ -1,35 +1,23 @@
 import NIOCore
 
 /// One tracker node of the cluster as a pure state machine: `step(event, now)` returns
-/// the actions to perform. Composed of membership (keepalives), a bully election, the
-/// master's two-phase commit and recovery, the slave side, and join/state transfer —
-/// each in its own file as an extension. The same value runs in the runtime and in the
-/// simulator.
+/// the actions to perform. The same value runs in the runtime and in the simulator.
+///
+/// The node is a gate over its role. `step` makes only the checks every role shares
+/// (the envelope, the epoch, membership, a pause, its own id), then hands the event to
+/// the role it holds — `Slave`, `Candidate`, `Recovery` (a master not serving yet) or
+/// `Master` — which sees the node through a `NodeContext`, changes itself in place and
+/// may ask for another role (`RoleChange`). Role changes are made here and only here.
 public struct TrackerNode: Sendable {
-    public internal(set) var id: NodeID
-    public let incarnation: UInt64
-    public let config: ClusterConfig
-    public let handler: PeerRequestHandler
-    /// Advertised in keepalives (the dashboard's trackers tab shows it).
-    public let address: String
-
+    /// What every role shares.
+    var ctx: NodeContext
     /// The node's place in the cluster; each case carries only what that place needs, so
     /// "a slave with master state" or "a master running an election" cannot be written.
     var state: NodeState
-    /// The highest epoch this node has accepted: its own as master, its master's as slave.
-    public internal(set) var epoch: Epoch
-    public internal(set) var replica: Replica
-    public internal(set) var membership = Membership()
-    public internal(set) var storeHealthy = true
-    /// The transaction this node last PREPAREd and has not seen committed or aborted. It
-    /// outlives role changes: a new master's recovery asks every node for it.
-    var prepared: Transaction?
     /// What was wrong with the restored state and has been repaired (reported once by the host).
     public private(set) var restoreProblems: [String] = []
 
-    var rng: SeededGenerator
     let startedAt: Instant
-    var nextKeepalive: Instant
     /// A node of our id with another incarnation, and when it was first heard.
     var idConflict: (incarnation: UInt64, firstHeard: Instant)?
     var nextProbe: Instant?
@@ -43,43 +31,43 @@ public struct TrackerNode: Sendable {
     /// A master that kept its office through a pause keeps its socket's backlog until
     /// then (see `discountPause`); if it loses the office before, the backlog goes too.
     var pauseBacklogUntil: Instant?
-    /// Per-source limits on what peers may ask of a serving master (table allocated on
-    /// first use, so only a master pays for it).
-    var limiter: SourceRateLimiter
-    /// Requests received while not serving, for this node to answer if it comes to serve.
-    var held: HeldRequests
-    /// Held requests this node handled after it came to serve (for the dashboard).
-    public var answeredHeld: UInt64 { paths[.heldRequestAnswered] }
-    /// How often this node took each protocol branch (the simulator's coverage table).
-    public internal(set) var paths = PathCounts()
     /// What the host was last told of the node's status (`NodeAction.standingChanged`).
     var reportedStanding: NodeStanding
     /// Whether the host was told to listen on the node's own topic (`NodeAction.subscribe`).
     var subscribed = false
-    /// The catalogue changed in this step (`NodeAction.catalogueChanged` at its end).
-    var catalogueChanged = false
-    var out: [NodeAction] = []
+
+    public var id: NodeID { ctx.id }
+    public var incarnation: UInt64 { ctx.incarnation }
+    public var config: ClusterConfig { ctx.config }
+    public var handler: PeerRequestHandler { ctx.handler }
+    /// Advertised in keepalives (the dashboard's trackers tab shows it).
+    public var address: String { ctx.address }
+    /// The highest epoch this node has accepted: its own as master, its master's as slave.
+    public var epoch: Epoch { ctx.epoch }
+    public var replica: Replica { _read { yield ctx.replica } }
+    public var membership: Membership { _read { yield ctx.membership } }
+    public var storeHealthy: Bool { ctx.storeHealthy }
+    /// How often this node took each protocol branch (the simulator's coverage table).
+    public var paths: PathCounts { _read { yield ctx.paths } }
+    /// Held requests this node handled after it came to serve (for the dashboard).
+    public var answeredHeld: UInt64 { ctx.paths[.heldRequestAnswered] }
 
     /// - Parameters:
     ///   - id: the configured id, or `.unassigned` for `--id auto`.
     ///   - restoring: what the node's disk held (nil for a fresh node).
     public init(id: NodeID, incarnation: UInt64, config: ClusterConfig, handler: PeerRequestHandler,
                 seed: UInt64, now: Instant, restoring: DurableState? = nil, address: String = "") {
-        self.id = id
-        self.incarnation = incarnation
-        self.config = config.sanitized
-        self.handler = handler
-        self.address = address
+        let config = config.sanitized
         var rng = SeededGenerator(seed: seed)
-        self.limiter = handler.makeRateLimiter(key: SipHash24(k0: rng.next(), k1: rng.next()))
-        self.rng = rng
-        self.held = HeldRequests(capacity: self.config.heldRequests, window: self.config.heldRequestWindow,
-                                 skew: self.config.receiveSkew, drain: self.config.backlogDrain)
-        self.replica = Replica()
-        self.startedAt = now
+        let limiter = handler.makeRateLimiter(key: SipHash24(k0: rng.next(), k1: rng.next()))
+        let held = HeldRequests(capacity: config.heldRequests, window: config.heldRequestWindow,
+                                skew: config.receiveSkew, drain: config.backlogDrain)
+        var replica = Replica()
+        var paths = PathCounts()
+        var problems: [String] = []
         var epoch = restoring?.epoch ?? .zero
         if !epoch.isWellFormed {
-            restoreProblems.append("stored epoch \(epoch) is out of range; reset")
+            problems.append("stored epoch \(epoch) is out of range; reset")
             epoch = .zero
         }
         if let s = restoring?.snapshot {
@@ -89,15 +77,18 @@ public struct TrackerNode: Sendable {
                 // failing disk), never claim one of those again.
                 epoch = max(epoch, s.lastCommitted.epoch, s.history.runs.last?.epoch ?? .zero)
             } else {
-                restoreProblems.append("stored repository names an impossible transaction \(s.lastCommitted); discarded (the master's state replaces it)")
+                problems.append("stored repository names an impossible transaction \(s.lastCommitted); discarded (the master's state replaces it)")
                 paths.count(.restoredStateDiscarded)
             }
         }
-        self.epoch = epoch
+        let startupUntil = now + config.startupListen
+        self.ctx = NodeContext(id: id, incarnation: incarnation, config: config, handler: handler, address: address,
+                               epoch: epoch, replica: replica, rng: rng, nextKeepalive: startupUntil, held: held,
+                               limiter: limiter, paths: paths)
+        self.restoreProblems = problems
+        self.startedAt = now
         self.reportedStanding = NodeStanding(role: .starting, epoch: epoch, master: nil, serving: false)
-        let startupUntil = now + self.config.startupListen
         self.state = .starting(until: startupUntil)
-        self.nextKeepalive = startupUntil
         // Due from its first instant: a process stopped before its first step must still
         // find itself late when it wakes (see `discountPause`).
         self.wakeDue = nextWake(now: now)
@@ -119,7 +110,7 @@ public struct TrackerNode: Sendable {
         case .beacon(let env): receiveBeacon(env, now)
         case .peer(let datagram, let from): receivePeer(datagram, from: from, now)
         case .storeResult(let ok, _): storeResult(ok: ok, now)
-        case .epochStored(let e): epochStored(e, now)
+        case .epochStored(let e): dispatch(.epochStored(e), now)
         case .shutdown: leave(now)
         case .submit(let change): submit(change, now)
         }
@@ -129,29 +120,29 @@ public struct TrackerNode: Sendable {
             } else {
                 // What reached us while we served, we answered (or it is in the next
                 // master's hands through its own held requests).
-                held.evidence.servedUntil = now
-                held.evidence.heard(committed: replica.lastCommitted, at: now, holding: replica.lastCommitted)
+                ctx.held.evidence.servedUntil = now
+                ctx.held.evidence.heard(committed: ctx.replica.lastCommitted, at: now, holding: ctx.replica.lastCommitted)
             }
         }
-        if !subscribed, id.isAssigned {
+        if !subscribed, ctx.id.isAssigned {
             subscribed = true
-            out.append(.subscribe(id))
+            ctx.out.append(.subscribe(ctx.id))
         }
-        if catalogueChanged {
-            catalogueChanged = false
-            out.append(.catalogueChanged(replica.store.catalogue))
+        if ctx.catalogueChanged {
+            ctx.catalogueChanged = false
+            ctx.out.append(.catalogueChanged(ctx.replica.store.catalogue))
         }
         let current = standing
         if current != reportedStanding {
-            out.append(.standingChanged(StandingChange(previous: reportedStanding, current: current)))
+            ctx.out.append(.standingChanged(StandingChange(previous: reportedStanding, current: current)))
             reportedStanding = current
         }
         wakeDue = nextWake(now: now)
         // Handed over whole: emptying it "keeping capacity" while the caller holds the
         // same buffer allocated a fresh one at every step, even a step with no action (a
         // slave holding a peer datagram, thousands a second).
-        let actions = out
-        out = []
+        let actions = ctx.out
+        ctx.out = []
         return actions
     }
 
@@ -159,19 +150,19 @@ public struct TrackerNode: Sendable {
     /// interval ahead in any role, starting included, so that a pause long enough for
     /// another master to have served always shows as lateness (`discountPause`).
     public func nextWake(now: Instant) -> Instant {
-        var t = min(nextKeepalive, now + config.keepaliveInterval)
+        var t = min(ctx.nextKeepalive, now + ctx.config.keepaliveInterval)
         // Deadlines already past were handled by the tick that passed them.
         func consider(_ x: Instant?) { if let x, x > now, x < t { t = x } }
-        consider(membership.nextExpiry(after: now, downAfter: config.downAfter))
+        consider(ctx.membership.nextExpiry(after: now, downAfter: ctx.config.downAfter))
         consider(nextProbe)
         switch state {
         case .starting(let until): consider(until)
-        case .slave(let f):
-            consider(f.nextDeadline)
-            if f.master != nil { consider(f.since + config.downAfter + Milliseconds(1)) }
-        case .candidate(let phase): consider(phase.deadline)
+        case .slave(let s):
+            consider(s.nextDeadline)
+            if s.master != nil { consider(s.since + ctx.config.downAfter + Milliseconds(1)) }
+        case .candidate(let c): consider(c.deadline)
         case .recovering(let r): consider(r.nextDeadline)
-        case .master(let l): consider(l.nextDeadline)
+        case .master(let m): consider(m.nextDeadline)
         case .stopped, .modifying: break
         }
         return max(t, now + Milliseconds(1))
@@ -191,8 +182,8 @@ public struct TrackerNode: Sendable {
     /// Whom it follows (itself when master).
     public var master: NodeID? {
         switch state {
-        case .recovering, .master: return id
-        case .slave(let f): return f.master
+        case .recovering, .master: return ctx.id
+        case .slave(let s): return s.master
         case .starting, .candidate, .stopped, .modifying: return nil
         }
     }
@@ -200,12 +191,13 @@ public struct TrackerNode: Sendable {
     /// Role, epoch, master and service in one look at the state: computed after every
     /// step, so it switches once and binds no master's payload (binding would copy it).
     public var standing: NodeStanding {
+        let epoch = ctx.epoch
         switch state {
         case .starting: return NodeStanding(role: .starting, epoch: epoch, master: nil, serving: false)
-        case .slave(let f): return NodeStanding(role: .slave, epoch: epoch, master: f.master, serving: false)
+        case .slave(let s): return NodeStanding(role: .slave, epoch: epoch, master: s.master, serving: false)
         case .candidate: return NodeStanding(role: .candidate, epoch: epoch, master: nil, serving: false)
-        case .recovering: return NodeStanding(role: .master, epoch: epoch, master: id, serving: false)
-        case .master: return NodeStanding(role: .master, epoch: epoch, master: id, serving: true)
+        case .recovering: return NodeStanding(role: .master, epoch: epoch, master: ctx.id, serving: false)
+        case .master: return NodeStanding(role: .master, epoch: epoch, master: ctx.id, serving: true)
         case .stopped, .modifying: return NodeStanding(role: .stopped, epoch: epoch, master: nil, serving: false)
         }
     }
@@ -222,114 +214,106 @@ public struct TrackerNode: Sendable {
     public var inSync: Bool {
         switch state {
         case .master: return true
-        case .slave(let f): return f.masterLast == replica.lastCommitted
+        case .slave(let s): return s.inSync(ctx)
         case .starting, .candidate, .recovering, .stopped, .modifying: return false
         }
     }
 
-    // MARK: role payloads, mutated in place
+    // MARK: the role, in place
 
-    /// The master's state, when master. Writes go to the payload in place (the enum holds
-    /// a placeholder meanwhile, so the payload's arrays are not copied).
-    var masterRole: MasterState? {
-        get { if case .master(let l) = state { return l } else { return nil } }
-        _modify {
-            guard case .master(let current) = state else {
-                var none: MasterState?
-                yield &none
-                return
-            }
+    /// Hands `input` to the role the node holds, changed in place (the enum holds a
+    /// placeholder meanwhile, so the role's arrays and dictionaries are not copied), then
+    /// makes the role change it asked for.
+    mutating func dispatch(_ input: RoleInput, _ now: Instant) {
+        let change: RoleChange?
+        switch state {
+        case .slave(var role):
             state = .modifying
-            var l: MasterState? = current
-            yield &l
-            state = l.map { .master($0) } ?? .stopped
+            change = role.handle(input, in: &ctx, now)
+            state = .slave(role)
+        case .candidate(var role):
+            state = .modifying
+            change = role.handle(input, in: &ctx, now)
+            state = .candidate(role)
+        case .recovering(var role):
+            state = .modifying
+            change = role.handle(input, in: &ctx, now)
+            state = .recovering(role)
+        case .master(var role):
+            state = .modifying
+            change = role.handle(input, in: &ctx, now)
+            state = .master(role)
+        case .starting, .stopped, .modifying:
+            return
+        }
+        if let change { apply(change, now) }
+    }
+
+    mutating func apply(_ change: RoleChange, _ now: Instant) {
+        switch change {
+        case .follow(let node):
+            follow(node, now)
+        case .acknowledgeCoordinator(let node):
+            follow(node, now)
+            ctx.acknowledgeCoordinator(node)
+        case .runElection:
+            startElection(now)
+        case .lead:
+            // Only the epoch it claimed, and only once durable (`Candidate`).
+            guard ctx.epoch.master == ctx.id else { return }
+            state = .recovering(Recovery.start(in: &ctx, now))
+            dispatch(.tick, now)
+        case .serve(var master, let syncing):
+            state = .modifying
+            master.begin(syncing: syncing, in: &ctx, now)
+            state = .master(master)
         }
     }
 
-    /// The slave's state, when slave.
-    var slaveRole: SlaveState? {
-        get { if case .slave(let f) = state { return f } else { return nil } }
-        _modify {
-            guard case .slave(let current) = state else {
-                var none: SlaveState?
-                yield &none
-                return
-            }
-            state = .modifying
-            var f: SlaveState? = current
-            yield &f
-            state = f.map { .slave($0) } ?? .stopped
+    /// Becomes (or stays) the slave of `node` and says hello; a master steps down first.
+    mutating func follow(_ node: NodeID, _ now: Instant) {
+        var slave: Slave
+        switch state {
+        case .stopped, .modifying: return
+        case .slave(let s): slave = s
+        case .recovering, .master:
+            stepDown(now)
+            slave = Slave(master: nil, since: now)
+        case .starting, .candidate: slave = Slave(master: nil, since: now)
         }
+        state = .modifying
+        slave.follow(node, in: &ctx, now)
+        state = .slave(slave)
     }
 
-    /// The recovering master's state, when recovering.
-    var recovery: RecoveryState? {
-        get { if case .recovering(let r) = state { return r } else { return nil } }
-        _modify {
-            guard case .recovering(let current) = state else {
-                var none: RecoveryState?
-                yield &none
-                return
-            }
-            state = .modifying
-            var r: RecoveryState? = current
-            yield &r
-            state = r.map { .recovering($0) } ?? .stopped
+    /// Runs a bully election (again); a master steps down first.
+    mutating func startElection(_ now: Instant) {
+        guard ctx.id.isAssigned else { return }
+        var knowsMembers = false
+        switch state {
+        case .starting, .stopped, .modifying: return
+        case .recovering, .master: stepDown(now)
+        case .slave(let s): knowsMembers = s.master != nil
+        case .candidate: break
         }
+        state = .candidate(Candidate.start(knowsMembers: knowsMembers, in: &ctx, now))
     }
 
-    /// The candidate's election, when candidate.
-    var election: ElectionPhase? {
-        if case .candidate(let phase) = state { return phase } else { return nil }
-    }
-
-    // MARK: helpers used by every part
-
-    func envelope(_ message: ClusterMessage, to: NodeID? = nil) -> ClusterEnvelope {
-        ClusterEnvelope(from: id, incarnation: incarnation, epoch: epoch, to: to, message: message)
-    }
-
-    mutating func broadcast(_ message: ClusterMessage) { out.append(.broadcast(envelope(message))) }
-
-    mutating func send(_ message: ClusterMessage, to node: NodeID) { out.append(.send(envelope(message, to: node))) }
-
-    /// Heard on either channel: who is alive, for failure detection and elections.
-    func liveMembers(_ now: Instant) -> [Member] {
-        membership.live(now: now, downAfter: config.downAfter).filter { $0.id != id && $0.role != .stopped }
-    }
-
-    /// Heard on the broker: who can take part in a transaction (voters, recovery).
-    func brokerLiveMembers(_ now: Instant) -> [Member] {
-        membership.live(now: now, downAfter: config.downAfter, onBroker: true).filter { $0.id != id && $0.role != .stopped }
-    }
-
-    mutating func adopt(epoch newEpoch: Epoch) {
-        guard newEpoch > epoch, newEpoch.isWellFormed else { return }
-        epoch = newEpoch
-        out.append(.persistEpoch(newEpoch))
-    }
-
-    /// Applies the next transaction in order; anything else is refused (the simulator's
-    /// checker would flag a gap — a node never traps on one).
-    mutating func commitLocally(_ tx: Transaction) {
-        guard replica.commit(tx) else { return }
-        // While the store fails, writes are skipped; it is rewritten whole once it heals.
-        if storeHealthy { out.append(.persist(CommitRows(tx, replica: replica))) }
-        if !catalogueChanged { catalogueChanged = tx.updates.contains { if case .catalogue = $0 { true } else { false } } }
-    }
-
-    mutating func installLocally(_ snapshot: Snapshot, store: SwarmStore) {
-        paths.count(.snapshotInstalled)
-        replica.install(snapshot, store: store)
-        out.append(.persistSnapshot(snapshot))
-        catalogueChanged = true
-    }
-
-    /// Empties the replica and the store (a clean shutdown, a diverged state given up).
-    mutating func wipeLocally() {
-        replica.wipe()
-        out.append(.wipeStore)
-        catalogueChanged = true
+    /// Leaves the master's office: queued and in-flight peers get no answer (they
+    /// retransmit and the next master answers); a prepared transaction may still be
+    /// recovered. The node is a slave of nobody until it follows or runs.
+    mutating func stepDown(_ now: Instant) {
+        guard isMaster else { return }
+        if let until = pauseBacklogUntil, now < until {
+            // Just woken from a pause and already out of office: what its socket queued
+            // meanwhile was the newer master's to answer.
+            ctx.out.append(.discardPeerBacklog)
+            ctx.held.removeAll()
+            ctx.held.ignore(until: until)
+        }
+        pauseBacklogUntil = nil
+        if case .master(let m) = state, let f = m.inFlight { ctx.prepared = f.tx }
+        state = .slave(Slave(master: nil, since: now))
     }
 
     // MARK: tick
@@ -344,44 +328,39 @@ public struct TrackerNode: Sendable {
             guard case .starting = state, now >= until, idConflict == nil else { return }
             finishStartup(now)
         }
-        if now >= nextKeepalive {
+        if now >= ctx.nextKeepalive {
             // A node still without an id (`--id auto`) has nothing to announce yet.
-            if id.isAssigned {
-                let keepalive = envelope(.keepalive(Keepalive(role: role, master: master ?? .unassigned,
-                                                              lastCommitted: replica.lastCommitted, inSync: inSync, address: address)))
-                out.append(.broadcast(keepalive))
-                out.append(.beacon(keepalive))
+            if ctx.id.isAssigned {
+                let keepalive = ctx.envelope(.keepalive(Keepalive(role: role, master: master ?? .unassigned,
+                                                                  lastCommitted: ctx.replica.lastCommitted, inSync: inSync,
+                                                                  address: ctx.address)))
+                ctx.out.append(.broadcast(keepalive))
+                ctx.out.append(.beacon(keepalive))
             }
-            nextKeepalive = now + config.keepaliveInterval
+            ctx.nextKeepalive = now + ctx.config.keepaliveInterval
         }
-        membership.forget(before: now - config.downAfter * 30)
+        ctx.membership.forget(before: now - ctx.config.downAfter * 30)
         checkIDConflict(now)
         if case .stopped = state { return }
         if let probeAt = nextProbe, now >= probeAt {
-            nextProbe = now + config.keepaliveInterval
-            out.append(.probeStore)
+            nextProbe = now + ctx.config.keepaliveInterval
+            ctx.out.append(.probeStore)
         }
-        switch state {
-        case .candidate: electionTick(now)
-        case .recovering: recoveryTick(now)
-        case .master: masterTick(now)
-        case .slave: slaveTick(now)
-        case .starting, .stopped, .modifying: break
-        }
+        dispatch(.tick, now)
     }
 
     mutating func finishStartup(_ now: Instant) {
-        state = .slave(SlaveState(master: nil, since: now))
-        if !id.isAssigned {
+        state = .slave(Slave(master: nil, since: now))
+        if !ctx.id.isAssigned {
             if let m = knownMaster(now) {
                 follow(m, now)
                 return
             }
             // No master to assign an id: take the next free one ourselves.
-            guard let free = membership.nextFreeID(after: [id]) else {
+            guard let free = ctx.membership.nextFreeID(after: [ctx.id]) else {
                 return stop(reason: .noFreeID)
             }
-            id = free
+            ctx.id = free
         }
         if let m = knownMaster(now) {
             follow(m, now)
@@ -391,8 +370,9 @@ public struct TrackerNode: Sendable {
     }
 
     func knownMaster(_ now: Instant) -> NodeID? {
-        let masters = liveMembers(now).filter { $0.role == .master && $0.master == $0.id }
-        if epoch.master.isAssigned, epoch.master != id, masters.contains(where: { $0.id == epoch.master }) { return epoch.master }
+        let masters = ctx.liveMembers(now).filter { $0.role == .master && $0.master == $0.id }
+        let epoch = ctx.epoch
+        if epoch.master.isAssigned, epoch.master != ctx.id, masters.contains(where: { $0.id == epoch.master }) { return epoch.master }
         return masters.max { $0.id < $1.id }?.id
     }
 
@@ -404,8 +384,10 @@ public struct TrackerNode: Sendable {
         receive(env, now, onBroker: false)
     }
 
+    /// The checks every role shares, then the role.
     mutating func receive(_ env: ClusterEnvelope, _ now: Instant, onBroker: Bool = true) {
-        if env.from == id && env.incarnation == incarnation { return }  // our own topic message
+        let id = ctx.id
+        if env.from == id && env.incarnation == ctx.incarnation { return }  // our own topic message
         if let to = env.to, to != id { return }
         // Nothing a message says may break what we hold: an impossible epoch is dropped.
         guard env.epoch.isWellFormed else { return }
@@ -418,11 +400,11 @@ public struct TrackerNode: Sendable {
             // what others sent. The epoch any of them names is never claimed again here.
             // Nothing else is acted upon: a node never follows, votes for or answers
             // "itself".
-            if role != .master { adopt(epoch: env.epoch) }
+            if role != .master { ctx.adopt(epoch: env.epoch) }
             switch env.message {
             case .keepalive, .prepare, .commit, .abort:
                 noteIDConflict(env.incarnation, now)
-                membership.heard(env, now: now, onBroker: onBroker)
+                ctx.membership.heard(env, now: now, onBroker: onBroker)
                 checkIDConflict(now)
             default: break
             }
@@ -430,78 +412,69 @@ public struct TrackerNode: Sendable {
         }
         // A farewell from a run we never heard is a replay (or too late to matter): a node
         // that restarted would otherwise drop the live run of that node on its word.
-        if case .leaving = env.message, membership[env.from]?.incarnation != env.incarnation { return }
-        guard membership.heard(env, now: now, onBroker: onBroker, downAfter: config.downAfter) else { return }
+        if case .leaving = env.message, ctx.membership[env.from]?.incarnation != env.incarnation { return }
+        guard ctx.membership.heard(env, now: now, onBroker: onBroker, downAfter: ctx.config.downAfter) else { return }
         noteServingMaster(env, now)
-        if !membership.restarted.isEmpty {
-            // What a restarted node told us before (its state, its recovery answer) is void.
-            for node in membership.restarted { recovery?.acks[node] = nil }
-            membership.restarted.removeAll()
+        if !ctx.membership.restarted.isEmpty {
+            let restarted = ctx.membership.restarted
+            ctx.membership.restarted.removeAll()
+            dispatch(.restarted(restarted), now)
         }
-        if env.epoch > epoch && env.epoch.master.isAssigned {
+        if env.epoch > ctx.epoch && env.epoch.master.isAssigned {
             higherEpochSeen(env.epoch, now)
         }
-        if case .idAssigned = env.message { return handleIDAssigned(env, now) }
+        switch env.message {
+        case .idAssigned(let incarnation, let assigned):
+            // Ours only while we have no id; the role then says hello.
+            guard incarnation == ctx.incarnation, !ctx.id.isAssigned, assigned.isAssigned else { return }
+            ctx.id = assigned
+            return dispatch(.message(env), now)
+        case .snapshotAck(let ref):
+            // Whatever our role: what that node holds now.
+            if case .starting = state { return }
+            ctx.membership.update(env.from) { $0.confirmed = ref; $0.lastCommitted = ref }
+            return
+        case .leaving:
+            if case .starting = state { return }
+            ctx.membership.remove(env.from)
+        default:
+            break
+        }
         if env.message.isMasterMessage {
             // Only the master of the epoch we follow may drive us; stale masters are ignored.
-            guard env.epoch == epoch, env.from == epoch.master else { return }
+            guard env.epoch == ctx.epoch, env.from == ctx.epoch.master else { return }
         }
         if case .starting = state {
             // Listening only: learn, do not act (id assignment is handled above) — except
             // that a lower candidate is told a higher id is here, so nodes started
             // together do not crown the lowest and then hand over again.
-            if case .election = env.message, env.from < id, id.isAssigned, storeHealthy { send(.answer, to: env.from) }
+            if case .election = env.message, ctx.id.isAssigned { _ = ctx.answerElection(from: env.from) }
             return
         }
-        switch env.message {
-        case .keepalive(let k): keepaliveReceived(env, k, now)
-        case .election: electionReceived(from: env.from, now)
-        case .answer: answerReceived(now)
-        case .coordinator: coordinatorReceived(env, now)
-        case .coordinatorAck(let last, let prepared): coordinatorAckReceived(from: env.from, last: last, prepared: prepared, now)
-        case .prepare(let tx, let previous, let previousDigest): prepareReceived(tx, previous: previous, previousDigest: previousDigest, now)
-        case .vote(let txid, let digest, let verdict): voteReceived(from: env.from, txid: txid, digest: digest, verdict: verdict, now)
-        case .commit(let ref, let digest): commitReceived(ref, digest: digest, now)
-        case .abort(let ref, let digest): abortReceived(ref, digest: digest)
-        case .hello(let h): helloReceived(env, h, now)
-        case .idAssigned: break
-        case .catchUpRequest(let after): catchUpRequested(by: env.from, after: after, now)
-        case .catchUp(let after, let txs): catchUpReceived(txs, after: after, from: env.from, sentIn: env.epoch, now)
-        case .snapshot(let s): snapshotReceived(s, from: env.from, sentIn: env.epoch, now)
-        case .snapshotAck(let ref): membership.update(env.from) { $0.confirmed = ref; $0.lastCommitted = ref }
-        case .mergeRequest: mergeRequested(now)
-        case .mergeOffer(let offer): mergeOfferReceived(offer, from: env.from, now)
-        case .mergeDone(let offerID): mergeDoneReceived(offerID, now)
-        case .leaving: leavingReceived(from: env.from, now)
-        case .submit(let change): catalogueChangeReceived(change, now)
-        }
+        dispatch(.message(env), now)
     }
 
     /// An operator's catalogue change on this node: the master commits it, a slave
     /// forwards it to its master; one the catalogue cannot take, or that no master would
     /// get (electing, starting), is refused at once.
     mutating func submit(_ change: CatalogueChange, _ now: Instant) {
-        if let refusal = change.refusal(in: replica.store.catalogue) {
-            return out.append(.submitRefused(change, reason: refusal))
+        if let refusal = change.refusal(in: ctx.replica.store.catalogue) {
+            return ctx.out.append(.submitRefused(change, reason: refusal))
         }
-        switch state {
-        case .master: return catalogueChangeReceived(change, now)
-        case .slave(let f): if let master = f.master { return send(.submit(change), to: master) }
-        case .starting, .candidate, .recovering, .stopped, .modifying: break
-        }
-        out.append(.submitRefused(change, reason: "no master to commit it (the cluster is electing); try again"))
+        if case .starting = state { return ctx.refuseForNoMaster(change) }
+        dispatch(.submit(change), now)
     }
 
     mutating func higherEpochSeen(_ newEpoch: Epoch, _ now: Instant) {
-        adopt(epoch: newEpoch)
+        ctx.adopt(epoch: newEpoch)
         switch state {
         case .starting, .stopped, .modifying: return
         case .recovering, .master:
-            paths.count(.masterSteppedDown)
+            ctx.paths.count(.masterSteppedDown)
             stepDown(now)
         case .slave, .candidate: break
         }
-        if newEpoch.master != id {
+        if newEpoch.master != ctx.id {
             follow(newEpoch.master, now)
         } else {
             // "Our" epoch, yet we do not lead it: an earlier process with our id did (its
@@ -509,11 +482,6 @@ public struct TrackerNode: Sendable {
             // adopted its number, run again so the next reign claims a higher one.
             startElection(now)
         }
-    }
-
-    mutating func leavingReceived(from node: NodeID, _ now: Instant) {
-        membership.remove(node)
-        if case .slave(let f) = state, f.master == node { startElection(now) }
     }
 
     // MARK: unique ids
@@ -530,71 +498,63 @@ public struct TrackerNode: Sendable {
     /// that is the newer process.
     mutating func checkIDConflict(_ now: Instant) {
         guard let c = idConflict else { return }
-        guard let m = membership[id], m.incarnation == c.incarnation, now - m.lastHeard <= config.downAfter else {
+        let config = ctx.config
+        guard let m = ctx.membership[ctx.id], m.incarnation == c.incarnation, now - m.lastHeard <= config.downAfter else {
             if now - c.firstHeard > config.downAfter { idConflict = nil }
             return
         }
         guard m.lastHeard - c.firstHeard >= Milliseconds(config.keepaliveInterval.value * 9 / 10) else { return }
         if case .starting = state {
-            stop(reason: .idInUse(id))
-        } else if incarnation > c.incarnation {
-            stop(reason: .idInUse(id))
+            stop(reason: .idInUse(ctx.id))
+        } else if ctx.incarnation > c.incarnation {
+            stop(reason: .idInUse(ctx.id))
         }
     }
 
-    mutating func handleIDAssigned(_ env: ClusterEnvelope, _ now: Instant) {
-        guard case .idAssigned(let inc, let assigned) = env.message, inc == incarnation, !id.isAssigned, assigned.isAssigned
-        else { return }
-        id = assigned
-        if case .slave(let f) = state, let m = f.master { sendHello(to: m, now) }
-    }
-
     mutating func stop(reason: ExitReason) {
-        if case .idInUse = reason { paths.count(.duplicateIDRefused) }
+        if case .idInUse = reason { ctx.paths.count(.duplicateIDRefused) }
         state = .stopped
-        out.append(.exit(reason: reason))
+        ctx.out.append(.exit(reason: reason))
     }
 
     // MARK: store results
 
     mutating func storeResult(ok: Bool, _ now: Instant) {
         if ok {
-            if !storeHealthy {
-                storeHealthy = true
+            if !ctx.storeHealthy {
+                ctx.storeHealthy = true
                 nextProbe = nil
-                paths.count(.storeRewritten)
+                ctx.paths.count(.storeRewritten)
                 // Writes were skipped while the store failed: rewrite it whole, epoch too.
-                out.append(.persistSnapshot(replica.snapshot()))
-                out.append(.persistEpoch(epoch))
+                ctx.out.append(.persistSnapshot(ctx.replica.snapshot()))
+                ctx.out.append(.persistEpoch(ctx.epoch))
             }
         } else {
-            storeHealthy = false
-            if nextProbe == nil { nextProbe = now + config.keepaliveInterval }
+            ctx.storeHealthy = false
+            if nextProbe == nil { nextProbe = now + ctx.config.keepaliveInterval }
         }
     }
 
     // MARK: clean shutdown
 
     mutating func leave(_ now: Instant) {
-        broadcast(.leaving)
-        wipeLocally()
+        ctx.broadcast(.leaving)
+        ctx.wipeLocally()
         stop(reason: .leftCluster)
     }
 
     // MARK: peers
 
     mutating func receivePeer(_ datagram: ByteBuffer, from source: PeerEndpoint, _ now: Instant) {
-        guard isServing else {
+        guard case .master(var master) = state else {
             // Slaves, candidates and recovering masters stay silent, but keep the request
             // in case the master that should answer it is gone.
-            held.hold(datagram, from: source, now: now, runStart: runStart)
+            ctx.held.hold(datagram, from: source, now: now, runStart: runStart)
             return
         }
-        switch handler.decide(datagram, from: source, now: now, store: replica.store, limiter: &limiter) {
-        case .reply(let response): out.append(.reply(response, to: source))
-        case .commit(let pending): enqueue(.announce(pending.update), origin: .peer(pending), now)
-        case .drop: break
-        }
+        state = .modifying
+        master.receivePeer(datagram, from: source, in: &ctx, now)
+        state = .master(master)
     }
 }
 
@@ -602,26 +562,27 @@ extension TrackerNode {
     /// What a serving master says shows which held requests it was alive to answer.
     mutating func noteServingMaster(_ env: ClusterEnvelope, _ now: Instant) {
         guard env.from == env.epoch.master else { return }
+        let holding = ctx.replica.lastCommitted
         switch env.message {
         case .keepalive(let k) where k.role == .master && k.inSync:
-            held.evidence.raise(alive: now)
-            held.evidence.heard(committed: k.lastCommitted, at: now, holding: replica.lastCommitted)
+            ctx.held.evidence.raise(alive: now)
+            ctx.held.evidence.heard(committed: k.lastCommitted, at: now, holding: holding)
         case .prepare(_, let previous, _):
-            held.evidence.raise(alive: now)
-            held.evidence.heard(committed: previous, at: now, holding: replica.lastCommitted)
+            ctx.held.evidence.raise(alive: now)
+            ctx.held.evidence.heard(committed: previous, at: now, holding: holding)
         case .commit(let ref, _):
-            held.evidence.raise(alive: now, decided: now)
-            held.evidence.heard(committed: ref, at: now, holding: replica.lastCommitted)
+            ctx.held.evidence.raise(alive: now, decided: now)
+            ctx.held.evidence.heard(committed: ref, at: now, holding: holding)
         case .abort:
-            held.evidence.raise(alive: now, decided: now)
+            ctx.held.evidence.raise(alive: now, decided: now)
         default: break
         }
     }
 
     /// Just came to serve: answer what arrived while nobody did, through the normal path.
     mutating func answerHeld(_ now: Instant) {
-        for r in held.takeUnanswered(now: now) {
-            paths.count(.heldRequestAnswered)
+        for r in ctx.held.takeUnanswered(now: now) {
+            ctx.paths.count(.heldRequestAnswered)
             receivePeer(r.datagram, from: r.source, now)
         }
     }
@@ -633,17 +594,45 @@ enum NodeState: Sendable {
     /// whether its id is taken.
     case starting(until: Instant)
     /// Following a master (maybe still catching up).
-    case slave(SlaveState)
+    case slave(Slave)
     /// Running a bully election.
-    case candidate(ElectionPhase)
+    case candidate(Candidate)
     /// Leading its own epoch, not serving yet: recovering what a majority may have
-    /// committed (`Recovery.swift`).
-    case recovering(RecoveryState)
+    /// committed.
+    case recovering(Recovery)
     /// Leading its own epoch and serving peers.
-    case master(MasterState)
+    case master(Master)
     /// Left cleanly or refused; does nothing more.
     case stopped
-    /// Only while a payload is being changed in place (see `TrackerNode.masterRole`); never
+    /// Only while a role is being changed in place (`TrackerNode.dispatch`); never
     /// observable between steps.
     case modifying
+}
+
+/// What the gate hands a role.
+enum RoleInput {
+    /// Time passed: whatever is due.
+    case tick
+    /// A cluster message that passed the gate's checks (epoch, membership, sender).
+    case message(ClusterEnvelope)
+    /// An operator's catalogue change the catalogue can take.
+    case submit(CatalogueChange)
+    /// A `persistEpoch` reached the disk.
+    case epochStored(Epoch)
+    /// These nodes were heard with a new incarnation: what their earlier run said is void.
+    case restarted([NodeID])
+}
+
+/// A role asks the gate for another role; the gate makes the change (`TrackerNode.apply`).
+enum RoleChange {
+    /// Follow this master (a master steps down first) and say hello.
+    case follow(NodeID)
+    /// Follow the COORDINATOR that announced itself, and answer it with what we hold.
+    case acknowledgeCoordinator(NodeID)
+    /// Run a bully election (a master steps down first).
+    case runElection
+    /// The claimed epoch is durable: lead it, recovering first.
+    case lead
+    /// Recovered: serve as this master, bringing the slaves that answered to our state.
+    case serve(Master, syncing: [(node: NodeID, last: TxRef)])
 }

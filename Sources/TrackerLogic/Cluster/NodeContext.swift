@@ -1,0 +1,171 @@
+/// What a node holds whatever its role: who it is, the epoch it accepted, its replica and
+/// membership, the transaction it prepared, its held requests and the actions of the step
+/// under way. Every role (`Slave`, `Candidate`, `Recovery`, `Master`) sees the node only
+/// through this value, and changes it only through `inout` during one step; what is a
+/// role's own (a master's queue, a slave's master) lives in that role.
+///
+/// Invariant: `epoch` never decreases, and it names this node as master while a role of
+/// this node leads (`TrackerNode.higherEpochSeen` steps down first).
+struct NodeContext: Sendable {
+    var id: NodeID
+    let incarnation: UInt64
+    let config: ClusterConfig
+    let handler: PeerRequestHandler
+    /// Advertised in keepalives (the dashboard's trackers tab shows it).
+    let address: String
+
+    /// The highest epoch this node has accepted: its own as master, its master's as slave.
+    var epoch: Epoch
+    var replica: Replica
+    var membership = Membership()
+    var storeHealthy = true
+    /// The transaction this node last PREPAREd and has not seen committed or aborted. It
+    /// outlives role changes: a new master's recovery asks every node for it.
+    var prepared: Transaction?
+    var rng: SeededGenerator
+    /// When the next keepalive is due (a role brings it forward to tell the cluster at once).
+    var nextKeepalive: Instant
+    /// Requests received while not serving, for this node to answer if it comes to serve.
+    var held: HeldRequests
+    /// Per-source limits on what peers may ask of a serving master (table allocated on
+    /// first use, so only a master pays for it).
+    var limiter: SourceRateLimiter
+    /// How often this node took each protocol branch (the simulator's coverage table).
+    var paths = PathCounts()
+    /// The catalogue changed in this step (`NodeAction.catalogueChanged` at its end).
+    var catalogueChanged = false
+    /// The actions of the step under way.
+    var out: [NodeAction] = []
+
+    // MARK: sending
+
+    func envelope(_ message: ClusterMessage, to: NodeID? = nil) -> ClusterEnvelope {
+        ClusterEnvelope(from: id, incarnation: incarnation, epoch: epoch, to: to, message: message)
+    }
+
+    mutating func broadcast(_ message: ClusterMessage) { out.append(.broadcast(envelope(message))) }
+
+    mutating func send(_ message: ClusterMessage, to node: NodeID) { out.append(.send(envelope(message, to: node))) }
+
+    /// What this node holds, for a master to bring it up to date.
+    var hello: Hello { Hello(lastCommitted: replica.lastCommitted, hasState: replica.lastCommitted.txid > 0) }
+
+    /// A COORDINATOR is answered whatever the role: with what this node committed and
+    /// what it prepared (the new master's recovery needs both).
+    mutating func acknowledgeCoordinator(_ master: NodeID) {
+        send(.coordinatorAck(lastCommitted: replica.lastCommitted, prepared: prepared), to: master)
+    }
+
+    /// Bully: a lower candidate is told a higher id is here (true when it was), unless
+    /// this node cannot record an epoch and so cannot lead: then the lower one may.
+    mutating func answerElection(from candidate: NodeID) -> Bool {
+        guard candidate < id, storeHealthy else { return false }
+        send(.answer, to: candidate)
+        return true
+    }
+
+    /// An operator's change while no master is known (electing, starting, recovering).
+    mutating func refuseForNoMaster(_ change: CatalogueChange) {
+        out.append(.submitRefused(change, reason: "no master to commit it (the cluster is electing); try again"))
+    }
+
+    // MARK: the cluster as heard
+
+    /// Heard on either channel: who is alive, for failure detection and elections.
+    func liveMembers(_ now: Instant) -> [Member] {
+        membership.live(now: now, downAfter: config.downAfter).filter { $0.id != id && $0.role != .stopped }
+    }
+
+    /// Heard on the broker: who can take part in a transaction (voters, recovery).
+    func brokerLiveMembers(_ now: Instant) -> [Member] {
+        membership.live(now: now, downAfter: config.downAfter, onBroker: true).filter { $0.id != id && $0.role != .stopped }
+    }
+
+    /// What a slave of ours says of itself confirms it as a voter (never backwards).
+    mutating func slaveSaid(_ k: Keepalive, from node: NodeID) {
+        guard k.role == .slave, k.master == id else { return }
+        membership.update(node) { m in
+            if !k.inSync { m.confirmed = .zero } else if m.confirmed.epoch != k.lastCommitted.epoch || m.confirmed.txid < k.lastCommitted.txid {
+                m.confirmed = k.lastCommitted
+            }
+        }
+    }
+
+    func majority(of n: Int) -> Int { n / 2 + 1 }
+
+    /// How often a master expires silent peers.
+    var expiryPeriod: Milliseconds {
+        Milliseconds(max(handler.config.effectivePeerTimeout.value / 10, 1000))
+    }
+
+    mutating func adopt(epoch newEpoch: Epoch) {
+        guard newEpoch > epoch, newEpoch.isWellFormed else { return }
+        epoch = newEpoch
+        out.append(.persistEpoch(newEpoch))
+    }
+
+    // MARK: the replica
+
+    /// Applies the next transaction in order; anything else is refused (the simulator's
+    /// checker would flag a gap — a node never traps on one).
+    mutating func commitLocally(_ tx: Transaction) {
+        guard replica.commit(tx) else { return }
+        // While the store fails, writes are skipped; it is rewritten whole once it heals.
+        if storeHealthy { out.append(.persist(CommitRows(tx, replica: replica))) }
+        if !catalogueChanged { catalogueChanged = tx.updates.contains { if case .catalogue = $0 { true } else { false } } }
+    }
+
+    /// Applies a run of transactions that continues our log; the rest is ignored.
+    mutating func applyContiguous(_ txs: [Transaction]) {
+        let before = replica.lastCommitted
+        for tx in txs where tx.txid == replica.lastCommitted.txid + 1 {
+            commitLocally(tx)
+        }
+        if replica.lastCommitted != before { paths.count(.catchUpApplied) }
+        if let p = prepared, p.txid <= replica.lastCommitted.txid { prepared = nil }
+    }
+
+    mutating func installLocally(_ snapshot: Snapshot, store: SwarmStore) {
+        paths.count(.snapshotInstalled)
+        replica.install(snapshot, store: store)
+        out.append(.persistSnapshot(snapshot))
+        catalogueChanged = true
+    }
+
+    /// Empties the replica and the store (a clean shutdown, a diverged state given up).
+    mutating func wipeLocally() {
+        replica.wipe()
+        out.append(.wipeStore)
+        catalogueChanged = true
+    }
+
+    /// The master gave up the transaction we prepared: it will not be committed.
+    mutating func abortReceived(_ ref: TxRef, digest: UInt64) {
+        if let p = prepared, p.ref == ref, p.digest == digest { prepared = nil }
+    }
+
+    // MARK: state transfer, whoever receives it
+
+    /// Only a reply to our current state is applied: one asked for in an earlier epoch and
+    /// delayed past an election would stack that epoch's transactions on another branch's.
+    /// And only a reply sent in the epoch we follow: the same master's log in an earlier
+    /// reign need not be this one's (CatchUpTests). Anything else is stale, and asking
+    /// again sorts it out.
+    mutating func isCurrent(catchUpAfter after: TxRef, sentIn sent: Epoch) -> Bool {
+        guard after == replica.lastCommitted, sent == epoch else {
+            paths.count(.staleCatchUpIgnored)
+            return false
+        }
+        return true
+    }
+
+    /// The store a snapshot holds when it is intact; a corrupted or impossible one is
+    /// refused (the receiver asks again later).
+    mutating func intactStore(of snapshot: Snapshot) -> SwarmStore? {
+        guard snapshot.isWellFormed, let store = snapshot.intactStore() else {
+            paths.count(.snapshotRefused)
+            return nil
+        }
+        return store
+    }
+}
