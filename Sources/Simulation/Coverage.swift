@@ -76,7 +76,8 @@ public struct Coverage: Sendable, Equatable {
                                     .transactionCommitted, .transactionAborted, .prepareResent, .silentVotersDropped,
                                     .voteNotInSync, .voteStoreFailed, .unconfirmedVoteCounted, .missedCommitApplied, .catchUpSent,
                                     .catchUpApplied, .staleCatchUpIgnored, .snapshotSent, .snapshotInstalled, .snapshotRefused,
-                                    .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered]
+                                    .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered,
+                                    .staleRecoveryAnswerIgnored]
         return node.map { ($0.description, 20) } + [(ProtocolPath.notInSyncVoteCounted.description, 5)]
             + SimPath.allCases.map { ($0.description, 20) }
     }()

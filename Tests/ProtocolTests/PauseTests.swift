@@ -64,8 +64,8 @@ import TrackerLogic
     }
 
     /// A lone node leads; each step 100 ms apart until it serves.
-    func servingMaster() -> (TrackerNode, Instant) {
-        var n1 = node(1, epoch: .zero)
+    func servingMaster(restoring epoch: Epoch = .zero) -> (TrackerNode, Instant) {
+        var n1 = node(1, epoch: epoch)
         var t = t0
         while !n1.isServing && t < t0 + Milliseconds(10_000) {
             t = t + Milliseconds(100)
@@ -150,6 +150,25 @@ import TrackerLogic
         let actions = n1.step(.cluster(keepalive), now: woke + Milliseconds(2))
         #expect(n1.role != .master)
         #expect(actions.contains(.discardPeerBacklog) == paused)
+    }
+
+    /// Kept the office, but before its socket's backlog is read it hears another master
+    /// (a partition gave each side one; here of a lower epoch, whose messages it otherwise
+    /// ignores): that master may have answered what queued here, so the backlog goes,
+    /// while this one stays master. Heard after the backlog was read, it changes nothing.
+    @Test(arguments: [(700, 2), (700, 1500), (0, 2)] as [(Int64, Int64)])
+    func aMasterThatHearsAnotherMasterOnWakingDropsItsBacklog(late: Int64, heardAfter: Int64) {
+        let (serving, t) = servingMaster(restoring: Epoch(term: 5, master: NodeID(2)))
+        var n1 = serving
+        let woke = n1.nextWake(now: t) + Milliseconds(late)
+        _ = n1.step(.tick, now: woke)
+        let lower = Epoch(term: 5, master: NodeID(2))
+        #expect(lower < n1.epoch)
+        let commit = ClusterEnvelope(from: NodeID(2), incarnation: 2000, epoch: lower, to: nil,
+                                     message: .commit(TxRef(epoch: lower, txid: 9), digest: 1))
+        let actions = n1.step(.cluster(commit), now: woke + Milliseconds(heardAfter))
+        #expect(n1.isServing)
+        #expect(actions.contains(.discardPeerBacklog) == (late > 0 && heardAfter < 1000))
     }
 }
 

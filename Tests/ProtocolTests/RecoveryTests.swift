@@ -20,8 +20,8 @@ import TrackerLogic
                            left: 10, event: .started, at: t0))
     }
 
-    func env(from: UInt32, _ m: ClusterMessage) -> NodeEvent {
-        .cluster(ClusterEnvelope(from: NodeID(from), incarnation: UInt64(from) * 1000, epoch: ours, to: nil, message: m))
+    func env(from: UInt32, epoch: Epoch? = nil, _ m: ClusterMessage) -> NodeEvent {
+        .cluster(ClusterEnvelope(from: NodeID(from), incarnation: UInt64(from) * 1000, epoch: epoch ?? ours, to: nil, message: m))
     }
 
     /// n3, restored at ours#1, elected over n1 and n2; the PREPAREs it sends once it
@@ -43,8 +43,9 @@ import TrackerLogic
             actions += step
             for case .persistEpoch(let e) in step { actions += n3.step(.epochStored(e), now: t) }
             if n3.role == .master {
-                actions += n3.step(env(from: 1, .coordinatorAck(lastCommitted: n1.last, prepared: n1.prepared)), now: t)
-                actions += n3.step(env(from: 2, .coordinatorAck(lastCommitted: n2.last, prepared: n2.prepared)), now: t)
+                // Answered in the new master's epoch, which the COORDINATOR made them adopt.
+                actions += n3.step(env(from: 1, epoch: n3.epoch, .coordinatorAck(lastCommitted: n1.last, prepared: n1.prepared)), now: t)
+                actions += n3.step(env(from: 2, epoch: n3.epoch, .coordinatorAck(lastCommitted: n2.last, prepared: n2.prepared)), now: t)
             }
             t = t + Milliseconds(50)
         }
@@ -62,5 +63,38 @@ import TrackerLogic
         let first = try #require(prepares.first)
         #expect(first.updates.contains(update(2)), "prepared after our #1: it may have been committed")
         #expect(!prepares.contains { $0.updates.contains(update(1)) }, "prepared after the minority's #1")
+    }
+
+    /// Only an answer to this reign's COORDINATOR counts: one sent in another epoch (a
+    /// delayed answer to an earlier recovery, or a replay) tells what its node held then,
+    /// and counted it stood in for the node's real answer (fresh seed 59173201733146931: a
+    /// strict master of two recovered empty on a replayed answer while the other node,
+    /// still starting, held e2.2#2, and every transaction aborted after). A strict master
+    /// of three that hears only such answers does not serve; answered in its epoch, it does.
+    @Test(arguments: [false, true])
+    func onlyAnswersSentInTheMastersEpochCount(inItsEpoch: Bool) {
+        var config = ClusterConfig()
+        config.quorum = .strict
+        config.clusterSize = 3
+        var n3 = TrackerNode(id: NodeID(3), incarnation: 3000, config: config,
+                             handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
+                             seed: 7, now: t0, restoring: DurableState(snapshot: nil, epoch: ours))
+        var t = t0
+        for _ in 0..<160 where !n3.isServing {
+            for id in [UInt32(1), 2] {
+                _ = n3.step(env(from: id, .keepalive(Keepalive(role: .slave, master: .unassigned, lastCommitted: .zero, inSync: false,
+                                                               address: ""))), now: t)
+            }
+            for case .persistEpoch(let e) in n3.step(.tick, now: t) { _ = n3.step(.epochStored(e), now: t) }
+            if n3.role == .master {
+                for id in [UInt32(1), 2] {
+                    _ = n3.step(env(from: id, epoch: inItsEpoch ? n3.epoch : ours, .coordinatorAck(lastCommitted: .zero, prepared: nil)),
+                                now: t)
+                }
+            }
+            t = t + Milliseconds(50)
+        }
+        #expect(n3.role == .master)
+        #expect(n3.isServing == inItsEpoch)
     }
 }

@@ -54,31 +54,21 @@ struct RandomizedScenarioTests {
     /// keepalive reached it; the simulator replaced the tick due then by the next keepalive's
     /// (the runtime keeps it), the vote timed out 750 ms late, and a held announce went
     /// unanswered past 3 s — both hosts now arm by `NodeTimer` (NodeTimerTests).
-    @Test(arguments: [201_891, 7_528_329_571_238_363] as [UInt64])
+    /// 24626623335572833 (sweep of 863ee1b): two nodes of live quorum, s0 partitioned off
+    /// and paused for 1.7 s as master of its side; s1 answered a request meanwhile. s0 woke
+    /// within its office, kept its socket's backlog, heard s1 serve, and answered the
+    /// request a second time — a master now drops its pause backlog on hearing another
+    /// master before reading it (PauseTests).
+    /// 59173201733146931 (sweep of e146337): a strict cluster of two; while n1 was starting,
+    /// an insider replayed n1's COORDINATOR-ACK of an earlier epoch, so n2 recovered with
+    /// an empty repository and served. n1 came back holding e2.2#2: a diverged state the
+    /// master asks to merge, but in strict mode every transaction needs n1's vote and n1
+    /// votes "not in sync" until the merge is committed. Every transaction aborted — a
+    /// recovering master now counts only answers sent in its own epoch (RecoveryTests).
+    @Test(arguments: [201_891, 7_528_329_571_238_363, 24_626_623_335_572_833, 59_173_201_733_146_931] as [UInt64])
     func formerFailures(seed: UInt64) {
         let report = Simulator.run(seed: seed)
         #expect(report.passed, "\(report)")
-    }
-
-    /// Fresh seeds this code still fails, kept as known issues: the test fails once a seed
-    /// passes, so its fix moves it to `formerFailures`.
-    /// 59173201733146931 (sweep of e146337): a strict cluster of two; while n1 was starting,
-    /// an insider forged n1's COORDINATOR-ACK, so n2 recovered with an empty repository
-    /// and served. n1 came back holding e2.2#2: a diverged state the master asks to merge,
-    /// but in strict mode every transaction needs n1's vote and n1 votes "not in sync"
-    /// until the merge is committed. Every transaction aborts; no announce is answered
-    /// after the faults end.
-    /// 24626623335572833 (sweep of 863ee1b): two nodes of live quorum, s0 partitioned off
-    /// and paused for 1.7 s as master of its side; s1 answered a request meanwhile. s0 woke
-    /// within its office, kept its socket's backlog (a master that keeps its office keeps
-    /// it: "nobody else answered it", untrue while a partition gives each side a master),
-    /// heard s1 serve, and answered the request 9 ms later a second time.
-    @Test(arguments: [59_173_201_733_146_931, 24_626_623_335_572_833] as [UInt64])
-    func openFailures(seed: UInt64) {
-        let report = Simulator.run(seed: seed)
-        withKnownIssue("a fresh seed this code still fails") {
-            #expect(report.passed, "\(report)")
-        }
     }
 
     /// What the state checker found in the existing code, kept as scenario lines (they

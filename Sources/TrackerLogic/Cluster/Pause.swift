@@ -18,10 +18,13 @@
 /// are a paused slave's or candidate's: read later, nothing tells them from fresh ones,
 /// and the broker's backlog (the commits that answered them) is read in another order: a
 /// master that stepped down on waking and won the next election at once would answer its
-/// socket's backlog a second time. Only a master that keeps its office keeps its backlog:
-/// nobody else answered it. If it learns
-/// on waking that it lost the office meanwhile (a higher epoch in its broker backlog), the
-/// backlog goes as it steps down: the newer master served it.
+/// socket's backlog a second time. Only a master that keeps its office keeps its backlog,
+/// and only while nobody else can have answered it. If it learns on waking that it lost
+/// the office meanwhile (a higher epoch in its broker backlog), the backlog goes as it
+/// steps down: the newer master served it. If it hears any other master's word before
+/// that backlog is read (a partition or a broker outage gave each side a master, of a
+/// lower epoch as often as a higher one), the backlog goes too, though it stays master:
+/// that master may have answered what queued here (`otherMasterHeard`).
 extension TrackerNode {
     /// Called first in every step with the time the node expected to run by.
     mutating func discountPause(due: Instant, _ now: Instant) {
@@ -45,5 +48,21 @@ extension TrackerNode {
             ctx.held.removeAll()
             ctx.held.ignore(until: now + ctx.config.keepaliveInterval)
         }
+    }
+
+    /// Called for every message heard from another node. While a master still owns the
+    /// backlog of its pause (`pauseBacklogUntil`), a word from another master (its
+    /// keepalive, COORDINATOR, PREPARE, COMMIT or ABORT, of any epoch) shows that someone
+    /// else served meanwhile: the backlog is dropped unread (PauseTests).
+    mutating func otherMasterHeard(_ env: ClusterEnvelope, _ now: Instant) {
+        guard let until = pauseBacklogUntil, now < until, env.from != ctx.id, env.from == env.epoch.master else { return }
+        switch env.message {
+        case .keepalive(let k) where k.role == .master: break
+        case .coordinator, .prepare, .commit, .abort: break
+        default: return
+        }
+        pauseBacklogUntil = nil
+        ctx.paths.count(.pausedMasterHeardAnother)
+        ctx.out.append(.discardPeerBacklog)
     }
 }

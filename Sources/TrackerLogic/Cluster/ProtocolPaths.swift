@@ -71,6 +71,11 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case heldRequestAnswered
     /// A restarted node found its stored state unusable and discarded it.
     case restoredStateDiscarded
+    /// A master that kept its office through a pause heard another master before reading
+    /// its socket's backlog, and dropped the backlog (that master may have answered it).
+    case pausedMasterHeardAnother
+    /// A recovering master ignored a COORDINATOR-ACK sent in another epoch than its own.
+    case staleRecoveryAnswerIgnored
 
     public var description: String {
         switch self {
@@ -104,6 +109,8 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .storeRewritten: return "store rewritten after failure"
         case .heldRequestAnswered: return "held request answered"
         case .restoredStateDiscarded: return "restored state discarded"
+        case .pausedMasterHeardAnother: return "paused master heard another master"
+        case .staleRecoveryAnswerIgnored: return "stale recovery answer ignored"
         }
     }
 }

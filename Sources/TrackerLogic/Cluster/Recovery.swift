@@ -59,6 +59,14 @@ struct Recovery: Sendable {
             // Still here: remind everyone who leads.
             if ctx.answerElection(from: env.from) { ctx.broadcast(.coordinator(lastCommitted: ctx.replica.lastCommitted)) }
         case .coordinatorAck(let last, let prepared):
+            // Only an answer to this reign's COORDINATOR: the node adopted our epoch before
+            // it answered. One sent in another epoch (delayed from an earlier recovery, or
+            // replayed) tells what the node held then, not now: counted, it could stand in
+            // for an answer this recovery needs and hide what the node committed since.
+            guard env.epoch == ctx.epoch else {
+                ctx.paths.count(.staleRecoveryAnswerIgnored)
+                return nil
+            }
             ctx.membership.update(env.from) { $0.lastCommitted = last }
             acks[env.from] = (last, prepared)
             return tick(in: &ctx, now)

@@ -415,6 +415,7 @@ public struct TrackerNode: Sendable {
         if case .leaving = env.message, ctx.membership[env.from]?.incarnation != env.incarnation { return }
         guard ctx.membership.heard(env, now: now, onBroker: onBroker, downAfter: ctx.config.downAfter) else { return }
         noteServingMaster(env, now)
+        otherMasterHeard(env, now)
         if !ctx.membership.restarted.isEmpty {
             let restarted = ctx.membership.restarted
             ctx.membership.restarted.removeAll()
