@@ -128,3 +128,27 @@ public struct Adversary: Sendable {
         }
     }
 }
+
+extension Simulator {
+    /// The adversary publishes one frame of its making on the topic.
+    mutating func adversaryActs() {
+        guard var a = adversary, !faultsOver else { return }
+        // A participant of the broker: while it is down, nobody publishes anything.
+        if network.brokerDown {
+            queue.push(now + a.nextDelay(), .adversaryWake)
+            adversary = a
+            return
+        }
+        let master = servingSlot.flatMap { s in slots[s].inspect { (id: $0.id, epoch: $0.epoch) } }
+        let ids = slots.compactMap { $0.nodeID }
+        let frame = a.forge(now: now, master: master, ids: ids)
+        // Published on the topic: every live node gets it, after a delay of the
+        // adversary's own drawing (the nodes' randomness is not touched).
+        for s in slots.indices where slots[s].isRunning {
+            queue.push(now + Milliseconds(1) + Milliseconds(Int64(a.rng.below(Int(scenario.maxDelay) + 1))),
+                       .cluster(s, frame, fromAdversary: true, servingAt: nil))
+        }
+        queue.push(now + a.nextDelay(), .adversaryWake)
+        adversary = a
+    }
+}

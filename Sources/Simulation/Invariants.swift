@@ -8,13 +8,13 @@ extension Simulator {
     /// held to the second).
     mutating func recordAck(peer p: Int, by slot: Int) {
         guard let node = slots[slot].node else { return }
-        let key = peers[p].key
-        let hash = peers[p].infoHash
+        let key = workload.peers[p].key
+        let hash = workload.peers[p].infoHash
         acknowledged += 1
         let carried = node.replica.lastAnnounce(of: key, in: hash)
         var holders: [Int: Int] = [:]
         if let ref = carried?.ref {
-            for (s, gen) in appliedBy[ref] ?? [:] { holders[s] = gen }
+            for (s, gen) in checker.appliedBy[ref] ?? [:] { holders[s] = gen }
         }
         holders[slot] = slots[slot].generation
         if let (ref, announce) = carried, announce.event != .stopped {
@@ -56,7 +56,7 @@ extension Simulator {
             coverage.count(.diskLossRejoined)
         }
         defer {
-            if violation == nil, let v = checker.reached(node.replica, slot: slot, expiredBefore: maxExpireCutoff) { fail(v) }
+            if violation == nil, let v = checker.reached(node.replica, slot: slot, expiredBefore: checker.maxExpireCutoff) { fail(v) }
         }
         // After a snapshot replaced the state, what the replica holds beyond it (its log
         // restarts at the snapshot) was applied in this step: those commits count too, and
@@ -76,14 +76,7 @@ extension Simulator {
         }
         for tx in txs {
             commits += 1
-            let digest = tx.digest
-            if let known = appliedDigests[tx.ref], known != digest {
-                return fail("two different transactions committed as \(tx.ref)")
-            }
-            appliedDigests[tx.ref] = digest
-            appliedBy[tx.ref, default: [:]][slot] = slots[slot].generation
-            for case .expire(let before) in tx.updates where before > maxExpireCutoff { maxExpireCutoff = before }
-            for case .catalogue(.register(let t)) in tx.updates { committedTorrents[t.infoHash, default: [:]][slot] = slots[slot].generation }
+            if let v = checker.applied(tx, slot: slot, generation: slots[slot].generation) { return fail(v) }
         }
     }
 
@@ -92,18 +85,13 @@ extension Simulator {
         if isServing != (slots[slot].held.servingSince != nil) {
             slots[slot].held.servingSince = isServing ? now : nil
             if isServing {
-                servingSpans.append((slot, now, nil))
+                checker.servingStarted(slot, at: now)
                 queue.push(now + Self.heldAnswerTime, .checkHeld(slot, now))
             } else {
                 endServingSpan(slot)
             }
         }
-        if role == .master {
-            if let other = epochMasters[epoch], other != id {
-                return fail("two masters in epoch \(epoch): n\(other.rawValue) and n\(id.rawValue)")
-            }
-            epochMasters[epoch] = id
-        }
+        if role == .master, let v = checker.leads(epoch, id: id) { return fail(v) }
         checkOneServerWithoutBroker()
     }
 
@@ -119,16 +107,16 @@ extension Simulator {
     mutating func checkOneServerWithoutBroker() {
         // The cheap conditions first: this runs after every step.
         guard network.onlyBrokerDown else {
-            twoServingSince = nil
+            checker.twoServingSince = nil
             return
         }
         let serving = slots.indices.filter { slots[$0].isServing && !slots[$0].isPaused(at: now) }
         guard serving.count > 1 else {
-            twoServingSince = nil
+            checker.twoServingSince = nil
             return
         }
-        let since = twoServingSince ?? now
-        twoServingSince = since
+        let since = checker.twoServingSince ?? now
+        checker.twoServingSince = since
         let bound = config.keepaliveInterval * 4 + Milliseconds(2 * (scenario.maxDelay + network.slowest))
         if now - since > bound {
             fail("\(serving.map { "s\($0)" }.joined(separator: " and ")) served together for \((now - since).value) ms "
@@ -167,15 +155,15 @@ extension Simulator {
     /// in the last half of the settling time.
     mutating func checkService() {
         let window = Milliseconds(scenario.settle.value / 2)
-        guard !peers.isEmpty, now - Scenario.start > window + Milliseconds.seconds(5) else { return }
-        if !peers.contains(where: { ($0.lastAnnounceReply ?? .zero) > now - window }) {
+        guard !workload.peers.isEmpty, now - Scenario.start > window + Milliseconds.seconds(5) else { return }
+        if !workload.anyAnnounceAnswered(since: now - window) {
             fail("no peer got an announce answered in the last \(window.value) ms")
         }
     }
 
     mutating func checkAcknowledged() {
         guard let ms = slots.indices.first(where: { slots[$0].isServing }), let m = slots[ms].node else { return }
-        if let v = checker.lostAcknowledged(master: m.replica, expiredBefore: maxExpireCutoff,
+        if let v = checker.lostAcknowledged(master: m.replica, expiredBefore: checker.maxExpireCutoff,
                                             generations: slots.map(\.generation)) { fail(v) }
     }
 
@@ -188,24 +176,12 @@ extension Simulator {
             if case .unregister(let k) = a.change { return OperatorAction.torrent(k)?.infoHash }
             return nil
         })
-        for (hash, holders) in committedTorrents.sorted(by: { $0.key < $1.key }) where !removed.contains(hash) {
-            let survivors = holders.filter { slots[$0.key].generation == $0.value }
-            guard !survivors.isEmpty else { continue }
-            if m.replica.store.catalogue.torrents[hash] == nil {
-                return fail("registered torrent \(hash.hex) committed on \(survivors.keys.sorted().map { "s\($0)" }) was lost")
-            }
-        }
+        if let v = checker.lostRegistration(catalogue: m.replica.store.catalogue, removed: removed,
+                                            generations: slots.map(\.generation)) { fail(v) }
     }
 
     mutating func endServingSpan(_ slot: Int) {
-        if let i = servingSpans.lastIndex(where: { $0.slot == slot && $0.to == nil }) { servingSpans[i].to = now }
-    }
-
-    /// Whether a master other than `slot` served at some instant after `after` and before
-    /// `before`: what reached the nodes meanwhile was that master's to answer, whether or
-    /// not `slot` could hear it (across a partition, say).
-    func anotherServed(than slot: Int, after: Instant, before: Instant) -> Bool {
-        servingSpans.contains { $0.slot != slot && $0.from < before && ($0.to ?? now) > after }
+        checker.servingEnded(slot, at: now)
     }
 
     /// How long a new master may take to answer what it held (an announce commits first).
@@ -226,8 +202,8 @@ extension Simulator {
         // message may count as answered.
         let cutoff = slots[slot].held.lastHeardServing + max(config.receiveSkew, config.backlogDrain)
         for r in receipts where r.at > cutoff && r.at > slots[slot].held.backlogUntil && r.at <= start
-            && start - r.at < config.heldRequestWindow && !anotherServed(than: slot, after: r.at, before: start) {
-            guard let sent = unservedSends[r.request], (answeredAt[r.request] ?? .zero) >= sent else {
+            && start - r.at < config.heldRequestWindow && !checker.anotherServed(than: slot, after: r.at, before: start, now: now) {
+            guard let sent = checker.unservedSends[r.request], (checker.answeredAt[r.request] ?? .zero) >= sent else {
                 return fail("request of p\(r.request.peer) (transaction \(r.request.tid)) received by s\(slot) at "
                     + "\(r.at.milliseconds - Scenario.start.milliseconds)ms while no master served was not answered within "
                     + "\(Self.heldAnswerTime.value) ms of s\(slot) serving at \(start.milliseconds - Scenario.start.milliseconds)ms")

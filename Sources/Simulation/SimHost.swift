@@ -5,6 +5,71 @@ import TrackerLogic
 /// to the packet network, replies to peers (checked: one answer per request), store
 /// actions to the node's disk, exits to the process model.
 extension Simulator {
+    /// A sealed frame reaches a node's channel; what opens is stepped.
+    mutating func deliver(_ frame: ByteBuffer, to s: Int, fromAdversary: Bool, servingAt: Instant?, beacon: Bool, corrupted: Bool) {
+        let nodeTime = nodeNow(s)
+        // Opened in place: a copy would share the replay windows and copy them on write.
+        guard let ownID = slots[s].nodeID,
+              let opened = slots[s].channel?.open(frame, ownID: ownID, now: nodeTime) else { return }
+        if fromAdversary {
+            hostileDelivered += 1
+            if case .failure = opened { hostileRejected += 1 }
+        }
+        if case .success = opened {
+            var h = Hasher()
+            frame.withUnsafeReadableBytes { h.combine(bytes: $0) }
+            // Only membership is asked of the set: its per-process hashing seed cannot
+            // change a run.
+            if !slots[s].acceptedFrames.insert(h.finalize()).inserted {
+                return fail("s\(s) accepted a frame it had accepted before: its replay window let a replay through")
+            }
+        }
+        switch opened {
+        case .success(nil):
+            break
+        case .success(let env?):
+            if corrupted { return fail("s\(s) accepted a frame corrupted in transit: \(env.message.name) from n\(env.from.rawValue)") }
+            if fromAdversary && adversary?.plan.kind == .outsider {
+                return fail("s\(s) accepted a frame forged without the key: \(env.message.name) from n\(env.from.rawValue)")
+            }
+            if servingAt != nil || (!fromAdversary && HeardServing.isMasterWord(env)) { slots[s].held.lastHeardServing = now }
+            if let sent = servingAt { slots[s].heardServing.note(env, sentAt: sent, heardAt: now) }
+            step(s, beacon ? .beacon(env) : .cluster(env),
+                 label: "\(fromAdversary ? "HOSTILE " : "")\(beacon ? "beacon " : "")\(env.message.name) from n\(env.from.rawValue) \(env.epoch)")
+        case .failure(let reason):
+            rejections[reason, default: 0] += 1
+            if corrupted { coverage.count(.corruptedFrameDropped) }
+            if fromAdversary { coverage.count(.hostileFrameRejected) }
+            if tracing && !fromAdversary { note(s, "dropped a frame: \(reason)") }
+        }
+    }
+
+    /// A peer's datagram is read from a node's socket (`backlogOf`: it waited in the
+    /// socket of that stopped process, and may be discarded by the runtime's rule).
+    mutating func deliver(_ bytes: ByteBuffer, from: PeerEndpoint, to s: Int, backlogOf: UInt64?) {
+        if let process = backlogOf {
+            slots[s].peerBacklog -= 1
+            slots[s].peerBacklogBytes -= bytes.readableBytes
+            guard slots[s].inspect({ $0.incarnation }) == process else { return }
+            if var discard = slots[s].backlogDiscard {
+                if discard.drops(at: nodeNow(s)) {
+                    slots[s].backlogDiscard = discard.isDrained(queuedBytes: slots[s].peerBacklogBytes) ? nil : discard
+                    coverage.count(.pauseBacklogDiscarded)
+                    return note(s, "backlog datagram from \(from) discarded")
+                }
+                slots[s].backlogDiscard = nil
+            }
+        }
+        if let p = workload.peer(at: from), let header = BEP15Codec.peekHeader(bytes) {
+            let key = RequestKey(peer: p, tid: header.transactionID)
+            if let serving = slots[s].inspect({ $0.isServing }) {
+                slots[s].readAt[key] = (now, serving)
+                if !serving, checker.unservedSends[key] != nil { slots[s].held.receipts.append(HeldReceipt(request: key, at: now)) }
+            }
+        }
+        step(s, .peer(bytes, from: from), label: "datagram from \(from)")
+    }
+
     mutating func deliverCluster(_ frame: ByteBuffer, from: Int, to: Int, beacon: Bool = false) {
         guard slots[to].isRunning, !(beacon ? network.peerNetworkBlocked(from, to) : network.blocked(from, to)) else { return }
         if network.lost() { return }
@@ -26,11 +91,11 @@ extension Simulator {
         if !slots.contains(where: { $0.isServing }), let header = BEP15Codec.peekHeader(bytes),
            header.action == .connect || header.action == .announce {
             let key = RequestKey(peer: peer, tid: header.transactionID)
-            if unservedSends[key] == nil { unservedSends[key] = now }
+            if checker.unservedSends[key] == nil { checker.unservedSends[key] = now }
         }
         for s in slots.indices where slots[s].isRunning {
             if network.lost() { continue }
-            queue.push(now + network.delay(s), .peerDatagram(s, bytes, peers[peer].endpoint))
+            queue.push(now + network.delay(s), .peerDatagram(s, bytes, workload.peers[peer].endpoint))
         }
     }
 
@@ -73,7 +138,7 @@ extension Simulator {
             guard slots[slot].isServing else {
                 return fail("s\(slot) answered a peer while not a serving master")
             }
-            guard let p = peerByEndpoint[to] else { return }
+            guard let p = workload.peer(at: to) else { return }
             let key = RequestKey(peer: p, tid: response.transactionID)
             guard let me = slots[slot].inspect({ HeardServing.Process(id: $0.id, incarnation: $0.incarnation) }) else { return }
             // Answered at most once (an error is no answer: it asks the client to retry),
@@ -84,7 +149,7 @@ extension Simulator {
             var isError = false, isConnect = false
             if case .error = response { isError = true }
             if case .connect = response { isConnect = true }
-            if !isError, let first = answeredBy[key], first.process != me, !retransmitted.contains(key),
+            if !isError, let first = checker.answeredBy[key], first.process != me, !checker.retransmitted.contains(key),
                !(slots[first.slot].isServing && slots[first.slot].inspect({ $0.incarnation }) == first.process.incarnation),
                let read = slots[slot].readAt[key],
                let heard = slots[slot].heardServing.firstHeard(first.process, after: first.at, isConnect: isConnect),
@@ -94,8 +159,8 @@ extension Simulator {
                             + "\(heard.milliseconds - Scenario.start.milliseconds)ms and read the request at "
                             + "\(read.at.milliseconds - Scenario.start.milliseconds)ms \(read.serving ? "serving" : "not serving")")
             }
-            if !isError { answeredBy[key] = Answerer(slot: slot, process: me, at: now) }
-            answeredAt[key] = now
+            if !isError { checker.answeredBy[key] = Answerer(slot: slot, process: me, at: now) }
+            checker.answeredAt[key] = now
             replies.append((now, slot, isError))
             if case .announce = response { recordAck(peer: p, by: slot) }
             let bytes = BEP15Codec.encode(response)

@@ -52,6 +52,32 @@ public struct StateChecker: Sendable {
     /// When each peer last sent a stop.
     var stops: [PeerKey: Instant] = [:]
 
+    // The ledgers of what the cluster committed and answered, kept here once; the
+    // simulator's checks read them.
+    /// Who led each epoch (one master per epoch).
+    var epochMasters: [Epoch: NodeID] = [:]
+    /// The content of each transaction some replica applied, and which replicas (slot →
+    /// generation then) applied it.
+    var appliedDigests: [TxRef: UInt64] = [:]
+    var appliedBy: [TxRef: [Int: Int]] = [:]
+    /// The latest expiry any replica committed: older acknowledged announces may be gone.
+    var maxExpireCutoff = Instant(milliseconds: Int64.min)
+    /// Registrations some replica committed: info hash → slot → generation then.
+    var committedTorrents: [InfoHash: [Int: Int]] = [:]
+    /// Requests sent while no node served (first such send), and when each request was
+    /// last answered by anyone.
+    var unservedSends: [RequestKey: Instant] = [:]
+    var answeredAt: [RequestKey: Instant] = [:]
+    /// Which node process last answered each request (errors aside), and when.
+    var answeredBy: [RequestKey: Answerer] = [:]
+    /// Requests a peer sent more than once (each copy may be answered).
+    var retransmitted: Set<RequestKey> = []
+    /// When each node process served peers (`to` nil while it still does): a held request
+    /// that some master served after is that master's to answer (see `checkHeld`).
+    var servingSpans: [(slot: Int, from: Instant, to: Instant?)] = []
+    /// Since when two nodes serve at once during a broker outage (see the check).
+    var twoServingSince: Instant?
+
     public init(quorum: QuorumMode, clusterSize: Int, votesAreForgeable: Bool, clockSpread: Milliseconds) {
         self.clockSpread = clockSpread
         self.quorum = quorum
@@ -168,6 +194,55 @@ public struct StateChecker: Sendable {
                 let held = record.map { "only its record of \($0.lastAnnounce.milliseconds - Scenario.start.milliseconds)ms" } ?? "no record of it"
                 return "s\(slot) holds \(last) but not the announce of \(key.ip) acknowledged in \(ref) "
                     + "at \(ack.at.milliseconds - Scenario.start.milliseconds)ms (\(held))"
+            }
+        }
+        return nil
+    }
+
+    // MARK: the ledgers
+
+    /// A replica applied `tx` (its slot at `generation`): one transaction id, one content.
+    mutating func applied(_ tx: Transaction, slot: Int, generation: Int) -> String? {
+        let digest = tx.digest
+        if let known = appliedDigests[tx.ref], known != digest { return "two different transactions committed as \(tx.ref)" }
+        appliedDigests[tx.ref] = digest
+        appliedBy[tx.ref, default: [:]][slot] = generation
+        for case .expire(let before) in tx.updates where before > maxExpireCutoff { maxExpireCutoff = before }
+        for case .catalogue(.register(let t)) in tx.updates { committedTorrents[t.infoHash, default: [:]][slot] = generation }
+        return nil
+    }
+
+    /// A node holds the master's office in `epoch`: the only one that ever does.
+    mutating func leads(_ epoch: Epoch, id: NodeID) -> String? {
+        if let other = epochMasters[epoch], other != id {
+            return "two masters in epoch \(epoch): n\(other.rawValue) and n\(id.rawValue)"
+        }
+        epochMasters[epoch] = id
+        return nil
+    }
+
+    mutating func servingStarted(_ slot: Int, at now: Instant) { servingSpans.append((slot, now, nil)) }
+
+    mutating func servingEnded(_ slot: Int, at now: Instant) {
+        if let i = servingSpans.lastIndex(where: { $0.slot == slot && $0.to == nil }) { servingSpans[i].to = now }
+    }
+
+    /// Whether a master other than `slot` served at some instant after `after` and before
+    /// `before`: what reached the nodes meanwhile was that master's to answer, whether or
+    /// not `slot` could hear it (across a partition, say).
+    func anotherServed(than slot: Int, after: Instant, before: Instant, now: Instant) -> Bool {
+        servingSpans.contains { $0.slot != slot && $0.from < before && ($0.to ?? now) > after }
+    }
+
+    /// A registration a surviving replica committed is in the final master's catalogue,
+    /// unless the operator removed that torrent at some point (`removed`: a union merge
+    /// may then legitimately keep or drop it).
+    func lostRegistration(catalogue: Catalogue, removed: Set<InfoHash>, generations: [Int]) -> String? {
+        for (hash, holders) in committedTorrents.sorted(by: { $0.key < $1.key }) where !removed.contains(hash) {
+            let survivors = holders.filter { generations[$0.key] == $0.value }
+            guard !survivors.isEmpty else { continue }
+            if catalogue.torrents[hash] == nil {
+                return "registered torrent \(hash.hex) committed on \(survivors.keys.sorted().map { "s\($0)" }) was lost"
             }
         }
         return nil

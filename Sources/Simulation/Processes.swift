@@ -1,0 +1,240 @@
+import NIOCore
+import TrackerLogic
+
+/// The process model: each node slot runs one process at a time, started from what its
+/// disk kept (`SimDisk`), crashed (memory gone, maybe the last writes too), paused (its
+/// sockets queue what arrives, in order, and the peer socket's buffer overflows as a
+/// kernel's does), restarted, shut down cleanly, or copied by an impostor with its id.
+///
+/// One node's place in the world: its process (if running), disk, channel and what the
+/// checks watch. A reference: the simulator reads and steps a slot's node after every
+/// event, and a slot held by value (over a kilobyte, dozens of references) was copied
+/// whole at each of those reads. A `Simulator` is therefore not copied (none is).
+final class SimSlot {
+    var node: TrackerNode?
+    var disk = SimDisk()
+    var exists = false
+    /// The node's one timer, armed by the runtime's rule (`NodeTimer`).
+    var timer = NodeTimer()
+    var trackedLast = TxRef.zero
+    /// The node's `Replica.applied` after its last step.
+    var trackedApplied: UInt64 = 0
+    /// Bumped when the node's memory is lost beyond what its disk kept, or wiped.
+    var generation = 0
+    /// When its current process started (simulated time).
+    var startedAt = Instant(milliseconds: .min)
+    /// Seals the node's frames and verifies what reaches it, as in the runtime.
+    var channel: ClusterChannel?
+    /// What the held-request check watches on this node's current process.
+    var held = HeldWatch()
+    /// The node restarted after its disk lost writes and has not applied anything since.
+    var rejoining = false
+    /// The node's process is stopped until then: what reaches it waits.
+    var pausedUntil: Instant?
+    /// Peer datagrams queued in its socket during the last pause: read one a millisecond
+    /// after it wakes (the broker's backlog at once), so a node that comes to serve fast
+    /// still has some of them to read, as a real one does.
+    var peerBacklog = 0
+    /// Their bytes: what the socket's receive queue holds of the pause.
+    var peerBacklogBytes = 0
+    /// How many of them the last pause queued (the next one is read that many ms late).
+    var backlogPosition = 0
+    /// The node asked for its peer backlog to be dropped (`NodeAction.discardPeerBacklog`),
+    /// by the runtime's rule. The simulated socket knows which datagrams the pause queued,
+    /// so the discard ends when none of them is left.
+    var backlogDiscard: PeerBacklogDiscard?
+    /// What this process heard serving masters say, and when they said it (see `HeardServing`).
+    var heardServing = HeardServing()
+    /// When this process last read each request, and whether it served then.
+    var readAt: [RequestKey: (at: Instant, serving: Bool)] = [:]
+    /// Hashes of the frames this process's channel accepted: one accepted twice is a replay
+    /// its window let through (the network duplicates frames, the adversary replays them).
+    var acceptedFrames: Set<Int> = []
+
+    /// Reads the running node in place. A plain read of `node` copies the whole value
+    /// (about a kilobyte, dozens of retains), and the simulator reads it after every event.
+    func inspect<R>(_ body: (inout TrackerNode) -> R) -> R? { node?.inPlace(body) }
+    var isRunning: Bool { inspect { _ in true } ?? false }
+    var isServing: Bool { inspect { $0.isServing } ?? false }
+    /// The process is stopped at `now`: it reads nothing and answers nobody.
+    func isPaused(at now: Instant) -> Bool { pausedUntil.map { $0 > now } ?? false }
+    var nodeID: NodeID? { inspect { $0.id } }
+}
+
+extension TrackerNode {
+    fileprivate mutating func inPlace<R>(_ body: (inout TrackerNode) -> R) -> R { body(&self) }
+}
+
+/// Per node process: requests it received that no node could answer when they were sent
+/// (and only those received after it last heard a serving master count), when it last
+/// heard one, and since when it serves.
+struct HeldWatch {
+    var receipts: [HeldReceipt] = []
+    var lastHeardServing = Instant(milliseconds: .min)
+    var servingSince: Instant?
+    /// Until when, after a pause, what reaches the node may be its socket's backlog: a
+    /// master paused out of office drops it all for a keepalive interval (see `Pause.swift`),
+    /// since nothing tells a queued datagram from a fresh one. Not held, by design.
+    var backlogUntil = Instant(milliseconds: .min)
+}
+
+extension Simulator {
+    mutating func startNode(_ slot: Int, incarnation: UInt64? = nil) {
+        slots[slot].exists = true
+        slots[slot].startedAt = now
+        let durable = slots[slot].disk.durable()
+        // As the runtime draws it: from the start time, so a later run's is larger.
+        let drawn = UInt64(bitPattern: nodeNow(slot).milliseconds) << 20 | rng.next() & 0xF_FFFF
+        let node = TrackerNode(id: nodeID(slot), incarnation: incarnation ?? drawn, config: config,
+                               handler: PeerRequestHandler(config: trackerConfig, connectionIDs: ConnectionIDPolicy(key: key)),
+                               seed: rng.next(), now: nodeNow(slot), restoring: durable,
+                               address: "10.9.0.\(slot + 1):6969")
+        slots[slot].node = node
+        slots[slot].held = HeldWatch()  // a new process holds nothing
+        slots[slot].pausedUntil = nil
+        slots[slot].backlogDiscard = nil
+        slots[slot].heardServing = HeardServing()
+        slots[slot].readAt = [:]
+        slots[slot].acceptedFrames = []
+        slots[slot].channel = ClusterChannel(keys: [clusterKey], startedAt: nodeNow(slot), fragmentBytes: scenario.fragmentBytes)
+        slots[slot].trackedLast = node.replica.lastCommitted
+        slots[slot].trackedApplied = node.replica.applied
+        slots[slot].timer.disarm()
+        note(slot, "start (restored \(node.replica.lastCommitted))")
+        scheduleTick(slot)
+    }
+
+    mutating func scheduleTick(_ slot: Int) {
+        let nodeTime = nodeNow(slot)
+        guard let nodeWake = slots[slot].inspect({ $0.nextWake(now: nodeTime) }) else { return }
+        let wake = nodeWake - Milliseconds(drift(slot))
+        guard slots[slot].timer.arm(at: wake) else { return }
+        queue.push(wake, .tick(slot))
+    }
+
+    /// Starts one more node that claims `id` (to test duplicate ids); returns its slot.
+    public mutating func startExtraNode(id: NodeID) -> Int { startExtraNode(id: id, incarnation: nil) }
+
+    mutating func startExtraNode(id: NodeID, incarnation: UInt64?) -> Int {
+        slots.append(SimSlot())
+        extraIDs.append(id)
+        let slot = slots.count - 1
+        startNode(slot, incarnation: incarnation)
+        return slot
+    }
+
+    /// A node process ends (or the scenario does): its path counts join the total. The
+    /// node itself is left in place; the caller drops it.
+    mutating func retire(_ slot: Int) {
+        guard let node = slots[slot].node else { return }
+        if slots[slot].held.servingSince != nil { endServingSpan(slot) }
+        coverage.nodes.add(node.paths)
+    }
+
+    /// A stopped process: what is addressed to it waits in its sockets, in order; the
+    /// broker's backlog is read at the wake, the peer socket's one datagram a millisecond.
+    /// True when the event waits (it is queued again for the wake).
+    mutating func waitsOutPause(_ event: SimEvent) -> Bool {
+        // An operator's dashboard action is a request to the process too: it waits out a
+        // pause like everything else (stepping a paused node hid the pause from it).
+        var target = event.slot
+        if case .operatorAction(let i) = event, scenario.operatorActions[i].slot < slots.count { target = scenario.operatorActions[i].slot }
+        guard let s = target, let until = slots[s].pausedUntil else { return false }
+        guard until > now else {
+            slots[s].pausedUntil = nil
+            return false
+        }
+        if case .tick = event {
+            guard slots[s].timer.fire(at: now) else { return true }
+            _ = slots[s].timer.arm(at: until)
+        }
+        if case .peerDatagram(_, let bytes, let from, let queued) = event,
+           let process = queued ?? slots[s].inspect({ $0.incarnation }) {
+            if queued == nil {
+                // A full socket buffer drops what arrives (the kernel does).
+                guard slots[s].peerBacklog < peerSocketBacklog else { return true }
+                slots[s].peerBacklog += 1
+                slots[s].peerBacklogBytes += bytes.readableBytes
+            }
+            slots[s].backlogPosition += 1
+            queue.push(until + Milliseconds(Int64(slots[s].backlogPosition)), .peerDatagram(s, bytes, from, backlogOf: process))
+            return true
+        }
+        queue.push(until, event)
+        return true
+    }
+
+    /// The process dies: memory lost, the disk keeps what it wrote.
+    mutating func crash(_ s: Int) {
+        guard let node = slots[s].node else { return }
+        if network.brokerDown && network.partitionSide != nil { coverage.count(.crashInBrokerOutageAndPartition) }
+        if slots[s].disk.lastTxid < node.replica.lastCommitted.txid { slots[s].generation += 1 }
+        retire(s)
+        slots[s].node = nil
+    }
+
+    /// A second process claims a running node's id. Newer than the node it copies (the
+    /// runtime draws incarnations from the start time), so it is the one that must yield.
+    mutating func startImpostor(of s: Int) {
+        guard let original = slots[s].node, original.role != .starting else { return }
+        _ = startExtraNode(id: original.id, incarnation: original.incarnation &+ 1)
+    }
+
+    /// The process stops (SIGSTOP, a paused VM) for `span` ms; it runs on afterwards.
+    mutating func pause(_ s: Int, for span: Int64) {
+        guard slots[s].isRunning else { return }
+        if now - slots[s].startedAt < Milliseconds(1000) { coverage.count(.pauseRightAfterStart) }
+        slots[s].pausedUntil = now + Milliseconds(span)
+        slots[s].backlogDiscard = nil
+        slots[s].backlogPosition = 0
+        slots[s].held.backlogUntil = now + Milliseconds(span) + config.keepaliveInterval
+    }
+
+    /// The operator stops the node cleanly: it tells the others and empties its store.
+    mutating func shutDown(_ s: Int) {
+        step(s, .shutdown, label: "shutdown")
+        retire(s)
+        slots[s].node = nil
+    }
+}
+
+/// The fault plan: each fault goes to the packet network or to a node's process.
+extension Simulator {
+    /// A fault of the plan: to the packet network or to a node's process.
+    mutating func apply(_ fault: Scenario.Fault) {
+        switch fault {
+        case .crash(let s): crash(s)
+        case .diskLoss(let s, let lastWrites): crashLosingWrites(s, lastWrites: lastWrites)
+        case .impostor(let s): startImpostor(of: s)
+        case .pause(let s, let span): pause(s, for: span)
+        case .restart(let s), .join(let s):
+            if !slots[s].isRunning { startNode(s) }
+        case .shutdown(let s): shutDown(s)
+        case .storeFails(let s): slots[s].disk.failing = true
+        case .storeHeals(let s): slots[s].disk.failing = false
+        case .partition(let side):
+            network.partitionSide = Set(side)
+            if scenario.quorum == .strict && scenario.nodes >= 6 { coverage.count(.largeStrictClusterPartitioned) }
+        case .oneWay(let a, let b): network.oneWay = (a, b)
+        case .brokerOutage: network.brokerDown = true
+        case .peerNetworkPartition(let side): network.peerNetworkSide = Set(side)
+        case .heal: network.heal()
+        case .slow(let s, let d): network.extraDelay[s] = d
+        }
+    }
+
+    /// The faults are over: the network heals, disks work, every node is up.
+    mutating func endFaults() {
+        faultsOver = true
+        network.quiet = true
+        network.heal()
+        network.extraDelay = [:]
+        for s in slots.indices {
+            if slots[s].disk.failing {
+                slots[s].disk.failing = false
+            }
+            if slots[s].exists && !slots[s].isRunning { startNode(s) }
+        }
+        note(-1, "FAULTS END: network healed, every node up")
+    }
+}

@@ -1,0 +1,108 @@
+import NIOCore
+import TrackerLogic
+
+/// What drives the cluster from outside: BEP 15 peers that connect, announce, scrape and
+/// retransmit on their own clocks, and the operator's dashboard actions. It decides what a
+/// peer sends and when; the host carries it (`multicast`) and the checker judges the
+/// answers. Peers draw from the world's stream, so a seed's scenario is what it was.
+struct Workload {
+    var peers: [SimPeer] = []
+    var peerByEndpoint: [PeerEndpoint: Int] = [:]
+    /// Set at the end of a scenario: peers go quiet while the cluster converges.
+    var draining = false
+
+    /// What a peer sent on its turn.
+    struct Sent {
+        var datagram: ByteBuffer
+        /// The request again (each copy may be answered).
+        var retransmits: RequestKey?
+        /// A stop: the peer's acknowledged announce may go once it commits.
+        var stops: PeerKey?
+    }
+
+    /// Creates the peers over the scenario's torrents and schedules their first turns.
+    mutating func start(_ scenario: Scenario, rng: inout SeededGenerator, queue: inout EventQueue<SimEvent>, now: Instant) {
+        let hashes = (0..<scenario.torrents).map { _ in InfoHash(a: rng.next(), b: rng.next(), c: 0) }
+        for i in 0..<scenario.peers {
+            let p = SimPeer(index: i, infoHash: hashes[i % hashes.count], rng: &rng)
+            peerByEndpoint[p.endpoint] = i
+            peers.append(p)
+            queue.push(now + Milliseconds(Int64(1500 + rng.below(3000))), .peerWake(i))
+        }
+    }
+
+    /// Schedules the operator's actions on the nodes' dashboards.
+    static func scheduleOperator(_ scenario: Scenario, queue: inout EventQueue<SimEvent>) {
+        for (i, action) in scenario.operatorActions.enumerated() { queue.push(action.at, .operatorAction(i)) }
+    }
+
+    /// Peer `p`'s turn, if this wake is its current one: what it sends now, if anything.
+    /// The caller schedules its next turn (`schedule`).
+    mutating func turn(_ p: Int, now: Instant, rng: inout SeededGenerator) -> (due: Bool, sent: Sent?) {
+        guard peers[p].wakeAt == nil || peers[p].wakeAt.map({ $0 <= now }) == true else { return (false, nil) }
+        peers[p].wakeAt = nil
+        if draining { return (false, nil) }
+        guard let bytes = peers[p].wake(now: now, rng: &rng) else { return (true, nil) }
+        var sent = Sent(datagram: bytes)
+        if let o = peers[p].outstanding, o.attempt > 0 { sent.retransmits = RequestKey(peer: p, tid: o.request.transactionID) }
+        // A stop may remove the peer once committed, acknowledged or not — and it may
+        // overtake an announce sent before it (see `StateChecker.stopSent`).
+        if BEP15Codec.peekHeader(bytes)?.action == .announce, bytes.readableBytes >= 84,
+           bytes.getInteger(at: bytes.readerIndex + 80, as: UInt32.self) == AnnounceEvent.stopped.rawValue {
+            sent.stops = peers[p].key
+        }
+        return (true, sent)
+    }
+
+    /// Peer `p` next wakes at `t`, unless it already wakes earlier.
+    mutating func schedule(_ p: Int, at t: Instant, now: Instant, queue: inout EventQueue<SimEvent>) {
+        if let w = peers[p].wakeAt, w > now, w <= t { return }
+        peers[p].wakeAt = t
+        queue.push(t, .peerWake(p))
+    }
+
+    /// The peer of a node's reply, if it is one of ours.
+    func peer(at endpoint: PeerEndpoint) -> Int? { peerByEndpoint[endpoint] }
+
+    /// Some peer got an announce answered after `t`.
+    func anyAnnounceAnswered(since t: Instant) -> Bool {
+        peers.contains { ($0.lastAnnounceReply ?? .zero) > t }
+    }
+}
+
+/// How the world runs the workload.
+extension Simulator {
+    /// A peer's turn: it sends what it must (the host multicasts it) and sleeps again.
+    mutating func peerTurn(_ p: Int) {
+        let (due, sent) = workload.turn(p, now: now, rng: &rng)
+        guard due else { return }
+        if let sent {
+            if let request = sent.retransmits { checker.retransmitted.insert(request) }
+            if let key = sent.stops { checker.stopSent(by: key, at: now) }
+            multicast(sent.datagram, from: p)
+        }
+        workload.schedule(p, at: workload.peers[p].nextDeadline ?? now + Milliseconds(Int64(200 + rng.below(1500))), now: now, queue: &queue)
+    }
+
+    /// A node's reply reaches its peer, which checks it.
+    mutating func peerReceives(_ bytes: ByteBuffer, peer p: Int) {
+        let v = workload.peers[p].receive(bytes, now: now)
+        traceDigest.add(UInt64(p), UInt64(bytes.readableBytes))
+        if let v { fail(v) }
+        workload.schedule(p, at: now + Milliseconds(Int64(200 + rng.below(1500))), now: now, queue: &queue)
+    }
+
+    /// The operator registers or removes a torrent on a node's dashboard.
+    mutating func operatorActs(_ i: Int) {
+        let action = scenario.operatorActions[i]
+        guard action.slot < slots.count, slots[action.slot].isRunning else { return }
+        switch action.change {
+        case .register(let k):
+            guard let t = OperatorAction.torrent(k) else { return fail("simulated torrent \(k) does not parse") }
+            step(action.slot, .submit(.register(t)), label: "OPERATOR \(action)")
+        case .unregister(let k):
+            guard let t = OperatorAction.torrent(k) else { return }
+            step(action.slot, .submit(.unregister(t.infoHash)), label: "OPERATOR \(action)")
+        }
+    }
+}
