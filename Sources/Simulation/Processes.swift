@@ -47,9 +47,9 @@ final class SimSlot {
     var heardServing = HeardServing()
     /// When this process last read each request, and whether it served then.
     var readAt: [RequestKey: (at: Instant, serving: Bool)] = [:]
-    /// Hashes of the frames this process's channel accepted: one accepted twice is a replay
+    /// The tags of the frames this process's channel accepted: one accepted twice is a replay
     /// its window let through (the network duplicates frames, the adversary replays them).
-    var acceptedFrames: Set<Int> = []
+    var acceptedFrames: Set<UInt64> = []
 
     /// Reads the running node in place. A plain read of `node` copies the whole value
     /// (about a kilobyte, dozens of retains), and the simulator reads it after every event.

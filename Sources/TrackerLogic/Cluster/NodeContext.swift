@@ -6,19 +6,23 @@
 ///
 /// Invariant: `epoch` never decreases, and it names this node as master while a role of
 /// this node leads (`TrackerNode.higherEpochSeen` steps down first).
-struct NodeContext: Sendable {
-    var id: NodeID
-    let incarnation: UInt64
-    let config: ClusterConfig
-    let handler: PeerRequestHandler
+///
+/// The fields hosts read between steps are `@usableFromInline`, so `TrackerNode`'s public
+/// getters inline into the host as plain field loads (a getter called across the module
+/// copied the whole node, about a kilobyte and dozens of references, at every read).
+@usableFromInline struct NodeContext: Sendable {
+    @usableFromInline var id: NodeID
+    @usableFromInline let incarnation: UInt64
+    @usableFromInline let config: ClusterConfig
+    @usableFromInline let handler: PeerRequestHandler
     /// Advertised in keepalives (the dashboard's trackers tab shows it).
-    let address: String
+    @usableFromInline let address: String
 
     /// The highest epoch this node has accepted: its own as master, its master's as slave.
-    var epoch: Epoch
-    var replica: Replica
-    var membership = Membership()
-    var storeHealthy = true
+    @usableFromInline var epoch: Epoch
+    @usableFromInline var replica: Replica
+    @usableFromInline var membership = Membership()
+    @usableFromInline var storeHealthy = true
     /// The transaction this node last PREPAREd and has not seen committed or aborted. It
     /// outlives role changes: a new master's recovery asks every node for it.
     var prepared: Transaction?
@@ -31,7 +35,7 @@ struct NodeContext: Sendable {
     /// first use, so only a master pays for it).
     var limiter: SourceRateLimiter
     /// How often this node took each protocol branch (the simulator's coverage table).
-    var paths = PathCounts()
+    @usableFromInline var paths = PathCounts()
     /// The catalogue changed in this step (`NodeAction.catalogueChanged` at its end).
     var catalogueChanged = false
     /// The actions of the step under way.

@@ -10,7 +10,7 @@ import NIOCore
 /// may ask for another role (`RoleChange`). Role changes are made here and only here.
 public struct TrackerNode: Sendable {
     /// What every role shares.
-    var ctx: NodeContext
+    @usableFromInline var ctx: NodeContext
     /// The node's place in the cluster; each case carries only what that place needs, so
     /// "a slave with master state" or "a master running an election" cannot be written.
     var state: NodeState
@@ -32,23 +32,23 @@ public struct TrackerNode: Sendable {
     /// then (see `discountPause`); if it loses the office before, the backlog goes too.
     var pauseBacklogUntil: Instant?
     /// What the host was last told of the node's status (`NodeAction.standingChanged`).
-    var reportedStanding: NodeStanding
+    @usableFromInline var reportedStanding: NodeStanding
     /// Whether the host was told to listen on the node's own topic (`NodeAction.subscribe`).
     var subscribed = false
 
-    public var id: NodeID { ctx.id }
-    public var incarnation: UInt64 { ctx.incarnation }
-    public var config: ClusterConfig { ctx.config }
-    public var handler: PeerRequestHandler { ctx.handler }
+    @inlinable public var id: NodeID { ctx.id }
+    @inlinable public var incarnation: UInt64 { ctx.incarnation }
+    @inlinable public var config: ClusterConfig { ctx.config }
+    @inlinable public var handler: PeerRequestHandler { ctx.handler }
     /// Advertised in keepalives (the dashboard's trackers tab shows it).
-    public var address: String { ctx.address }
+    @inlinable public var address: String { ctx.address }
     /// The highest epoch this node has accepted: its own as master, its master's as slave.
-    public var epoch: Epoch { ctx.epoch }
-    public var replica: Replica { _read { yield ctx.replica } }
-    public var membership: Membership { _read { yield ctx.membership } }
-    public var storeHealthy: Bool { ctx.storeHealthy }
+    @inlinable public var epoch: Epoch { ctx.epoch }
+    @inlinable public var replica: Replica { _read { yield ctx.replica } }
+    @inlinable public var membership: Membership { _read { yield ctx.membership } }
+    @inlinable public var storeHealthy: Bool { ctx.storeHealthy }
     /// How often this node took each protocol branch (the simulator's coverage table).
-    public var paths: PathCounts { _read { yield ctx.paths } }
+    @inlinable public var paths: PathCounts { _read { yield ctx.paths } }
     /// Held requests this node handled after it came to serve (for the dashboard).
     public var answeredHeld: UInt64 { ctx.paths[.heldRequestAnswered] }
 
@@ -103,7 +103,7 @@ public struct TrackerNode: Sendable {
         // sockets were empty (see `HeldRequests`).
         if let last = lastStep, now - last <= Milliseconds(1) {} else { runStart = now }
         lastStep = now
-        let wasServing = isServing
+        let wasServing = serving
         switch event {
         case .tick: tick(now)
         case .cluster(let env): receive(env, now)
@@ -114,8 +114,8 @@ public struct TrackerNode: Sendable {
         case .shutdown: leave(now)
         case .submit(let change): submit(change, now)
         }
-        if wasServing != isServing {
-            if isServing {
+        if wasServing != serving {
+            if serving {
                 answerHeld(now)
             } else {
                 // What reached us while we served, we answered (or it is in the next
@@ -132,7 +132,7 @@ public struct TrackerNode: Sendable {
             ctx.catalogueChanged = false
             ctx.out.append(.catalogueChanged(ctx.replica.store.catalogue))
         }
-        let current = standing
+        let current = liveStanding
         if current != reportedStanding {
             ctx.out.append(.standingChanged(StandingChange(previous: reportedStanding, current: current)))
             reportedStanding = current
@@ -168,29 +168,22 @@ public struct TrackerNode: Sendable {
         return max(t, now + Milliseconds(1))
     }
 
+    // Between steps, a host reads where the node stands from what the last step told it
+    // (`reportedStanding`, a stored field: these getters inline into the host as field
+    // loads). Within a step the node reads its live state (`liveRole`, `serving`, …).
+
+    /// Role, epoch, master and service, as of the end of the last step.
+    @inlinable public var standing: NodeStanding { reportedStanding }
     /// What the node is doing, as keepalives and the dashboard say it.
-    public var role: Role {
-        switch state {
-        case .starting: return .starting
-        case .slave: return .slave
-        case .candidate: return .candidate
-        case .recovering, .master: return .master
-        case .stopped, .modifying: return .stopped
-        }
-    }
-
+    @inlinable public var role: Role { reportedStanding.role }
     /// Whom it follows (itself when master).
-    public var master: NodeID? {
-        switch state {
-        case .recovering, .master: return ctx.id
-        case .slave(let s): return s.master
-        case .starting, .candidate, .stopped, .modifying: return nil
-        }
-    }
+    @inlinable public var master: NodeID? { reportedStanding.master }
+    /// Serving peers: master, recovered, not in an election.
+    @inlinable public var isServing: Bool { reportedStanding.serving }
 
-    /// Role, epoch, master and service in one look at the state: computed after every
-    /// step, so it switches once and binds no master's payload (binding would copy it).
-    public var standing: NodeStanding {
+    /// Role, epoch, master and service in one look at the live state: computed after
+    /// every step, so it switches once and binds no master's payload (binding would copy it).
+    var liveStanding: NodeStanding {
         let epoch = ctx.epoch
         switch state {
         case .starting: return NodeStanding(role: .starting, epoch: epoch, master: nil, serving: false)
@@ -202,11 +195,29 @@ public struct TrackerNode: Sendable {
         }
     }
 
-    /// Holding the master's office: recovering or serving.
-    var isMaster: Bool { role == .master }
+    var liveRole: Role {
+        switch state {
+        case .starting: return .starting
+        case .slave: return .slave
+        case .candidate: return .candidate
+        case .recovering, .master: return .master
+        case .stopped, .modifying: return .stopped
+        }
+    }
 
-    /// Serving peers: master, recovered, not in an election.
-    public var isServing: Bool {
+    var liveMaster: NodeID? {
+        switch state {
+        case .recovering, .master: return ctx.id
+        case .slave(let s): return s.master
+        case .starting, .candidate, .stopped, .modifying: return nil
+        }
+    }
+
+    /// Holding the master's office: recovering or serving.
+    var isMaster: Bool { liveRole == .master }
+
+    /// Serving peers now.
+    var serving: Bool {
         if case .master = state { return true } else { return false }
     }
 
@@ -331,7 +342,7 @@ public struct TrackerNode: Sendable {
         if now >= ctx.nextKeepalive {
             // A node still without an id (`--id auto`) has nothing to announce yet.
             if ctx.id.isAssigned {
-                let keepalive = ctx.envelope(.keepalive(Keepalive(role: role, master: master ?? .unassigned,
+                let keepalive = ctx.envelope(.keepalive(Keepalive(role: liveRole, master: liveMaster ?? .unassigned,
                                                                   lastCommitted: ctx.replica.lastCommitted, inSync: inSync,
                                                                   address: ctx.address)))
                 ctx.out.append(.broadcast(keepalive))
@@ -400,7 +411,7 @@ public struct TrackerNode: Sendable {
             // what others sent. The epoch any of them names is never claimed again here.
             // Nothing else is acted upon: a node never follows, votes for or answers
             // "itself".
-            if role != .master { ctx.adopt(epoch: env.epoch) }
+            if liveRole != .master { ctx.adopt(epoch: env.epoch) }
             switch env.message {
             case .keepalive, .prepare, .commit, .abort:
                 noteIDConflict(env.incarnation, now)
