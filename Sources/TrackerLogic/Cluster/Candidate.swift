@@ -4,7 +4,7 @@
 ///
 /// Invariant: it leads only an epoch it claimed, named after itself and durable, so no
 /// later process with its id can claim the same epoch again.
-enum Candidate: Sendable, Equatable {
+enum Candidate: NodeRole, Sendable, Equatable {
     /// ELECTION sent; waiting for an ANSWER from a higher id until the deadline.
     /// `knowsMembers`: the node was following a master, so it has heard the cluster's
     /// keepalives and the higher ids it knows are all there are; it claims as soon as
@@ -29,21 +29,9 @@ enum Candidate: Sendable, Equatable {
         return candidate
     }
 
-    mutating func handle(_ input: RoleInput, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
-        switch input {
-        case .tick:
-            return tick(in: &ctx, now)
-        case .message(let env):
-            return receive(env, in: &ctx, now)
-        case .submit(let change):
-            ctx.refuseForNoMaster(change)
-            return nil
-        case .epochStored(let stored):
-            guard case .claiming(let claimed, _) = self, claimed == stored, ctx.epoch == claimed else { return nil }
-            return .lead
-        case .restarted:
-            return nil
-        }
+    mutating func epochStored(_ stored: Epoch, in ctx: inout NodeContext) -> RoleChange? {
+        guard case .claiming(let claimed, _) = self, claimed == stored, ctx.epoch == claimed else { return nil }
+        return .lead
     }
 
     mutating func receive(_ env: ClusterEnvelope, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {

@@ -58,7 +58,7 @@ struct OfferProgress: Sendable {
 /// Invariant: at most one transaction is in flight, and it continues the replica's log;
 /// an announce is answered only once its transaction committed (or refused once it
 /// aborted).
-struct Master: Sendable {
+struct Master: NodeRole, Sendable {
     var queue: [QueuedUpdate] = []
     var batchDeadline: Instant?
     var retryAfter: Instant?
@@ -103,27 +103,16 @@ struct Master: Sendable {
         tick(in: &ctx, now)
     }
 
-    mutating func handle(_ input: RoleInput, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
-        switch input {
-        case .tick:
-            tick(in: &ctx, now)
-        case .message(let env):
-            receive(env, in: &ctx, now)
-        case .submit(let change):
-            catalogueChangeReceived(change, in: &ctx, now)
-        case .epochStored, .restarted:
-            break
-        }
-        return nil
+    mutating func submit(_ change: CatalogueChange, in ctx: inout NodeContext, _ now: Instant) {
+        catalogueChangeReceived(change, in: &ctx, now)
     }
 
-    mutating func receive(_ env: ClusterEnvelope, in ctx: inout NodeContext, _ now: Instant) {
+    /// A serving master never changes role by what it hears itself: a higher epoch is
+    /// the gate's to act on (it steps down before the message reaches any role).
+    mutating func receive(_ env: ClusterEnvelope, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
         switch env.message {
-        case .keepalive(let k):
-            ctx.slaveSaid(k, from: env.from)
-        case .election:
-            // Still here: remind everyone who leads.
-            if ctx.answerElection(from: env.from) { ctx.broadcast(.coordinator(lastCommitted: ctx.replica.lastCommitted)) }
+        case .keepalive, .election:
+            ctx.officeHolderHeard(env)
         case .coordinatorAck(let last, _):
             // A slave confirms it holds our last commit.
             ctx.membership.update(env.from) { $0.lastCommitted = last }
@@ -142,6 +131,7 @@ struct Master: Sendable {
              .mergeRequest, .mergeDone, .leaving:
             break
         }
+        return nil
     }
 
     /// A peer's datagram: answered at once, or its announce queued for commit.
@@ -155,13 +145,15 @@ struct Master: Sendable {
 
     // MARK: serving
 
-    mutating func tick(in ctx: inout NodeContext, _ now: Instant) {
+    @discardableResult
+    mutating func tick(in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
         if now >= nextExpiry {
             nextExpiry = now + ctx.expiryPeriod
             enqueue(.expire(before: now - ctx.handler.config.effectivePeerTimeout), origin: .expiry, in: &ctx, now)
         }
         if let f = inFlight, now >= f.deadline { voteTimedOut(in: &ctx, now) }
         tryPrepare(in: &ctx, now)
+        return nil
     }
 
     /// A catalogue change, from our dashboard or forwarded by a slave. A registration

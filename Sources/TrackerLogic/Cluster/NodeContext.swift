@@ -85,6 +85,17 @@
         membership.live(now: now, downAfter: config.downAfter, onBroker: true).filter { $0.id != id && $0.role != .stopped }
     }
 
+    /// What the holder of the master's office, recovering or serving, does with a keepalive
+    /// or an ELECTION: a slave of ours confirms itself as a voter; a lower candidate is
+    /// answered, and everyone is reminded who leads.
+    mutating func officeHolderHeard(_ env: ClusterEnvelope) {
+        switch env.message {
+        case .keepalive(let k): slaveSaid(k, from: env.from)
+        case .election: if answerElection(from: env.from) { broadcast(.coordinator(lastCommitted: replica.lastCommitted)) }
+        default: break
+        }
+    }
+
     /// What a slave of ours says of itself confirms it as a voter (never backwards).
     mutating func slaveSaid(_ k: Keepalive, from node: NodeID) {
         guard k.role == .slave, k.master == id else { return }

@@ -6,7 +6,7 @@
 ///
 /// Invariant: a transaction a majority may have committed in an earlier epoch is either
 /// in the repository this master serves from, or first in its queue.
-struct Recovery: Sendable {
+struct Recovery: NodeRole, Sendable {
     var deadline: Instant
     var resendAt: Instant
     /// When the serving master will expire peers first (kept from the election, so the
@@ -33,31 +33,15 @@ struct Recovery: Sendable {
         return recovery
     }
 
-    mutating func handle(_ input: RoleInput, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
-        switch input {
-        case .tick:
-            return tick(in: &ctx, now)
-        case .message(let env):
-            return receive(env, in: &ctx, now)
-        case .submit(let change):
-            ctx.refuseForNoMaster(change)
-            return nil
-        case .restarted(let nodes):
-            // What a restarted node told us before (its state, its recovery answer) is void.
-            for node in nodes { acks[node] = nil }
-            return nil
-        case .epochStored:
-            return nil
-        }
+    mutating func restarted(_ nodes: [NodeID]) {
+        // What a restarted node told us before (its state, its recovery answer) is void.
+        for node in nodes { acks[node] = nil }
     }
 
     mutating func receive(_ env: ClusterEnvelope, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
         switch env.message {
-        case .keepalive(let k):
-            ctx.slaveSaid(k, from: env.from)
-        case .election:
-            // Still here: remind everyone who leads.
-            if ctx.answerElection(from: env.from) { ctx.broadcast(.coordinator(lastCommitted: ctx.replica.lastCommitted)) }
+        case .keepalive, .election:
+            ctx.officeHolderHeard(env)
         case .coordinatorAck(let last, let prepared):
             // Only an answer to this reign's COORDINATOR: the node adopted our epoch before
             // it answered. One sent in another epoch (delayed from an earlier recovery, or

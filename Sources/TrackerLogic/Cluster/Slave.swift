@@ -4,7 +4,7 @@
 ///
 /// Invariant: it applies only transactions that continue its own log, and only from the
 /// master of the epoch it follows.
-struct Slave: Sendable {
+struct Slave: NodeRole, Sendable {
     /// Whom it follows; nil right after a master stepped down, until it learns the next.
     var master: NodeID?
     /// When that master was adopted: a master never heard from is given the usual grace
@@ -33,18 +33,8 @@ struct Slave: Sendable {
     /// Whether its repository is the master's, as far as it was told.
     func inSync(_ ctx: NodeContext) -> Bool { masterLast == ctx.replica.lastCommitted }
 
-    mutating func handle(_ input: RoleInput, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
-        switch input {
-        case .tick:
-            return tick(in: &ctx, now)
-        case .message(let env):
-            return receive(env, in: &ctx, now)
-        case .submit(let change):
-            if let master { ctx.send(.submit(change), to: master) } else { ctx.refuseForNoMaster(change) }
-            return nil
-        case .epochStored, .restarted:
-            return nil
-        }
+    mutating func submit(_ change: CatalogueChange, in ctx: inout NodeContext, _ now: Instant) {
+        if let master { ctx.send(.submit(change), to: master) } else { ctx.refuseForNoMaster(change) }
     }
 
     mutating func receive(_ env: ClusterEnvelope, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {

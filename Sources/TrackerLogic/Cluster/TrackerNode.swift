@@ -620,31 +620,3 @@ enum NodeState: Sendable {
     /// observable between steps.
     case modifying
 }
-
-/// What the gate hands a role.
-enum RoleInput {
-    /// Time passed: whatever is due.
-    case tick
-    /// A cluster message that passed the gate's checks (epoch, membership, sender).
-    case message(ClusterEnvelope)
-    /// An operator's catalogue change the catalogue can take.
-    case submit(CatalogueChange)
-    /// A `persistEpoch` reached the disk.
-    case epochStored(Epoch)
-    /// These nodes were heard with a new incarnation: what their earlier run said is void.
-    case restarted([NodeID])
-}
-
-/// A role asks the gate for another role; the gate makes the change (`TrackerNode.apply`).
-enum RoleChange {
-    /// Follow this master (a master steps down first) and say hello.
-    case follow(NodeID)
-    /// Follow the COORDINATOR that announced itself, and answer it with what we hold.
-    case acknowledgeCoordinator(NodeID)
-    /// Run a bully election (a master steps down first).
-    case runElection
-    /// The claimed epoch is durable: lead it, recovering first.
-    case lead
-    /// Recovered: serve as this master, bringing the slaves that answered to our state.
-    case serve(Master, syncing: [(node: NodeID, last: TxRef)])
-}
