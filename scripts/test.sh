@@ -30,14 +30,6 @@ swift build -c release --build-tests
 # The package, from the same objects (relinked with the Swift runtime static), checked
 # by lintian and systemd-analyze; tests/deploy installs it in namespaces.
 [ "$quick" = 1 ] || scripts/package.sh --check
-# The fuzz targets (TrackerLogic and STOMP instrumented, into .build-fuzz) build in the
-# background at the lowest priority while the real-process tests below mostly wait on
-# their timers; the fuzzing itself runs last, alone.
-if [ "$quick" = 0 ]; then
-  fuzz_build_log="$(mktemp)"
-  nice -n 19 scripts/fuzz.sh build > "$fuzz_build_log" 2>&1 &
-  fuzz_build=$!
-fi
 export TRACKER_BIN="$PWD/.build/release/tracker"
 # The cluster tests start brokers; stop those that were not already running, and any
 # node this run left behind, however we exit. Every process the tests start inherits
@@ -123,6 +115,4 @@ swift test -c release --skip-build
 # 1,000 seeds nobody ran before, from a start derived from the commit: every commit
 # explores new ground, and a failure prints its replay command.
 scripts/sweep.sh 1000 --commit --no-record
-wait "$fuzz_build" || { echo "test.sh: the fuzz targets did not build:" >&2; cat "$fuzz_build_log" >&2; exit 1; }
-rm -f "$fuzz_build_log"
 scripts/fuzz.sh all "${FUZZ_SECONDS:-60}"
