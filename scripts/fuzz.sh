@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # libFuzzer over the decoders that read bytes from strangers.
 #   scripts/fuzz.sh TARGET SECONDS     TARGET: bep15 | cluster | stomp | all
+#   scripts/fuzz.sh build              builds and links every target, fuzzes nothing
 # Builds TrackerLogic, STOMP and their dependencies with coverage instrumentation
 # (-sanitize=fuzzer) into .build-fuzz, links each target in Fuzz/ with swiftc directly
 # (an executable target built by SwiftPM would bring a `main` of its own; the STOMP
@@ -10,8 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-}"; seconds="${2:-60}"
+build_only=0
 case "$target" in bep15|cluster|stomp) targets=("$target") ;; all) targets=(bep15 cluster stomp) ;;
-    *) echo "usage: $0 bep15|cluster|stomp|all SECONDS" >&2; exit 2 ;; esac
+    build) targets=(bep15 cluster stomp); build_only=1 ;;
+    *) echo "usage: $0 bep15|cluster|stomp|all SECONDS, or $0 build" >&2; exit 2 ;; esac
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a whole number" >&2; exit 2; }
 
 scratch=.build-fuzz
@@ -52,6 +55,8 @@ for t in "${targets[@]}"; do
         "$source_file" "${objects[@]}" -o "$bin/fuzz-$t" 2> "$scratch/link-$t.log" \
         || { cat "$scratch/link-$t.log" >&2; exit 1; }
 done
+
+[ "$build_only" = 1 ] && exit 0
 
 # fuzz_one TARGET: runs it for SECONDS on a copy of its corpus; prints its figures, or
 # the crash and a non-zero status.

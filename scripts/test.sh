@@ -27,20 +27,26 @@ esac
 scripts/setup.sh
 # One optimized build of everything, tests included, with the flags `swift test` uses.
 swift build -c release --build-tests
-# The package, from the same objects (relinked with the Swift runtime static), checked
-# by lintian and systemd-analyze; tests/deploy installs it in namespaces.
-[ "$quick" = 1 ] || scripts/package.sh --check
 export TRACKER_BIN="$PWD/.build/release/tracker"
 # The cluster tests start brokers; stop those that were not already running, and any
 # node this run left behind, however we exit. Every process the tests start inherits
 # TRACKER_TEST_RUN, so a node a user runs meanwhile (scripts/cluster.sh) is left alone.
 export TRACKER_TEST_RUN="$$.$(date +%s%N)"
+fuzz_cgroup=""; fuzz_build=""
 broker_was_running=0; pair_a_was_running=0; pair_b_was_running=0
 scripts/activemq.sh status >/dev/null 2>&1 && broker_was_running=1
 ACTIVEMQ_PAIR=a scripts/activemq.sh status >/dev/null 2>&1 && pair_a_was_running=1
 ACTIVEMQ_PAIR=b scripts/activemq.sh status >/dev/null 2>&1 && pair_b_was_running=1
 cleanup() {
   [ -n "${results:-}" ] && rm -rf "$results"
+  if [ -n "$fuzz_cgroup" ]; then
+    # Only the fuzz build and its compilers are in the group: stop them, then remove it.
+    local task
+    for task in $(cat "$fuzz_cgroup/cgroup.procs" 2>/dev/null); do kill "$task" 2>/dev/null || true; done
+    for _ in $(seq 50); do [ -s "$fuzz_cgroup/cgroup.procs" ] || break; sleep 0.1; done
+    rmdir "$fuzz_cgroup" 2>/dev/null || true
+    rm -f "${fuzz_build_log:-}"
+  fi
   [ "$broker_was_running" = 1 ] || scripts/activemq.sh stop >/dev/null 2>&1 || true
   [ "$pair_a_was_running" = 1 ] || ACTIVEMQ_PAIR=a scripts/activemq.sh stop >/dev/null 2>&1 || true
   [ "$pair_b_was_running" = 1 ] || ACTIVEMQ_PAIR=b scripts/activemq.sh stop >/dev/null 2>&1 || true
@@ -52,6 +58,31 @@ cleanup() {
   done
 }
 trap cleanup EXIT
+# The fuzz targets (TrackerLogic and STOMP instrumented, into .build-fuzz) build in the
+# background inside a CPU cgroup of our own marked idle (cpu.idle, else the lowest
+# cpu.shares). The group's scheduling holds every process in it, compilers included,
+# which nice and SCHED_IDLE do not (swift-build starts its compilers at normal priority):
+# the build gets only CPU that no test wants, mostly while the real-process tests wait on
+# their timers. Where no such group can be made, the targets build last, in the
+# foreground. The fuzzing itself always runs last, alone.
+if [ "$quick" = 0 ]; then
+  cgroup="/sys/fs/cgroup/cpu/tracker-test-$$"
+  if mkdir "$cgroup" 2>/dev/null; then
+    if { echo 1 > "$cgroup/cpu.idle" || echo 2 > "$cgroup/cpu.shares"; } 2>/dev/null; then
+      fuzz_cgroup="$cgroup"
+    else
+      rmdir "$cgroup"
+    fi
+  fi
+  if [ -n "$fuzz_cgroup" ]; then
+    fuzz_build_log="$(mktemp)"
+    ( echo "$BASHPID" > "$fuzz_cgroup/cgroup.procs" && exec scripts/fuzz.sh build ) > "$fuzz_build_log" 2>&1 &
+    fuzz_build=$!
+  fi
+fi
+# The package, from the same objects (relinked with the Swift runtime static), checked
+# by lintian and systemd-analyze; tests/deploy installs it in namespaces.
+[ "$quick" = 1 ] || scripts/package.sh --check
 results="$(mktemp -d)"
 export results
 # run_test NAME SECONDS COMMAND...: runs it with its output kept aside, then prints the
@@ -115,4 +146,7 @@ swift test -c release --skip-build
 # 1,000 seeds nobody ran before, from a start derived from the commit: every commit
 # explores new ground, and a failure prints its replay command.
 scripts/sweep.sh 1000 --commit --no-record
+if [ -n "$fuzz_build" ]; then
+  wait "$fuzz_build" || { echo "test.sh: the fuzz targets did not build:" >&2; cat "$fuzz_build_log" >&2; exit 1; }
+fi
 scripts/fuzz.sh all "${FUZZ_SECONDS:-60}"
