@@ -5,11 +5,12 @@
 # failover), chromium + chromium-driver + python3-selenium
 # for the dashboard's browser test, opentracker for the benchmark suite, and for the
 # package and the deployment guide: dpkg-dev, lintian, keepalived (it moves the floating
-# address) and openssl (the guide's certificates). Swift itself
+# address), openssl (the guide's certificates) and prometheus (promtool checks the
+# shipped alert rules and a real node's /metrics). Swift itself
 # comes with the machine.
 set -euo pipefail
 needed=()
-for pkg in libsqlite3-dev python3-libtorrent activemq iproute2 curl chromium chromium-driver python3-selenium transmission-cli aria2 opentracker dpkg-dev lintian keepalived openssl; do
+for pkg in libsqlite3-dev python3-libtorrent activemq iproute2 curl chromium chromium-driver python3-selenium transmission-cli aria2 opentracker dpkg-dev lintian keepalived openssl prometheus; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || needed+=("$pkg")
 done
 if [ ${#needed[@]} -gt 0 ]; then

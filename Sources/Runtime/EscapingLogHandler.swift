@@ -10,12 +10,24 @@ import Logging
 /// every call site remembering to.
 public struct EscapingLogHandler: LogHandler {
     var wrapped: any LogHandler
+    /// With a context, the level is the process's (`LogContext.level`, which a reload
+    /// changes), raised by this logger's own if it set one.
+    let context: LogContext?
+    var floor: Logger.Level?
 
-    public init(wrapping handler: any LogHandler) { wrapped = handler }
+    public init(wrapping handler: any LogHandler, context: LogContext? = nil) {
+        wrapped = handler
+        self.context = context
+    }
 
     public var logLevel: Logger.Level {
-        get { wrapped.logLevel }
-        set { wrapped.logLevel = newValue }
+        get {
+            guard let context else { return wrapped.logLevel }
+            return max(context.level, floor ?? .trace)
+        }
+        set {
+            if context == nil { wrapped.logLevel = newValue } else { floor = newValue }
+        }
     }
 
     public var metadata: Logger.Metadata {

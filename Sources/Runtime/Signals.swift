@@ -5,6 +5,22 @@ import Darwin
 #endif
 import Dispatch
 
+/// Calls `handler` at every arrival of one POSIX signal (SIGHUP: reload the config file),
+/// on a queue of its own, until `cancel`. The signal's default action (for SIGHUP,
+/// ending the process) is off from `init` on.
+public final class SignalHandler: @unchecked Sendable {
+    private let source: DispatchSourceSignal
+
+    public init(signal s: Int32, handler: @escaping @Sendable () -> Void) {
+        signal(s, SIG_IGN)
+        source = DispatchSource.makeSignalSource(signal: s, queue: DispatchQueue(label: "signal-\(s)"))
+        source.setEventHandler(handler: handler)
+        source.resume()
+    }
+
+    public func cancel() { source.cancel() }
+}
+
 /// Waits for the first of some POSIX signals, so `tracker run` can shut down cleanly.
 public final class SignalWaiter: @unchecked Sendable {
     private let sources: [DispatchSourceSignal]

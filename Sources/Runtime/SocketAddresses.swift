@@ -27,6 +27,16 @@ extension PeerEndpoint {
     public func socketAddress() -> SocketAddress { SocketAddress(self) }
 }
 
+extension IPAddress {
+    /// 127.0.0.0/8, ::1, and 127.0.0.0/8 mapped into IPv6: reachable from this host only.
+    public var isLoopback: Bool {
+        switch unmapped {
+        case .v4(let a): a >> 24 == 127
+        case .v6(let hi, let lo): hi == 0 && lo == 1
+        }
+    }
+}
+
 /// A `HOST:PORT` command-line value that must name a literal IP address.
 public struct EndpointArgument: Sendable, CustomStringConvertible {
     public var endpoint: PeerEndpoint

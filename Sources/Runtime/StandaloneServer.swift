@@ -61,13 +61,14 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     let service = NIOLockedValueBox<StandaloneService?>(nil)
     var channels: [Channel] = []
     var history = ServiceHistory()
-    public let metrics = NodeMetrics()
+    public let metrics: NodeMetrics
     var timers: [RepeatedTask] = []
     let startedAt = WallClock.now()
 
-    init(bind: PeerEndpoint, threads: Int, config: TrackerConfig, connectionIDKeys: [SipHash24], group: EventLoopGroup, logger: Logger) {
+    init(bind: PeerEndpoint, threads: Int, config: TrackerConfig, connectionIDKeys: [SipHash24], group: EventLoopGroup, logger: Logger,
+         metrics: NodeMetrics) {
         self.bind = bind; self.threads = threads; self.config = config; self.connectionIDKeys = connectionIDKeys
-        self.group = group; self.loop = group.next(); self.logger = logger
+        self.group = group; self.loop = group.next(); self.logger = logger; self.metrics = metrics
     }
 
     /// Binds the sockets and serves until SIGINT or SIGTERM.
@@ -75,8 +76,9 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     /// `connectionIDKeys`: from `--connection-id-key-file`; nil draws a random key, so ids
     /// are secret and last as long as the process.
     public static func run(bind: PeerEndpoint, threads: Int = 1, config: TrackerConfig, connectionIDKeys: [SipHash24]? = nil,
-                           dashboard: DashboardSettings? = nil, logger: Logger,
-                           reload: (@Sendable () throws -> TrackerConfig)? = nil) async throws {
+                           dashboard: DashboardSettings? = nil, monitoring: MonitoringSettings, logger: Logger,
+                           reload: (@Sendable () throws -> TrackerConfig)? = nil,
+                           liveReload: (@Sendable () -> TrackerConfig?)? = nil) async throws {
         let problems = config.problems
         guard problems.isEmpty else { throw ConfigurationError(problems.joined(separator: "; ")) }
         guard (1...StandaloneHost.maxThreads).contains(threads) else {
@@ -84,14 +86,21 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         }
         let keys = connectionIDKeys ?? [SipHash24(k0: WallClock.randomSeed(), k1: WallClock.randomSeed())]
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
-        let host = StandaloneHost(bind: bind, threads: threads, config: config, connectionIDKeys: keys, group: group, logger: logger)
+        let host = StandaloneHost(bind: bind, threads: threads, config: config, connectionIDKeys: keys, group: group, logger: logger,
+                                  metrics: NodeMetrics(version: monitoring.version, commit: monitoring.commit))
         host.reload = reload
-        let web = try await DashboardServer.start(dashboard, after: { try await host.startService() }, undo: { await host.stopService() },
+        let web = try await WebListeners.start(dashboard, metrics: monitoring.metricsEndpoint,
+                                                  after: { try await host.startService() }, undo: { await host.stopService() },
                                                   backend: host, group: group, logger: logger)
         host.loop.execute { host.startTimers() }
+        let hangup = SignalHandler(signal: SIGHUP) {
+            guard let fresh = liveReload?() else { return }
+            Task { await host.reconfigure(fresh) }
+        }
         let signal = await SignalWaiter(signals: [SIGINT, SIGTERM]).wait()
+        hangup.cancel()
         logger.info("stopping on signal \(signal)")
-        await web?.stop()
+        await web.stop()
         await host.stopService()
         try? await host.loop.submit { host.timers.forEach { $0.cancel() } }.get()
         try? await group.shutdownGracefully()
@@ -100,6 +109,13 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
 
     /// More loops than this only add lock contention.
     public static let maxThreads = 64
+
+    /// SIGHUP: the live settings of `fresh` apply from the next request on, sockets,
+    /// swarms and connection ids untouched.
+    func reconfigure(_ fresh: TrackerConfig) async {
+        try? await loop.submit { [self] in config = config.takingLiveSettings(of: fresh) }.get()
+        service.withLockedValue { $0?.tracker.reconfigure(fresh) }
+    }
 
     /// `reloading`: read the config file again first (Start on the dashboard).
     func startService(reloading: Bool = false) async throws {
@@ -169,14 +185,15 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         let now = WallClock.now()
         let response = service.withLockedValue { service -> TrackerResponse? in
             service?.stats.datagrams += 1
-            guard let source, service?.silenced == false, let response = service?.tracker.receive(datagram, from: source, now: now) else {
-                return nil
-            }
+            guard let source, service?.silenced == false else { return nil }
+            service?.stats.traffic.received(datagram, from: source)
+            guard let response = service?.tracker.receive(datagram, from: source, now: now) else { return nil }
             switch response {
             case .error: service?.stats.errorReplies += 1
             case .announce: service?.stats.replies += 1; service?.stats.announces += 1
             default: service?.stats.replies += 1
             }
+            service?.stats.traffic.replied(response, to: source)
             return response
         }
         if case .error(let e) = response, let source {
@@ -203,6 +220,8 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
             s.replies = service?.stats.replies ?? 0
             s.errorReplies = service?.stats.errorReplies ?? 0
             s.announces = service?.stats.announces ?? 0
+            s.requestCounts = (service?.stats.traffic ?? PeerTraffic()).requestCounts
+            s.replyCounts = (service?.stats.traffic ?? PeerTraffic()).replyCounts
         }
         s.uptimeMs = (WallClock.now() - startedAt).value
         return s

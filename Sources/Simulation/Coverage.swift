@@ -77,7 +77,7 @@ public struct Coverage: Sendable, Equatable {
                                     .voteNotInSync, .voteStoreFailed, .unconfirmedVoteCounted, .missedCommitApplied, .catchUpSent,
                                     .catchUpApplied, .staleCatchUpIgnored, .snapshotSent, .snapshotInstalled, .snapshotRefused,
                                     .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered,
-                                    .staleRecoveryAnswerIgnored]
+                                    .staleRecoveryAnswerIgnored, .reconfigured]
         return node.map { ($0.description, 20) } + [(ProtocolPath.notInSyncVoteCounted.description, 5)]
             + SimPath.allCases.map { ($0.description, 20) }
     }()

@@ -4,10 +4,14 @@ import TrackerLogic
 /// the faults happen: catalogue changes travel through the same two-phase commit as
 /// announces (a slave forwards them to its master), so the same checks apply — replicas
 /// end equal, and a registration a node held committed is not lost while it survives.
+/// Or reloading one node's configuration (SIGHUP) with another announce interval: the
+/// node answers with it from then on, and nothing replicated may change.
 public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
     public enum Change: Sendable, Hashable {
         case register(Int)
         case unregister(Int)
+        /// The node's configuration reloaded with this announce interval (seconds).
+        case reload(interval: UInt32)
     }
 
     public var at: Instant
@@ -21,6 +25,7 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
         switch change {
         case .register(let k): "s\(slot) registers torrent \(k)"
         case .unregister(let k): "s\(slot) unregisters torrent \(k)"
+        case .reload(let interval): "s\(slot) reloads its config (interval \(interval)s)"
         }
     }
 
@@ -33,8 +38,22 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
         return try? RegisteredTorrent(file: file, registeredAt: Scenario.start)
     }
 
-    /// Drawn from a stream of their own, so scenarios without them are unchanged.
-    static func draw(seed: UInt64, nodes: Int, faultEnd: Instant) -> [OperatorAction] {
+    /// Drawn from streams of their own, so scenarios without them are unchanged. A
+    /// reload's interval stays within `peerTimeout` (a configuration that passes its checks).
+    static func draw(seed: UInt64, nodes: Int, faultEnd: Instant, interval: UInt32, peerTimeout: Milliseconds) -> [OperatorAction] {
+        var reloads = SeededGenerator(seed: seed ^ 0x5245_4C4F_4144)
+        var out = catalogueChanges(seed: seed, nodes: nodes, faultEnd: faultEnd)
+        if reloads.chance(0.25) {
+            let longest = UInt32(clamping: max(1, peerTimeout.value / 1000))
+            let next = interval > 1 && reloads.chance(0.5) ? interval / 2 : min(longest, interval &+ 1 &+ UInt32(reloads.below(Int(interval))))
+            let at = Scenario.start + Milliseconds(Int64(2000 + reloads.below(Int(max(1, (faultEnd - Scenario.start).value)))))
+            out.append(OperatorAction(at: at, slot: reloads.below(nodes), change: .reload(interval: max(1, next))))
+            out.sort { $0.at < $1.at }
+        }
+        return out
+    }
+
+    static func catalogueChanges(seed: UInt64, nodes: Int, faultEnd: Instant) -> [OperatorAction] {
         var rng = SeededGenerator(seed: seed ^ 0x4F50_4552_4154_4F52)
         guard rng.chance(0.4) else { return [] }
         var out: [OperatorAction] = []

@@ -29,6 +29,9 @@ final class SimSlot {
     var held = HeldWatch()
     /// The node restarted after its disk lost writes and has not applied anything since.
     var rejoining = false
+    /// The announce interval its config file says since the operator reloaded it (nil: the
+    /// scenario's). A restarted process reads the file, so it outlives the process.
+    var reloadedInterval: UInt32?
     /// The node's process is stopped until then: what reaches it waits.
     var pausedUntil: Instant?
     /// Peer datagrams queued in its socket during the last pause: read one a millisecond
@@ -79,6 +82,14 @@ struct HeldWatch {
 }
 
 extension Simulator {
+    /// What slot `slot`'s config file says: the scenario's settings, with the interval of
+    /// the operator's last reload there.
+    func trackerConfig(of slot: Int) -> TrackerConfig {
+        var config = trackerConfig
+        if let interval = slots[slot].reloadedInterval { config.announceInterval = interval }
+        return config
+    }
+
     mutating func startNode(_ slot: Int, incarnation: UInt64? = nil) {
         slots[slot].exists = true
         slots[slot].startedAt = now
@@ -86,7 +97,7 @@ extension Simulator {
         // As the runtime draws it: from the start time, so a later run's is larger.
         let drawn = UInt64(bitPattern: nodeNow(slot).milliseconds) << 20 | rng.next() & 0xF_FFFF
         let node = TrackerNode(id: nodeID(slot), incarnation: incarnation ?? drawn, config: config,
-                               handler: PeerRequestHandler(config: trackerConfig, connectionIDs: ConnectionIDPolicy(key: key)),
+                               handler: PeerRequestHandler(config: trackerConfig(of: slot), connectionIDs: ConnectionIDPolicy(key: key)),
                                seed: rng.next(), now: nodeNow(slot), restoring: durable,
                                address: "10.9.0.\(slot + 1):6969")
         slots[slot].node = node

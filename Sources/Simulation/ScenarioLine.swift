@@ -9,7 +9,7 @@ import TrackerLogic
 /// `broker-down`, `peer-partition:A+B`, `heal`, `store-fails:N`, `store-heals:N`,
 /// `slow:N:MS`, `disk-loss:N:W` (W newest writes lost, 0 for all), `impostor:N`,
 /// `pause:N:MS`. Operator actions are
-/// `at:register:N:K` / `at:unregister:N:K`.
+/// `at:register:N:K` / `at:unregister:N:K` / `at:reload:N:INTERVAL`.
 extension Scenario {
     public var line: String {
         func ms(_ t: Instant) -> String { String(t.milliseconds - Scenario.start.milliseconds) }
@@ -25,6 +25,7 @@ extension Scenario {
             switch a.change {
             case .register(let k): return "\(ms(a.at)):register:\(a.slot):\(k)"
             case .unregister(let k): return "\(ms(a.at)):unregister:\(a.slot):\(k)"
+            case .reload(let interval): return "\(ms(a.at)):reload:\(a.slot):\(interval)"
             }
         }.joined(separator: ","))
         return words.joined(separator: " ")
@@ -116,6 +117,9 @@ extension Scenario {
                     switch p[1] {
                     case "register": return OperatorAction(at: at, slot: slot, change: .register(k))
                     case "unregister": return OperatorAction(at: at, slot: slot, change: .unregister(k))
+                    case "reload":
+                        guard let interval = UInt32(exactly: k), interval > 0 else { throw ScenarioLineError("bad operator action '\(t)'") }
+                        return OperatorAction(at: at, slot: slot, change: .reload(interval: interval))
                     default: throw ScenarioLineError("bad operator action '\(t)'")
                     }
                 }

@@ -162,7 +162,15 @@ extension Simulator {
             if !isError { checker.answeredBy[key] = Answerer(slot: slot, process: me, at: now) }
             checker.answeredAt[key] = now
             replies.append((now, slot, isError))
-            if case .announce = response { recordAck(peer: p, by: slot) }
+            if case .announce(let r) = response {
+                // A reload applies from the step it reaches on: every announce answered
+                // after it carries the interval it set, none before it does.
+                let configured = trackerConfig(of: slot).announceInterval
+                if r.interval != configured {
+                    return fail("s\(slot) told p\(p) to announce every \(r.interval)s; its configuration says \(configured)s")
+                }
+                recordAck(peer: p, by: slot)
+            }
             let bytes = BEP15Codec.encode(response)
             if network.lost() { return }
             queue.push(now + network.delay(slot), .reply(p, bytes))

@@ -95,7 +95,10 @@ extension Simulator {
     /// The operator registers or removes a torrent on a node's dashboard.
     mutating func operatorActs(_ i: Int) {
         let action = scenario.operatorActions[i]
-        guard action.slot < slots.count, slots[action.slot].isRunning else { return }
+        guard action.slot < slots.count else { return }
+        // The file changed whether or not the node runs: its next start reads it.
+        if case .reload(let interval) = action.change { slots[action.slot].reloadedInterval = interval }
+        guard slots[action.slot].isRunning else { return }
         switch action.change {
         case .register(let k):
             guard let t = OperatorAction.torrent(k) else { return fail("simulated torrent \(k) does not parse") }
@@ -103,6 +106,10 @@ extension Simulator {
         case .unregister(let k):
             guard let t = OperatorAction.torrent(k) else { return }
             step(action.slot, .submit(.unregister(t.infoHash)), label: "OPERATOR \(action)")
+        case .reload:
+            let config = trackerConfig(of: action.slot)
+            guard config.problems.isEmpty else { return fail("simulated reload is not a valid configuration: \(config.problems)") }
+            step(action.slot, .reconfigure(config), label: "OPERATOR \(action)")
         }
     }
 }

@@ -203,6 +203,13 @@ public struct StandaloneTracker: Sendable {
         self.rng = rng
     }
 
+    /// A reloaded configuration: its live settings apply from the next request on.
+    public mutating func reconfigure(_ config: TrackerConfig) {
+        handler.config = handler.config.takingLiveSettings(of: config)
+        limiter.reconfigure(connect: handler.config.connectLimit, announce: handler.config.announceLimit,
+                            error: handler.config.errorLimit)
+    }
+
     /// Returns the reply to send to the datagram's source, if any.
     public mutating func receive(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant) -> TrackerResponse? {
         switch handler.decide(datagram, from: source, now: now, store: store, limiter: &limiter, capacityCheckedAtApply: true) {

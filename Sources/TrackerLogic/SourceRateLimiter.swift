@@ -33,9 +33,9 @@ public struct SourceRateLimiter: Sendable {
         var updated: Int64 = 0
     }
 
-    public let connect: Limit
-    public let announce: Limit
-    public let error: Limit
+    public private(set) var connect: Limit
+    public private(set) var announce: Limit
+    public private(set) var error: Limit
     let hasher: SipHash24
     let mask: Int
     private var slots: [Slot] = []
@@ -54,6 +54,14 @@ public struct SourceRateLimiter: Sendable {
     }
 
     public var isOff: Bool { connect.isOff && announce.isOff && error.isOff }
+
+    /// New limits (a reloaded configuration). Every source keeps the tokens it has, at
+    /// most the new burst from its next request on; the table and its key stay.
+    public mutating func reconfigure(connect: Limit, announce: Limit, error: Limit) {
+        self.connect = connect
+        self.announce = announce
+        self.error = error
+    }
 
     /// Slots allocated (on first use, never more): the memory bound, 24 bytes each.
     public var tableSlots: Int { slots.count }

@@ -42,6 +42,19 @@ public struct TrackerConfig: Sendable, Hashable {
 
     public init() {}
 
+    /// This configuration with the settings of `new` that can change while a node runs:
+    /// announce interval, peer timeout, num_want default and maximum, the rate limits,
+    /// the caps (swarms, peers per swarm, peers, scrape hashes), `trustAnnouncedIP` and
+    /// `onlyRegistered`. Two stay as they are until a restart: the connection id lifetime
+    /// (ids already handed out were minted under it) and the rate-limit table's size (its
+    /// slots are allocated once).
+    public func takingLiveSettings(of new: TrackerConfig) -> TrackerConfig {
+        var c = new
+        c.connectionIDLifetimeSeconds = connectionIDLifetimeSeconds
+        c.rateLimitTableSize = rateLimitTableSize
+        return c
+    }
+
     public var effectivePeerTimeout: Milliseconds {
         peerTimeout ?? Milliseconds.seconds(Int64(announceInterval) * 2)
     }

@@ -55,6 +55,20 @@ enum ConfigFile {
         return out
     }
 
+    /// The file's settings by key, as `arguments(path:)` gives them (a flag's value
+    /// empty, a list's values joined): what a reload compares to tell what changed.
+    static func values(path: String) throws -> [String: String] {
+        let args = try arguments(path: path)
+        var out: [String: [String]] = [:]
+        var i = 0
+        while i < args.count {
+            let hasValue = i + 1 < args.count && !args[i + 1].hasPrefix("--")
+            out[String(args[i].dropFirst(2)), default: []].append(hasValue ? args[i + 1] : "")
+            i += hasValue ? 2 : 1
+        }
+        return out.mapValues { $0.joined(separator: "\u{0}") }
+    }
+
     /// ArgumentParser speaks of `--key`; the file has `key`.
     static func rewrite(_ message: String) -> String {
         var m = message
@@ -178,6 +192,7 @@ enum ConfigFile {
 
         # --- logging
         log-level = "info"
+        # log-format = "json"             # one JSON object per line (journald, Loki); default: text
         """
 
 }

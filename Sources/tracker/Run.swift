@@ -82,6 +82,11 @@ struct PeerServiceOptions: ParsableArguments {
     }
 }
 
+/// `--log-format`.
+enum LogFormat: String {
+    case text, json
+}
+
 struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a tracker node. With no options: a standalone node on udp://127.0.0.1:6969.",
@@ -129,6 +134,13 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("admin-token-file"),
             help: "File holding the token the dashboard's controls need (first line, 16+ characters). Default: one is drawn, and printed on a terminal or else written to a 0600 file the log names.")
     var adminTokenFile: String?
+
+    @Option(name: .customLong("viewer-token-file"),
+            help: "File holding a read-only token (first line, 16+ characters): with it, a dashboard listening beyond loopback gives peer addresses and ids, which otherwise need the admin token.")
+    var viewerTokenFile: String?
+
+    @Option(help: "Serve /metrics alone on HOST:PORT (or PORT, on 127.0.0.1): a listener with no peer data and no controls, for Prometheus.")
+    var metrics: String?
 
     @Option(name: .customLong("http-host-name"), help: "A host name the dashboard answers to besides IP addresses and localhost (repeat for more). Requests naming another host get a 421: a page of another site cannot read the dashboard through DNS rebinding.")
     var httpHostNames: [String] = []
@@ -192,28 +204,45 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
+    @Option(name: .customLong("log-format"), help: "text, or json: one JSON object per line (time, level, node, role, label, message, fields), for journald and Loki.")
+    var logFormat: String = "text"
+
     var isCluster: Bool { broker != nil || group != nil || vip != nil || floating != nil }
 
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown log level '\(logLevel)'") }
+        guard let format = LogFormat(rawValue: logFormat) else { throw ValidationError("--log-format must be text or json (got '\(logFormat)')") }
+        let logContext = LogContext(role: isCluster ? "starting" : "standalone", level: level)
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            // Values from outside (a broker's ERROR message, a peer's text) cannot forge lines.
-            return EscapingLogHandler(wrapping: handler)
+            switch format {
+            case .json:
+                return JSONLogHandler(label: label, context: logContext)
+            case .text:
+                // Filtered by the context's level, which a reload changes.
+                let handler = StreamLogHandler.standardError(label: label)
+                // Values from outside (a broker's ERROR message, a peer's text) cannot forge lines.
+                return EscapingLogHandler(wrapping: handler, context: logContext)
+            }
         }
         let logger = Logger(label: "tracker")
         // State files (the SQLite repository and its journal, a generated token, a config
         // save's temporary file) are the node's alone.
         umask(0o077)
+        // SIGHUP reads the file again and applies its live settings.
+        let live = LiveReload(path: config, isCluster: isCluster, logContext: logContext, logger: logger)
         // With --config, Start on the dashboard reads the file again.
-        let reloadService: (@Sendable () throws -> TrackerConfig)? = config == nil ? nil : { @Sendable in try Run.reparsed().service.config() }
+        let reloadService: (@Sendable () throws -> TrackerConfig)? = config == nil ? nil : { @Sendable in
+            let fresh = try Run.reparsed().service.config()
+            live.adoptAll()
+            return fresh
+        }
         guard isCluster else {
             let bind: EndpointArgument
             do { bind = try EndpointArgument(parsing: udp ?? "127.0.0.1:6969") } catch { throw ValidationError("--udp: \(error)") }
             let idKeys = try connectionIDKeyFile.map { [try Self.readKey($0, flag: "connection-id-key-file", logger: logger).connectionIDKey] }
             try await StandaloneHost.run(bind: bind.endpoint, threads: threads, config: try service.config(), connectionIDKeys: idKeys,
-                                         dashboard: try dashboard(logger: logger), logger: logger, reload: reloadService)
+                                         dashboard: try dashboard(logger: logger), monitoring: try monitoring(log: logContext),
+                                         logger: logger, reload: reloadService, liveReload: { live.reload() })
             return
         }
         guard threads == 1 else {
@@ -221,9 +250,12 @@ struct Run: AsyncParsableCommand {
         }
         let settings = try clusterSettings(logger: logger)
         let reloadCluster: (@Sendable () throws -> ClusterNodeSettings)? = config == nil ? nil : { @Sendable in
-            try Run.reparsed().clusterSettings(logger: logger)
+            let fresh = try Run.reparsed().clusterSettings(logger: logger)
+            live.adoptAll()
+            return fresh
         }
-        let code = try await ClusterProcess.run(settings, dashboard: try dashboard(logger: logger), logger: logger, reload: reloadCluster)
+        let code = try await ClusterProcess.run(settings, dashboard: try dashboard(logger: logger), monitoring: try monitoring(log: logContext),
+                                                logger: logger, reload: reloadCluster, liveReload: { live.reload() })
         if code != 0 { throw ExitCode(code) }
     }
 
@@ -231,11 +263,17 @@ struct Run: AsyncParsableCommand {
     /// drawn, no file written): what `tracker config check` runs.
     func preflight(logger: Logger) throws -> String {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown log level '\(logLevel)'") }
+        guard LogFormat(rawValue: logFormat) != nil else { throw ValidationError("--log-format must be text or json (got '\(logFormat)')") }
         let http = try httpEndpoint()
         if let adminTokenFile {
             guard http != nil else { throw ValidationError("--admin-token-file needs --http") }
             do { _ = try AdminToken(file: adminTokenFile) } catch { throw ValidationError(error.description) }
         }
+        if let viewerTokenFile {
+            guard http != nil else { throw ValidationError("--viewer-token-file needs --http") }
+            do { _ = try AdminToken(file: viewerTokenFile, flag: "viewer-token-file") } catch { throw ValidationError(error.description) }
+        }
+        _ = try metricsEndpoint()
         guard isCluster else {
             let bind: EndpointArgument
             do { bind = try EndpointArgument(parsing: udp ?? "127.0.0.1:6969") } catch { throw ValidationError("--udp: \(error)") }
@@ -261,7 +299,16 @@ struct Run: AsyncParsableCommand {
     func dashboard(logger: Logger) throws -> DashboardSettings? {
         guard let endpoint = try httpEndpoint() else {
             if adminTokenFile != nil { throw ValidationError("--admin-token-file needs --http") }
+            if viewerTokenFile != nil { throw ValidationError("--viewer-token-file needs --http") }
             return nil
+        }
+        var viewerToken: AdminToken?
+        if let viewerTokenFile {
+            do { viewerToken = try AdminToken(file: viewerTokenFile, flag: "viewer-token-file") } catch { throw ValidationError(error.description) }
+            Self.warnIfReadableByOthers(viewerTokenFile, what: "viewer token file", logger: logger)
+        }
+        if !endpoint.ip.isLoopback && viewerToken == nil {
+            logger.notice("the dashboard listens beyond loopback: peer addresses and ids need the admin token (give --viewer-token-file for read-only access)")
         }
         let token: AdminToken
         if let adminTokenFile {
@@ -283,7 +330,20 @@ struct Run: AsyncParsableCommand {
         var limits = DashboardLimits()
         limits.maxConnections = FileDescriptorLimit.dashboardConnections(softLimit: FileDescriptorLimit.raise(), ceiling: limits.maxConnections)
         limits.hostNames = httpHostNames
-        return DashboardSettings(endpoint: endpoint, token: token, editor: config.map { ConfigFile.editor(file: $0) }, limits: limits)
+        return DashboardSettings(endpoint: endpoint, token: token, viewerToken: viewerToken, editor: config.map { ConfigFile.editor(file: $0) },
+                                 limits: limits)
+    }
+
+    func monitoring(log: LogContext) throws -> MonitoringSettings {
+        MonitoringSettings(version: BuildInfo.version, commit: BuildInfo.commit, metricsEndpoint: try metricsEndpoint(), log: log)
+    }
+
+    /// `--metrics`: HOST:PORT, or PORT on loopback, as `--http`.
+    func metricsEndpoint() throws -> PeerEndpoint? {
+        guard let metrics else { return nil }
+        do {
+            return try EndpointArgument(parsing: UInt16(metrics) != nil ? "127.0.0.1:\(metrics)" : metrics).endpoint
+        } catch { throw ValidationError("--metrics: \(error)") }
     }
 
     /// The command line and the config file as they are now: what the next Start uses.

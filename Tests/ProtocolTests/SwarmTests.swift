@@ -183,6 +183,28 @@ struct PeerRequestHandlerTests {
         }
     }
 
+    /// SIGHUP: the live settings apply from the next request; the connection id lifetime
+    /// and the rate-limit table's size wait for a restart; every source's limit follows.
+    @Test func aReloadAppliesTheLiveSettingsOnly() throws {
+        var t = tracker { $0.connectLimit = .off }
+        let cid = connect(&t, from: me)
+        var reloaded = t.handler.config
+        reloaded.announceInterval = 900
+        reloaded.numWantDefault = 3
+        reloaded.connectionIDLifetimeSeconds = 7200
+        reloaded.rateLimitTableSize = 16
+        reloaded.connectLimit = SourceRateLimiter.Limit(perSecond: 1, burst: 1)
+        t.reconfigure(reloaded)
+        #expect(t.handler.config.announceInterval == 900 && t.handler.config.numWantDefault == 3)
+        #expect(t.handler.config.connectionIDLifetimeSeconds == 300 && t.handler.config.rateLimitTableSize == 1 << 16)
+        guard case .announce(let r)? = announce(&t, cid: cid, from: me, peer: 1) else { Issue.record("no announce reply"); return }
+        #expect(r.interval == 900, "an id handed out before the reload still works, and the reply says the new interval")
+        let other = PeerEndpoint(ip: v4("10.0.0.2"), port: 1)
+        #expect(t.receive(BEP15Codec.encode(.connect(ConnectRequest(transactionID: 1))), from: other, now: now) != nil)
+        #expect(t.receive(BEP15Codec.encode(.connect(ConnectRequest(transactionID: 2))), from: other, now: now) == nil,
+                "the new connect limit (burst 1) holds at once")
+    }
+
     @Test func sourceAddressWinsUnlessTrusted() throws {
         var t = tracker()
         _ = announce(&t, cid: connect(&t, from: me), from: me, peer: 1, ip: 0x0808_0808)

@@ -35,8 +35,10 @@ def activemq(command, env=None, netns=None):
 
 
 class Node:
-    def __init__(self, cluster, index, node_id, netns=None, peer_args=None, http_host="127.0.0.1", db=None, broker=None):
+    def __init__(self, cluster, index, node_id, netns=None, peer_args=None, http_host="127.0.0.1", db=None, broker=None,
+                 extra_args=None):
         self.netns = netns
+        self.extra_args = extra_args or []
         self.broker = broker or cluster.broker
         self.peer_args = peer_args or cluster.peer_args
         self.http_host = http_host
@@ -52,7 +54,8 @@ class Node:
         args = [tracker_binary(), "run", "--id", str(self.node_id), *self.peer_args,
                 "--broker", self.broker, "--db", self.db, "--http", f"{self.http_host}:{self.http}",
                 "--cluster", self.cluster.name, "--keepalive", self.cluster.keepalive, "--log-level", "info",
-                "--admin-token-file", self.cluster.admin_token_file, *self.cluster.security_args, *self.cluster.limit_args]
+                "--admin-token-file", self.cluster.admin_token_file, *self.cluster.security_args, *self.cluster.limit_args,
+                *self.extra_args]
         prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
         self.proc = subprocess.Popen(prefix + args, stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT)
 
@@ -185,14 +188,18 @@ class Cluster:
         return [n for n in self.nodes if n.alive()]
 
     def wait_converged(self, timeout=20.0):
-        """One serving master that every live node follows; returns it."""
+        """One serving master that every live node follows as a slave; returns it. A node
+        still starting may already name the master it heard, yet a higher id among the
+        starting ones takes over once its startup ends (bully): it does not count as
+        following."""
         deadline = time.time() + timeout
         last = None
         while time.time() < deadline:
             states = [(n, n.api()) for n in self.live()]
             last = [(n.node_id, s and (s["role"], s["master"], s["serving"], s["lastCommitted"])) for n, s in states]
             masters = [n for n, s in states if s and s["role"] == "master" and s["serving"]]
-            if len(masters) == 1 and all(s and s["master"] == masters[0].api()["id"] for _, s in states):
+            if len(masters) == 1 and all(s and s["role"] in ("master", "slave") and s["master"] == masters[0].api()["id"]
+                                         for _, s in states):
                 return masters[0]
             time.sleep(0.1)
         self.dump()

@@ -24,10 +24,14 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
     let exited: EventLoopPromise<Int32>
     var shuttingDown = false
     let startedAt = WallClock.now()
-    public let metrics = NodeMetrics()
+    public let metrics: NodeMetrics
+    let monitoring: MonitoringSettings
 
-    init(settings: ClusterNodeSettings, loop: EventLoop, logger: Logger, reload: (@Sendable () throws -> ClusterNodeSettings)?) {
+    init(settings: ClusterNodeSettings, monitoring: MonitoringSettings, loop: EventLoop, logger: Logger,
+         reload: (@Sendable () throws -> ClusterNodeSettings)?) {
         self.settings = settings
+        self.monitoring = monitoring
+        metrics = NodeMetrics(version: monitoring.version, commit: monitoring.commit)
         self.reload = reload
         self.loop = loop
         self.logger = logger
@@ -37,13 +41,19 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
     /// Runs the node until SIGINT/SIGTERM (leaves cleanly, code 0) or until the service
     /// stops itself with an error (its code). With `dashboard`, Stop and Start from the
     /// page do not end the process.
-    public static func run(_ settings: ClusterNodeSettings, dashboard: DashboardSettings?, logger: Logger,
-                           reload: (@Sendable () throws -> ClusterNodeSettings)? = nil) async throws -> Int32 {
+    public static func run(_ settings: ClusterNodeSettings, dashboard: DashboardSettings?, monitoring: MonitoringSettings,
+                           logger: Logger, reload: (@Sendable () throws -> ClusterNodeSettings)? = nil,
+                           liveReload: (@Sendable () -> TrackerConfig?)? = nil) async throws -> Int32 {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let host = ClusterProcess(settings: settings, loop: group.next(), logger: logger, reload: reload)
-        let web = try await DashboardServer.start(dashboard, after: { try await host.startService() }, undo: { await host.shutdown() },
+        let host = ClusterProcess(settings: settings, monitoring: monitoring, loop: group.next(), logger: logger, reload: reload)
+        let web = try await WebListeners.start(dashboard, metrics: monitoring.metricsEndpoint,
+                                                  after: { try await host.startService() }, undo: { await host.shutdown() },
                                                   backend: host, group: group, logger: logger)
         host.loop.execute { host.startSampling() }
+        let hangup = SignalHandler(signal: SIGHUP) {
+            guard let fresh = liveReload?() else { return }
+            Task { await host.reconfigure(fresh) }
+        }
         let signals = SignalWaiter(signals: [SIGINT, SIGTERM])
         let watcher = Task {
             let signal = await signals.wait()
@@ -52,7 +62,8 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         }
         let code = try await host.exited.futureResult.get()
         watcher.cancel()
-        await web?.stop()
+        hangup.cancel()
+        await web.stop()
         try? await group.shutdownGracefully()
         return code
     }
@@ -69,6 +80,7 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         let settings = try await loop.submit { [self] in self.settings }.get()
         let service = try ClusterService(settings: settings, loop: loop, logger: logger)
         service.metrics = metrics
+        service.logContext = monitoring.log
         try await loop.submit { [self] in
             self.service = service
             service.onRoleChange = { [weak self] change, at in self?.history.record(change, at: at) }
@@ -83,6 +95,15 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
             throw error
         }
         service.finished.futureResult.whenSuccess { [self] code in serviceEnded(service, code: code) }
+    }
+
+    /// SIGHUP: the live settings of `fresh` apply from the service's next step on,
+    /// without leaving the cluster; the next Start reads the whole file anyway.
+    func reconfigure(_ fresh: TrackerConfig) async {
+        try? await loop.submit { [self] in
+            settings.tracker = settings.tracker.takingLiveSettings(of: fresh)
+            service?.reconfigure(fresh)
+        }.get()
     }
 
     /// Leaves the cluster as on SIGTERM (LEAVING, repository emptied); waits until done.

@@ -56,7 +56,8 @@ public struct ClusterNodeSettings: Sendable {
 /// and store results all become `step` calls there, and the returned actions are
 /// performed there. Nothing else touches the node.
 public final class ClusterService: @unchecked Sendable {
-    let settings: ClusterNodeSettings
+    /// The live tracker settings change on a reload (`reconfigure`); nothing else does.
+    var settings: ClusterNodeSettings
     let loop: EventLoop
     let logger: Logger
     let writer: StoreWriter
@@ -93,6 +94,8 @@ public final class ClusterService: @unchecked Sendable {
     public private(set) var stats = NodeCounters()
     /// The dashboard's exporter, when there is one: commit latencies go to its histogram.
     var metrics: NodeMetrics?
+    /// The log lines' node id and role: set at each change of either.
+    var logContext: LogContext?
     let finished: EventLoopPromise<Int32>
     let startedAt: Instant
 
@@ -209,6 +212,7 @@ public final class ClusterService: @unchecked Sendable {
             case .announce: stats.replies += 1; stats.announces += 1
             default: stats.replies += 1
             }
+            stats.traffic.replied(response, to: to)
             sockets.reply.write(AddressedEnvelope(remoteAddress: SocketAddress(to), data: buffer), promise: nil)
             repliesPending = true
         case .persist(let rows):
@@ -235,6 +239,7 @@ public final class ClusterService: @unchecked Sendable {
         case .standingChanged(let change):
             let s = change.current
             onRoleChange?(change, WallClock.now())
+            logContext?.set(node: node.id.rawValue, role: s.role.jsonName)
             logger.notice("cluster role", metadata: ["id": "\(node.id.rawValue)", "role": "\(s.role.jsonName)",
                                                      "epoch": "\(s.epoch)", "master": "\(s.master?.rawValue ?? 0)",
                                                      "serving": "\(s.serving)", "last-committed": "\(node.replica.lastCommitted)"])
@@ -334,6 +339,7 @@ public final class ClusterService: @unchecked Sendable {
         // hold it, so that whoever serves next answers what arrived while nobody did.
         guard !stopping, !silenced, let endpoint = PeerEndpoint(source) else { return }
         if ClusterChannel.isFrame(data) { return beaconReceived(data) }
+        stats.traffic.received(data, from: endpoint)
         if var discard = backlogDiscard {
             if discard.drops(at: WallClock.now()) {
                 backlogDiscard = discard
@@ -421,9 +427,18 @@ public final class ClusterService: @unchecked Sendable {
             EventLoopFuture.andAllComplete(closes, on: loop).whenComplete { [self] _ in
                 logger.info("stopped", metadata: ["datagrams": "\(stats.datagrams)", "replies": "\(stats.replies)",
                                                   "error-replies": "\(stats.errorReplies)"])
+                logContext?.set(node: node.id.rawValue, role: Role.stopped.jsonName)
                 finished.succeed(code)
             }
         }
+    }
+
+    /// On the loop: a reloaded configuration's live settings, for the node and the
+    /// configuration tab.
+    func reconfigure(_ fresh: TrackerConfig) {
+        guard !stopping else { return }
+        settings.tracker = settings.tracker.takingLiveSettings(of: fresh)
+        step(.reconfigure(fresh))
     }
 
     /// Called once `wait()` returned.
@@ -448,6 +463,8 @@ public struct NodeCounters: Sendable {
     public var backlogDiscarded = 0
     /// Writes handed to the writer thread and not yet done: how far the disk trails memory.
     public var storeBacklog = 0
+    /// Requests by BEP 15 action and replies by type, each by address family.
+    public var traffic = PeerTraffic()
     /// Announces answered (as master).
     public var announces = 0
     /// Transactions this node led to commit, and those it aborted.

@@ -32,6 +32,8 @@ extension ClusterService {
         s.replies = stats.replies
         s.errorReplies = stats.errorReplies
         s.announces = stats.announces
+        s.requestCounts = stats.traffic.requestCounts
+        s.replyCounts = stats.traffic.replyCounts
         s.commits = stats.commits
         s.aborts = stats.aborts
         s.heldAnswered = Int(clamping: node.answeredHeld)
@@ -51,6 +53,10 @@ extension ClusterService {
                                     lastKeepaliveMsAgo: (now - $0.lastHeard).value,
                                     lastBrokerMsAgo: $0.lastHeardOnBroker == .zero ? nil : (now - $0.lastHeardOnBroker).value)
         }
+        let downAfter = settings.cluster.keepaliveInterval.value * 2
+        s.mastersHeard = node.membership.members.values.filter {
+            $0.id != node.id && $0.role == .master && (now - $0.lastHeard).value <= downAfter
+        }.count + (node.role == .master ? 1 : 0)
         return s
     }
 }

@@ -14,13 +14,14 @@ public struct AdminToken: Sendable {
     init(value: String) { self.value = value }
 
     /// The first line of the file, surrounding spaces dropped; at least 16 characters.
-    public init(file path: String) throws(ConfigurationError) {
+    /// `flag` names the option in errors (the viewer token is read the same way).
+    public init(file path: String, flag: String = "admin-token-file") throws(ConfigurationError) {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw ConfigurationError("--admin-token-file: cannot read \(path)")
+            throw ConfigurationError("--\(flag): cannot read \(path)")
         }
         let line = text.split(whereSeparator: \.isNewline).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
         guard line.count >= Self.minimumLength, line.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
-            throw ConfigurationError("--admin-token-file \(path): the first line must be a token of at least \(Self.minimumLength) printable ASCII characters")
+            throw ConfigurationError("--\(flag) \(path): the first line must be a token of at least \(Self.minimumLength) printable ASCII characters")
         }
         value = line
     }

@@ -11,13 +11,21 @@ import TrackerLogic
 public struct DashboardSettings: Sendable {
     public var endpoint: PeerEndpoint
     public var token: AdminToken
+    /// `--viewer-token-file`: reads peer data, steers nothing.
+    public var viewerToken: AdminToken?
     /// With `--config FILE`: the settings the configuration tab may change in that file.
     public var editor: SettingsEditor?
     public var limits: DashboardLimits
 
-    public init(endpoint: PeerEndpoint, token: AdminToken, editor: SettingsEditor? = nil, limits: DashboardLimits = DashboardLimits()) {
-        self.endpoint = endpoint; self.token = token; self.editor = editor; self.limits = limits
+    public init(endpoint: PeerEndpoint, token: AdminToken, viewerToken: AdminToken? = nil, editor: SettingsEditor? = nil,
+                limits: DashboardLimits = DashboardLimits()) {
+        self.endpoint = endpoint; self.token = token; self.viewerToken = viewerToken; self.editor = editor; self.limits = limits
     }
+
+    /// Peer addresses and peer ids are personal data: a dashboard that listens beyond
+    /// loopback gives them only to a request carrying the admin or the viewer token. On
+    /// loopback, whoever can connect is on the host already.
+    public var peerDataNeedsToken: Bool { !endpoint.ip.isLoopback }
 }
 
 /// Saves edits from the configuration tab into the node's config file. The running
@@ -86,13 +94,34 @@ struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
+/// Requests for peer data (`/api/swarms…`: peer addresses and ids) carry the admin or the
+/// viewer token, when `DashboardSettings.peerDataNeedsToken` says so.
+struct PeerDataTokenMiddleware<Context: RequestContext>: RouterMiddleware {
+    let tokens: [AdminToken]
+
+    static var paths: String { "/api/swarms" }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if request.uri.path.hasPrefix(Self.paths) {
+            let authorization = request.headers[.authorization]
+            guard tokens.contains(where: { $0.accepts(authorization: authorization) }) else {
+                throw APIError(.unauthorized, "peer addresses and ids need the admin or the viewer token (Authorization: Bearer TOKEN)")
+            }
+        }
+        return try await next(request, context)
+    }
+}
+
 enum DashboardRoutes {
-    static func router(backend: DashboardBackend, token: AdminToken, editor: SettingsEditor?,
-                       limits: DashboardLimits = DashboardLimits()) -> Router<DashboardContext> {
+    static func router(backend: DashboardBackend, settings: DashboardSettings) -> Router<DashboardContext> {
+        let token = settings.token, editor = settings.editor, limits = settings.limits
         let router = Router(context: DashboardContext.self)
         router.add(middleware: JSONErrorMiddleware())
         router.add(middleware: HostCheckMiddleware(names: limits.hostNames))
         router.add(middleware: AdminTokenMiddleware(token: token))
+        if settings.peerDataNeedsToken {
+            router.add(middleware: PeerDataTokenMiddleware(tokens: [token] + (settings.viewerToken.map { [$0] } ?? [])))
+        }
         let listings = RequestBudget(perSecond: limits.listingsPerSecond, burst: limits.listingBurst)
         let streams = Occupancy(limit: limits.maxEventStreams)
         @Sendable func listing() throws {
@@ -133,13 +162,7 @@ enum DashboardRoutes {
             return events(backend, leaving: streams)
         }
 
-        router.get("/metrics") { _, _ in
-            let status = await backend.status()
-            let text = backend.metrics.render(status, torrents: await backend.torrents().count)
-            var headers = HTTPFields()
-            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
-            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
-        }
+        router.get("/metrics") { _, _ in await metrics(backend) }
         router.get("/api/config/editable") { _, _ in
             json(EditableSettings(file: editor?.file, keys: editor?.editable ?? []))
         }
@@ -196,6 +219,23 @@ enum DashboardRoutes {
             }
         }
         return router
+    }
+
+    /// `--metrics HOST:PORT`: `/metrics` and nothing else (no peer data, no controls, no
+    /// page), for a Prometheus that may reach this port but not the dashboard's.
+    static func metricsRouter(backend: DashboardBackend) -> Router<DashboardContext> {
+        let router = Router(context: DashboardContext.self)
+        router.add(middleware: JSONErrorMiddleware())
+        router.get("/metrics") { _, _ in await metrics(backend) }
+        return router
+    }
+
+    static func metrics(_ backend: DashboardBackend) async -> Response {
+        let status = await backend.status()
+        let text = backend.metrics.render(status, torrents: await backend.torrents().count)
+        var headers = HTTPFields()
+        headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
     }
 
     struct EditableSettings: Codable {
@@ -314,20 +354,31 @@ public final class DashboardServer: Sendable {
 
     /// Binds and serves; throws a clear error when the address cannot be bound.
     public static func start(_ settings: DashboardSettings, backend: DashboardBackend, logger: Logger) async throws -> DashboardServer {
+        try await start(router: DashboardRoutes.router(backend: backend, settings: settings), endpoint: settings.endpoint,
+                        limits: settings.limits, logger: logger)
+    }
+
+    /// `--metrics`: `/metrics` alone on a listener of its own.
+    public static func startMetrics(_ endpoint: PeerEndpoint, backend: DashboardBackend, logger: Logger) async throws -> DashboardServer {
+        try await start(router: DashboardRoutes.metricsRouter(backend: backend), endpoint: endpoint, limits: DashboardLimits(), logger: logger)
+    }
+
+    static func start(router: Router<DashboardContext>, endpoint: PeerEndpoint, limits: DashboardLimits,
+                      logger: Logger) async throws -> DashboardServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         // Under CPU contention the node's loop goes first: the dashboard's thread yields.
         try? await group.next().submit { lowerThreadPriority(by: dashboardNiceness) }.get()
         let bound = group.next().makePromise(of: String.self)
-        let connections = Occupancy(limit: settings.limits.maxConnections)
+        let connections = Occupancy(limit: limits.maxConnections)
         var hbLogger = logger
         hbLogger.logLevel = max(logger.logLevel, .warning)
         let app = Application(
-            router: DashboardRoutes.router(backend: backend, token: settings.token, editor: settings.editor, limits: settings.limits),
+            router: router,
             server: .http1(configuration: .init(additionalChannelHandlers: [ConnectionCapHandler(connections: connections)],
-                                                idleTimeout: settings.limits.idleTimeout)),
-            configuration: ApplicationConfiguration(address: .hostname(settings.endpoint.ip.description, port: Int(settings.endpoint.port)),
+                                                idleTimeout: limits.idleTimeout)),
+            configuration: ApplicationConfiguration(address: .hostname(endpoint.ip.description, port: Int(endpoint.port)),
                                                     serverName: "tracker"),
-            onServerRunning: { channel in bound.succeed(channel.localAddress.map { "\($0)" } ?? "\(settings.endpoint)") },
+            onServerRunning: { channel in bound.succeed(channel.localAddress.map { "\($0)" } ?? "\(endpoint)") },
             eventLoopGroupProvider: .shared(group),
             logger: hbLogger)
         var configuration = ServiceGroupConfiguration(services: [app], logger: hbLogger)
@@ -335,7 +386,7 @@ public final class DashboardServer: Sendable {
         let services = ServiceGroup(configuration: configuration)
         let task = Task {
             do { try await services.run() } catch {
-                bound.fail(ConfigurationError("cannot serve HTTP on \(settings.endpoint): \(error)"))
+                bound.fail(ConfigurationError("cannot serve HTTP on \(endpoint): \(error)"))
                 throw error
             }
         }
@@ -368,19 +419,37 @@ func lowerThreadPriority(by amount: Int32) {
     _ = setpriority(which, 0, min(19, current + amount))
 }
 
-extension DashboardServer {
-    /// A host's start: the tracker service first, then the dashboard (if any). When
-    /// either fails, `undo` stops the service and the group goes, so the caller gets
-    /// the error and nothing left running.
-    static func start(_ dashboard: DashboardSettings?, after startService: () async throws -> Void, undo: () async -> Void,
-                      backend: DashboardBackend, group: MultiThreadedEventLoopGroup, logger: Logger) async throws -> DashboardServer? {
+/// A node's HTTP listeners: the dashboard (`--http`) and `/metrics` alone (`--metrics`).
+struct WebListeners: Sendable {
+    var dashboard: DashboardServer?
+    var metrics: DashboardServer?
+
+    func stop() async {
+        await dashboard?.stop()
+        await metrics?.stop()
+    }
+
+    /// A host's start: the tracker service first, then the dashboard and the metrics
+    /// listener (those given). When any fails, `undo` stops the service, what was bound
+    /// closes and the group goes, so the caller gets the error and nothing left running.
+    static func start(_ dashboard: DashboardSettings?, metrics: PeerEndpoint?, after startService: () async throws -> Void,
+                      undo: () async -> Void, backend: DashboardBackend, group: MultiThreadedEventLoopGroup,
+                      logger: Logger) async throws -> WebListeners {
+        var web = WebListeners()
         do {
             try await startService()
-            guard let dashboard else { return nil }
-            let web = try await start(dashboard, backend: backend, logger: logger)
-            logger.notice("dashboard", metadata: ["url": "http://\(dashboard.endpoint)/"])
+            if let dashboard {
+                web.dashboard = try await DashboardServer.start(dashboard, backend: backend, logger: logger)
+                logger.notice("dashboard", metadata: ["url": "http://\(dashboard.endpoint)/",
+                                                      "peer-data": "\(dashboard.peerDataNeedsToken ? "token needed" : "loopback only")"])
+            }
+            if let metrics {
+                web.metrics = try await DashboardServer.startMetrics(metrics, backend: backend, logger: logger)
+                logger.notice("metrics", metadata: ["url": "http://\(metrics)/metrics"])
+            }
             return web
         } catch {
+            await web.stop()
             await undo()
             try? await group.shutdownGracefully()
             throw error

@@ -12,7 +12,9 @@ public final class NodeMetrics: Sendable {
     let commitLatency: DurationHistogram
     let lastCounts = NIOLockedValueBox<[String: Int]>([:])
 
-    public init() {
+    public init(version: String, commit: String) {
+        registry.makeGauge(descriptor: Self.metric("tracker_build_info", "1, labelled with this binary's version and commit"),
+                           labels: [("version", version), ("commit", commit)]).set(to: 1)
         commitLatency = registry.makeDurationHistogram(
             descriptor: Self.metric("tracker_commit_latency_seconds", "PREPARE sent to COMMIT decided, on the master"),
             buckets: [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
@@ -30,21 +32,33 @@ public final class NodeMetrics: Sendable {
 
     /// Renders the exposition text for `status`.
     func render(_ status: NodeStatus, torrents: Int) -> [UInt8] {
-        let counters: [(String, [(String, String)], Int, String)] = [
+        let cluster = status.mode == "cluster"
+        var counters: [(String, [(String, String)], Int, String)] = [
             ("tracker_datagrams_total", [], status.datagrams, "Peer datagrams received"),
-            ("tracker_replies_total", [], status.replies, "Replies sent to peers"),
             ("tracker_error_replies_total", [], status.errorReplies, "BEP 15 error replies sent to peers"),
-            ("tracker_announces_total", [], status.announces, "Announces answered as master"),
-            ("tracker_commits_total", [], status.commits, "Transactions committed as master"),
-            ("tracker_aborts_total", [], status.aborts, "Transactions aborted as master"),
-            ("tracker_held_requests_answered_total", [], status.heldAnswered, "Requests received while no master served, answered after the election"),
-            ("tracker_broker_frames_sent_total", [], status.broker.sent, "Frames sent to the broker"),
-            ("tracker_broker_frames_received_total", [], status.broker.received, "Frames received from the broker"),
-            ("tracker_broker_connections_lost_total", [], status.broker.connectionsLost, "Broker connections lost"),
-        ] + status.broker.rejectedClusterMessages.sorted { $0.key < $1.key }.map {
-            ("tracker_cluster_rejected_messages_total", [("reason", $0.key)], $0.value, "Cluster messages dropped by the channel")
-        } + status.protocolPaths.sorted { $0.key < $1.key }.map {
-            ("tracker_protocol_path_total", [("path", $0.key)], Int(clamping: $0.value), "Protocol branches this node took")
+            ("tracker_announces_total", [], status.announces, "Announces answered"),
+        ]
+        counters += Self.byTypeAndFamily(status.requestCounts).map {
+            ("tracker_requests_total", $0.labels, $0.count, "Peer requests received, by BEP 15 action (invalid: none) and address family")
+        }
+        counters += Self.byTypeAndFamily(status.replyCounts).map {
+            ("tracker_replies_total", $0.labels, $0.count, "Replies sent to peers, by type and address family")
+        }
+        if cluster {
+            counters += [
+                ("tracker_commits_total", [], status.commits, "Transactions committed as master"),
+                ("tracker_aborts_total", [], status.aborts, "Transactions aborted as master"),
+                ("tracker_held_requests_answered_total", [], status.heldAnswered, "Requests received while no master served, answered after the election"),
+                ("tracker_broker_frames_sent_total", [], status.broker.sent, "Frames sent to the broker"),
+                ("tracker_broker_frames_received_total", [], status.broker.received, "Frames received from the broker"),
+                ("tracker_broker_connections_lost_total", [], status.broker.connectionsLost, "Broker connections lost"),
+            ]
+            counters += status.broker.rejectedClusterMessages.sorted { $0.key < $1.key }.map {
+                ("tracker_cluster_rejected_messages_total", [("reason", $0.key)], $0.value, "Cluster messages dropped by the channel")
+            }
+            counters += status.protocolPaths.sorted { $0.key < $1.key }.map {
+                ("tracker_protocol_path_total", [("path", $0.key)], Int(clamping: $0.value), "Protocol branches this node took")
+            }
         }
         lastCounts.withLockedValue { last in
             for (name, labels, value, help) in counters {
@@ -56,26 +70,39 @@ public final class NodeMetrics: Sendable {
                 counter.increment(by: Int64(delta >= 0 ? delta : value))
             }
         }
-        let roles = ["starting", "slave", "candidate", "master", "stopped"]
+        let roles = cluster ? ["starting", "slave", "candidate", "master", "stopped"] : ["standalone", "stopped"]
         for role in roles {
             registry.makeGauge(descriptor: Self.metric("tracker_role", "1 for the node's current role"), labels: [("role", role)])
                 .set(to: status.role == role ? 1.0 : 0.0)
         }
-        let gauges: [(String, Double, String)] = [
+        var gauges: [(String, Double, String)] = [
             ("tracker_swarms", Double(status.swarms), "Swarms in this node's repository"),
             ("tracker_peers", Double(status.peers), "Peers in this node's repository"),
             ("tracker_registered_torrents", Double(torrents), "Torrents in the catalogue"),
-            ("tracker_epoch_term", Double(status.term), "Term of the epoch this node knows"),
-            ("tracker_last_committed_txid", Double(status.lastCommitted), "Last committed transaction"),
             ("tracker_serving", status.serving ? 1 : 0, "1 while this node answers peers"),
-            ("tracker_in_sync", status.inSync ? 1 : 0, "1 while this replica holds the master's last commit"),
             ("tracker_service_running", status.service == "running" ? 1 : 0, "0 when stopped or failed from the dashboard"),
-            ("tracker_broker_connected", status.broker.connected ? 1 : 0, "1 while the broker link is up"),
-            ("tracker_store_backlog", Double(status.storeBacklog), "Commits not yet on disk"),
-            ("tracker_store_healthy", status.storeHealthy ? 1 : 0, "0 while the disk refuses writes"),
-            ("tracker_cluster_members", Double(status.members.count), "Nodes this node has heard"),
         ]
+        if cluster {
+            gauges += [
+                ("tracker_epoch_term", Double(status.term), "Term of the epoch this node knows"),
+                ("tracker_last_committed_txid", Double(status.lastCommitted), "Last committed transaction"),
+                ("tracker_in_sync", status.inSync ? 1 : 0, "1 while this replica holds the master's last commit"),
+                ("tracker_broker_connected", status.broker.connected ? 1 : 0, "1 while the broker link is up"),
+                ("tracker_store_backlog", Double(status.storeBacklog), "Commits not yet on disk"),
+                ("tracker_store_healthy", status.storeHealthy ? 1 : 0, "0 while the disk refuses writes"),
+                ("tracker_cluster_members", Double(status.members.count), "Nodes this node has heard"),
+                ("tracker_masters_heard", Double(status.mastersHeard),
+                 "Nodes claiming master in the last two keepalive intervals, this one included: 1 in a healthy cluster"),
+            ]
+        }
         for (name, value, help) in gauges { registry.makeGauge(descriptor: Self.metric(name, help)).set(to: value) }
         return registry.emitToBuffer()
+    }
+
+    /// `type → family → count` as label sets, in a stable order.
+    static func byTypeAndFamily(_ counts: [String: [String: Int]]) -> [(labels: [(String, String)], count: Int)] {
+        counts.sorted { $0.key < $1.key }.flatMap { type, families in
+            families.sorted { $0.key < $1.key }.map { (labels: [("type", type), ("family", $0.key)], count: $0.value) }
+        }
     }
 }

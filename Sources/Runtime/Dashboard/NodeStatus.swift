@@ -73,6 +73,11 @@ public struct NodeStatus: Codable, Sendable {
     var replies = 0
     var errorReplies = 0
     var announces = 0
+    /// Peer requests by BEP 15 action (`connect`, `announce`, `scrape`, `invalid`) and
+    /// replies by type (`connect`, `announce`, `scrape`, `error`), each by family
+    /// (`ipv4`, `ipv6`): type → family → count.
+    var requestCounts: [String: [String: Int]] = [:]
+    var replyCounts: [String: [String: Int]] = [:]
     var commits = 0
     var aborts = 0
     /// Requests received while no master served that this node answered once it did.
@@ -86,6 +91,10 @@ public struct NodeStatus: Codable, Sendable {
     var protocolPaths: [String: UInt64] = [:]
     var broker = BrokerStatus()
     var members: [MemberStatus] = []
+    /// Nodes that claimed master in their keepalives of the last two intervals (the
+    /// down threshold), this node included: 1 in a healthy cluster, 2 or more in a
+    /// split this node can see.
+    var mastersHeard = 0
 }
 
 /// One row of the trackers tab: this node and every node it has heard.

@@ -14,7 +14,7 @@
     @usableFromInline var id: NodeID
     @usableFromInline let incarnation: UInt64
     @usableFromInline let config: ClusterConfig
-    @usableFromInline let handler: PeerRequestHandler
+    @usableFromInline var handler: PeerRequestHandler
     /// Advertised in keepalives (the dashboard's trackers tab shows it).
     @usableFromInline let address: String
 
@@ -38,6 +38,15 @@
     @usableFromInline var paths = PathCounts()
     /// The catalogue changed in this step (`NodeAction.catalogueChanged` at its end).
     var catalogueChanged = false
+
+    /// `NodeEvent.reconfigure`: the live settings of `config` replace this node's, and
+    /// its rate limits follow them (each source's tokens kept, capped at the new burst).
+    mutating func reconfigure(_ config: TrackerConfig) {
+        paths.count(.reconfigured)
+        handler.config = handler.config.takingLiveSettings(of: config)
+        limiter.reconfigure(connect: handler.config.connectLimit, announce: handler.config.announceLimit,
+                            error: handler.config.errorLimit)
+    }
     /// The actions of the step under way.
     var out: [NodeAction] = []
 

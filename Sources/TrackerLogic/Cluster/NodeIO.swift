@@ -20,6 +20,10 @@ public enum NodeEvent: Sendable {
     case shutdown
     /// Operator registered or removed a torrent (the dashboard).
     case submit(CatalogueChange)
+    /// Operator reloaded the configuration (SIGHUP): the settings that change live
+    /// (`TrackerConfig.takingLiveSettings`) apply from this step on. Each node answers
+    /// as master with its own settings; what it commits is replicated whatever they are.
+    case reconfigure(TrackerConfig)
 }
 
 /// What a node asks its environment to do. The runtime and the simulator perform them.

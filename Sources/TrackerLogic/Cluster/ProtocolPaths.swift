@@ -76,6 +76,8 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case pausedMasterHeardAnother
     /// A recovering master ignored a COORDINATOR-ACK sent in another epoch than its own.
     case staleRecoveryAnswerIgnored
+    /// The operator reloaded the node's configuration (SIGHUP) and its live settings changed.
+    case reconfigured
 
     public var description: String {
         switch self {
@@ -111,6 +113,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .restoredStateDiscarded: return "restored state discarded"
         case .pausedMasterHeardAnother: return "paused master heard another master"
         case .staleRecoveryAnswerIgnored: return "stale recovery answer ignored"
+        case .reconfigured: return "configuration reloaded"
         }
     }
 }

@@ -113,6 +113,7 @@ public struct TrackerNode: Sendable {
         case .epochStored(let e): dispatch(.epochStored(e), now)
         case .shutdown: leave(now)
         case .submit(let change): submit(change, now)
+        case .reconfigure(let config): ctx.reconfigure(config)
         }
         if wasServing != serving {
             if serving {

@@ -38,11 +38,22 @@ function ago(ms) {
   return Math.round(ms / 60000) + " min ago";
 }
 function clock(ms) { return new Date(ms).toLocaleTimeString(); }
+let readTokenDeclined = false;
+// A read, with the stored token when there is one: a dashboard beyond loopback gives
+// peer data only to the admin or the viewer token, asked for once after a 401.
 async function getJSON(path) {
-  const r = await fetch(path, { cache: "no-store" });
-  const body = await r.json().catch(() => ({ error: "unreadable answer" }));
-  if (!r.ok) throw new Error(body.error || r.statusText);
-  return body;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const t = token();
+    const r = await fetch(path, { cache: "no-store", headers: t ? { Authorization: "Bearer " + t } : {} });
+    const body = await r.json().catch(() => ({ error: "unreadable answer" }));
+    if (r.status === 401 && attempt === 0 && !readTokenDeclined) {
+      localStorage.removeItem("tracker-admin-token");
+      if (await askToken()) continue;
+      readTokenDeclined = true;  // not asked again at every refresh; a control asks anew
+    }
+    if (!r.ok) throw new Error(body.error || r.statusText);
+    return body;
+  }
 }
 
 // ---------- tabs
@@ -143,16 +154,25 @@ async function loadSettings() {
 // ---------- controls
 
 function token() { return localStorage.getItem("tracker-admin-token"); }
+// One dialog at a time: reads refused together share the answer.
+let tokenAsked = null;
 function askToken() {
-  return new Promise((resolve) => {
+  if (tokenAsked) return tokenAsked;
+  tokenAsked = new Promise((resolve) => {
     const dialog = $("token-dialog");
     $("token-input").value = "";
     dialog.onclose = () => {
+      tokenAsked = null;
       const t = $("token-input").value.trim();
-      if (dialog.returnValue === "ok" && t) { localStorage.setItem("tracker-admin-token", t); resolve(t); } else resolve(null);
+      if (dialog.returnValue === "ok" && t) {
+        localStorage.setItem("tracker-admin-token", t);
+        readTokenDeclined = false;
+        resolve(t);
+      } else resolve(null);
     };
     dialog.showModal();
   });
+  return tokenAsked;
 }
 // A control request with the admin token, asked for once and again after a 401.
 // Writes the outcome into `out`; returns whether the node accepted.

@@ -1,0 +1,17 @@
+import TrackerLogic
+
+/// How a node is watched from outside, beside its dashboard: what `/metrics` says the
+/// binary is, where else `/metrics` is served, and whom the log lines name.
+public struct MonitoringSettings: Sendable {
+    /// `tracker_build_info{version,commit}`.
+    public var version: String
+    public var commit: String
+    /// `--metrics HOST:PORT`: `/metrics` alone, on a listener that serves no peer data.
+    public var metricsEndpoint: PeerEndpoint?
+    /// The node id and role every log line names (`--log-format json`).
+    public var log: LogContext
+
+    public init(version: String, commit: String, metricsEndpoint: PeerEndpoint? = nil, log: LogContext) {
+        self.version = version; self.commit = commit; self.metricsEndpoint = metricsEndpoint; self.log = log
+    }
+}
