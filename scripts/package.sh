@@ -97,7 +97,7 @@ mkdir -p dist
 deb="dist/tracker_${version}_${arch}.deb"
 dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
 echo "package.sh: $deb ($(du -h "$deb" | cut -f1), installed $((size / 1024)) MiB), commit $commit"
-echo "package.sh: Depends: $depends, adduser"
+echo "package.sh: Depends: $depends, adduser, procps"
 
 if [ "$check" = 1 ]; then
     # lintian: errors fail; warnings and notes are printed for the reader.
@@ -107,8 +107,10 @@ if [ "$check" = 1 ]; then
     # the targets it names).
     verify="$work/verify"
     dpkg-deb -x "$deb" "$verify"
-    mkdir -p "$verify/usr/lib/systemd/system"
+    mkdir -p "$verify/usr/lib/systemd/system" "$verify/bin"
     cp -an /usr/lib/systemd/system/. "$verify/usr/lib/systemd/system/"
+    # ExecReload's kill (procps, a dependency) as the host has it.
+    cp -a /bin/kill "$verify/bin/kill"
     if ! out=$(systemd-analyze verify --root="$verify" tracker.service 2>&1) || [ -n "$out" ]; then
         echo "package.sh: systemd-analyze verify tracker.service:" >&2
         echo "$out" >&2

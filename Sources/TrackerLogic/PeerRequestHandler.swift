@@ -102,7 +102,7 @@ public struct PeerRequestHandler: Sendable {
             let update = Announce(infoHash: r.infoHash, peerID: r.peerID, endpoint: PeerEndpoint(ip: ip, port: r.port),
                                   uploaded: r.uploaded, downloaded: r.downloaded, left: r.left, event: r.event, at: now)
             return .commit(PendingAnnounce(replyTo: source, transactionID: r.transactionID, update: update,
-                                           peersWanted: config.peersWanted(r.numWant)))
+                                           peersWanted: config.peersWanted(r.numWant, family: ip.family)))
         case .scrape(let r):
             guard connectionIDs.isValid(r.connectionID, for: source.ip, now: now) else {
                 return Self.unproven(.error(ErrorResponse(transactionID: r.transactionID, message: Self.invalidConnectionIDMessage)),

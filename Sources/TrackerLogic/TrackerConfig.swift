@@ -8,6 +8,12 @@ public struct TrackerConfig: Sendable, Hashable {
     public var numWantDefault: Int = 50
     /// Upper bound on peers returned, whatever `num_want` asks.
     public var numWantMax: Int = 200
+    /// Largest announce reply, in bytes of UDP payload: `num_want` is capped so the 20-byte
+    /// header and the peers (6 bytes each over IPv4, 18 over IPv6) fit. The default, 1,232,
+    /// fits an IPv6 datagram in the 1,280-byte minimum MTU without fragmenting (67 IPv6
+    /// peers, 202 IPv4 ones).
+    public var maxReplyBytes: Int = 1232
+    public static let replyHeaderBytes = 20
     /// Use the announce's `ip` field instead of the datagram's source. Off by default:
     /// trusting it lets anyone point a swarm at a third party.
     public var trustAnnouncedIP: Bool = false
@@ -69,6 +75,9 @@ public struct TrackerConfig: Sendable, Hashable {
         if numWantDefault < 0 { out.append("num_want default must not be negative") }
         if numWantMax < 1 { out.append("num_want maximum must be at least 1") }
         if numWantDefault > numWantMax { out.append("num_want default (\(numWantDefault)) exceeds the maximum (\(numWantMax))") }
+        if !(Self.replyHeaderBytes + 18...65_507).contains(maxReplyBytes) {
+            out.append("max reply bytes must be from \(Self.replyHeaderBytes + 18) (one IPv6 peer) to 65507 (got \(maxReplyBytes))")
+        }
         if connectionIDLifetimeSeconds < 120 { out.append("connection id lifetime must be at least 120 s (BEP 15)") }
         if maxSwarms < 1 { out.append("max swarms must be at least 1") }
         if maxPeersPerSwarm < 1 { out.append("max peers per swarm must be at least 1") }
@@ -79,8 +88,10 @@ public struct TrackerConfig: Sendable, Hashable {
         return out
     }
 
-    /// `num_want` ≤ 0 means the default; anything else is capped at the maximum.
-    public func peersWanted(_ numWant: Int32) -> Int {
-        numWant <= 0 ? numWantDefault : min(Int(numWant), numWantMax)
+    /// `num_want` ≤ 0 means the default; anything else is capped at the maximum; either
+    /// way no more than `maxReplyBytes` holds for a reply of `family`'s peers.
+    public func peersWanted(_ numWant: Int32, family: IPAddress.Family) -> Int {
+        let asked = numWant <= 0 ? numWantDefault : min(Int(numWant), numWantMax)
+        return min(asked, max(0, maxReplyBytes - Self.replyHeaderBytes) / (family == .v4 ? 6 : 18))
     }
 }

@@ -105,7 +105,7 @@ enum ConfigFile {
 
     /// What the configuration tab may change: the tracker service's tuning, not the
     /// node's identity, addresses or keys — and nothing the command line already sets.
-    static let editableKeys = ["interval", "peer-timeout", "numwant-default", "numwant-max", "connection-id-lifetime",
+    static let editableKeys = ["interval", "peer-timeout", "numwant-default", "numwant-max", "max-reply-bytes", "connection-id-lifetime",
                                "connect-limit", "announce-limit", "error-limit", "max-swarms", "max-peers-per-swarm", "max-peers", "max-scrape",
                                "only-registered", "trust-announced-ip", "keepalive", "quorum", "cluster-size",
                                "held-requests", "held-window", "receive-skew"]
@@ -179,6 +179,7 @@ enum ConfigFile {
         # peer-timeout = 3600             # default: 2 × interval
         numwant-default = 50
         numwant-max = 200
+        max-reply-bytes = 1232            # num_want capped so a reply fits (IPv6: 67 peers, no fragmentation)
         connection-id-lifetime = 300
         trust-announced-ip = false
         connect-limit = "100/200"         # per source: RATE/BURST, or "off"

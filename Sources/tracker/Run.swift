@@ -19,6 +19,9 @@ struct PeerServiceOptions: ParsableArguments {
     @Option(name: .customLong("numwant-max"), help: "Most peers returned per announce.")
     var numWantMax: Int = 200
 
+    @Option(name: .customLong("max-reply-bytes"), help: "Largest announce reply in bytes of UDP payload; num_want is capped to fit (1232: no IPv6 fragmentation).")
+    var maxReplyBytes: Int = 1232
+
     @Option(name: .customLong("connection-id-lifetime"), help: "Seconds a connection id stays valid (at least 120).")
     var connectionIDLifetime: Int64 = 300
 
@@ -55,6 +58,7 @@ struct PeerServiceOptions: ParsableArguments {
         c.peerTimeout = peerTimeout.map { Milliseconds.seconds($0) }
         c.numWantDefault = numWantDefault
         c.numWantMax = numWantMax
+        c.maxReplyBytes = maxReplyBytes
         c.connectionIDLifetimeSeconds = connectionIDLifetime
         c.trustAnnouncedIP = trustAnnouncedIP
         c.connectLimit = try Self.limit(connectLimit, flag: "connect-limit")

@@ -214,6 +214,35 @@ struct PeerRequestHandlerTests {
         #expect(trusting.store[hashA]?.peers.first?.endpoint == PeerEndpoint(ip: v4("8.8.8.8"), port: 6881))
     }
 
+    /// A reply never exceeds `maxReplyBytes` (1,232 by default: no IPv6 fragmentation),
+    /// however many peers num_want asks for: 67 IPv6 peers, and IPv4 ones by their size.
+    @Test func numWantIsCappedByReplySize() throws {
+        var t = tracker { $0.connectLimit = .off; $0.announceLimit = .off }
+        for i in 0..<100 {
+            let six = PeerEndpoint(ip: .v6(0x2001_0db8_0000_0000, UInt64(i + 1)), port: 1)
+            _ = announce(&t, cid: connect(&t, from: six), from: six, peer: UInt32(i))
+        }
+        let asker = PeerEndpoint(ip: .v6(0x2001_0db8_0000_0001, 1), port: 1)
+        guard case .announce(let r)? = announce(&t, cid: connect(&t, from: asker), from: asker, peer: 999, numWant: 200) else {
+            Issue.record("no reply"); return
+        }
+        #expect(r.peers.count == 67)
+        #expect(BEP15Codec.encode(.announce(r)).readableBytes == 1226 && 1226 <= 1232)
+        var small = tracker { $0.maxReplyBytes = 80 }
+        for i in 0..<20 {
+            let src = PeerEndpoint(ip: .v4(0x0A00_0100 + UInt32(i)), port: 5000)
+            _ = announce(&small, cid: connect(&small, from: src), from: src, peer: UInt32(i))
+        }
+        guard case .announce(let v4)? = announce(&small, cid: connect(&small, from: me), from: me, peer: 999, numWant: 50) else {
+            Issue.record("no reply"); return
+        }
+        #expect(v4.peers.count == 10, "(80 - 20) / 6")
+        #expect(TrackerConfig().peersWanted(200, family: .v4) == 200, "the default caps IPv4 at numwant-max first (202 would fit)")
+        var bad = TrackerConfig()
+        bad.maxReplyBytes = 37
+        #expect(!bad.problems.isEmpty, "a reply too small for one IPv6 peer is refused")
+    }
+
     @Test func ipv6RequesterGetsIPv6Peers() throws {
         var t = tracker()
         let six = PeerEndpoint(ip: IPAddress("2001:db8::9")!, port: 1)
