@@ -54,6 +54,16 @@ def wait_log(node_log, needle, since, timeout=5.0):
         fail(f"{node_log} does not say {needle!r} within {timeout}s after the reload:\n{f.read()[-3000:]}")
 
 
+def hangup_all(cluster, config, text, says):
+    """Writes the config file, sends every node SIGHUP; returns each node's log since,
+    once it says `says`."""
+    write(config, text)
+    marks = {n.node_id: os.path.getsize(n.log_path) for n in cluster.nodes}
+    for n in cluster.nodes:
+        n.proc.send_signal(signal.SIGHUP)
+    return {n.node_id: wait_log(n.log_path, says, marks[n.node_id]) for n in cluster.nodes}
+
+
 def announce_interval(client, info_hash, n):
     replies = client.announce(info_hash, b"-RL0001-" + b"%012d" % n, 7000 + n)
     if len(replies) != 1:
@@ -78,12 +88,10 @@ def cluster_reload(work):
         before = {n.node_id: n.api() for n in cluster.nodes}
 
         # The harness gives --log-level on the command line, which overrides the file.
-        write(config, 'interval = 900\nnumwant-default = 10\nlog-level = "debug"\nheld-requests = 100\n')
-        marks = {n.node_id: os.path.getsize(n.log_path) for n in cluster.nodes}
+        logs = hangup_all(cluster, config, 'interval = 900\nnumwant-default = 10\nlog-level = "debug"\nheld-requests = 100\n',
+                          "configuration reloaded")
         for n in cluster.nodes:
-            n.proc.send_signal(signal.SIGHUP)
-        for n in cluster.nodes:
-            text = wait_log(n.log_path, "configuration reloaded", marks[n.node_id])
+            text = logs[n.node_id]
             if "applied=interval,numwant-default" not in text or "restart-needed=held-requests" not in text \
                     or "log-level" in text:
                 fail(f"node {n.node_id}'s reload line does not name what applied and what needs a restart:\n{text}")
@@ -106,12 +114,9 @@ def cluster_reload(work):
             f"{after[master.node_id]['epoch']} unchanged; held-requests named as needing a restart")
 
         # 2. A bad file changes nothing.
-        write(config, 'interval = "soon"\n')
-        marks = {n.node_id: os.path.getsize(n.log_path) for n in cluster.nodes}
+        logs = hangup_all(cluster, config, 'interval = "soon"\n', "config reload failed; nothing changed")
         for n in cluster.nodes:
-            n.proc.send_signal(signal.SIGHUP)
-        for n in cluster.nodes:
-            text = wait_log(n.log_path, "config reload failed; nothing changed", marks[n.node_id])
+            text = logs[n.node_id]
             if "interval" not in text:
                 fail(f"node {n.node_id}'s refusal does not say which key is wrong:\n{text}")
         time.sleep(0.3)
