@@ -39,6 +39,12 @@ status=0
 "$bin" simulate --seeds "$start..$end" --jobs "$(nproc)" | tee "$out" || status=$?
 failed=$(grep -c '^FAIL seed' "$out" || true)
 rate=$(sed -n 's/^rate: \([0-9]*\) scenarios a minute.*/\1/p' "$out")
+# A run stopped before its summary ran only part of the range: nothing is recorded.
+if [ "$record" = 1 ] && ! grep -qE '^[0-9]+ passed, [0-9]+ failed' "$out"; then
+  echo "sweep: the run ended before its summary (status $status); nothing recorded" >&2
+  record=0
+  [ "$status" = 0 ] && status=1
+fi
 if [ "$record" = 1 ]; then
   [ -f docs/sweeps.md ] || printf '# Fresh-seed sweeps\n\n%s\n\n| date | commit | seeds | count | failures | scenarios/min |\n|---|---|---|---|---|---|\n' \
     'Appended by scripts/sweep.sh: ranges nobody had run before. A failing seed is named with its replay command in the closing note of the issue it was fixed under.' > docs/sweeps.md
