@@ -7,7 +7,7 @@ struct Tracker: AsyncParsableCommand {
         commandName: "tracker",
         abstract: "A replicated BitTorrent UDP tracker (BEP 15, BEP 23).",
         version: BuildInfo.line,
-        subcommands: [Run.self, Client.self, Bench.self, Simulate.self, Keygen.self, Config.self],
+        subcommands: [Run.self, Client.self, Admin.self, Bench.self, Simulate.self, Keygen.self, Config.self],
         defaultSubcommand: nil)
 
     /// `run --config FILE` puts the file's settings before the command line's.

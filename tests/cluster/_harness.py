@@ -1,6 +1,7 @@
 """Helpers for the multi-process cluster tests: the broker, cluster nodes as real
 processes, a BEP 15 client that sends to a multicast group and collects every reply,
 and reading the nodes' SQLite files and HTTP API."""
+import hashlib
 import json
 import os
 import signal
@@ -116,6 +117,24 @@ class Node:
 
     def rows(self):
         return repository_rows(self.db)
+
+
+def bencode(v):
+    if isinstance(v, int):
+        return b"i%de" % v
+    if isinstance(v, str):
+        v = v.encode()
+    if isinstance(v, bytes):
+        return b"%d:" % len(v) + v
+    if isinstance(v, list):
+        return b"l" + b"".join(bencode(x) for x in v) + b"e"
+    return b"d" + b"".join(bencode(k) + bencode(v[k]) for k in sorted(v)) + b"e"
+
+
+def make_torrent(name, size=300000, piece=65536):
+    """A v1 .torrent file and its info hash (hex)."""
+    info = {"name": name, "piece length": piece, "length": size, "pieces": os.urandom(20 * ((size + piece - 1) // piece))}
+    return bencode({"announce": "udp://127.0.0.1:6969", "info": info}), hashlib.sha1(bencode(info)).hexdigest()
 
 
 def http_request(url, method="GET", body=None, headers=None, timeout=2.0):
