@@ -7,18 +7,20 @@ import TrackerRuntime
 /// `tracker admin` reads another process's answer: whatever comes back, it gets a
 /// response or an error that says why, never a hang or a trap.
 @Suite struct AdminClientTests {
-    /// A TCP server on loopback that sends `reply` to every connection, then closes it
-    /// (or keeps it open and silent).
+    /// A TCP server on loopback that answers the first bytes of every connection with
+    /// `reply`, then closes it (or keeps it open and silent). It answers after the request
+    /// arrives: an answer before any request is one no HTTP client accepts.
     final class CannedServer: ChannelInboundHandler, @unchecked Sendable {
         typealias InboundIn = ByteBuffer
         let reply: [UInt8]
         let close: Bool
+        var answered = false
         init(reply: [UInt8], close: Bool) { self.reply = reply; self.close = close }
-        func channelActive(context: ChannelHandlerContext) {
-            guard !reply.isEmpty else { return }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard !answered, !reply.isEmpty else { return }
+            answered = true
             context.writeAndFlush(NIOAny(ByteBuffer(bytes: reply))).whenComplete { [close] _ in if close { context.close(promise: nil) } }
         }
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
     }
 
     func withServer(_ reply: String, close: Bool = true, _ body: (PeerEndpoint) async throws -> Void) async throws {
