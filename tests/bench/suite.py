@@ -16,6 +16,7 @@ Usage: suite.py [--seconds S] [--rounds N] [--concurrency 64,256,1024] [--thread
                 [--smoke] [--json FILE] [--skip-cluster] [--skip-opentracker] [--skip-memory]
                 [--skip-transfer]
 """
+# test.sh: quiet machine (it judges latency under load, so background builds are frozen while it runs)
 import argparse
 import json
 import os

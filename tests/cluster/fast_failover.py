@@ -7,6 +7,7 @@
    within 0.4 s; everything answered before the kill is on the new master; requests sent
    once right after the kill get exactly one reply (see cluster_loopback.failover).
 """
+# test.sh: quiet machine (it judges latency under load, so background builds are frozen while it runs)
 import os
 import sys
 import time
