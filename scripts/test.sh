@@ -42,12 +42,13 @@ cleanup() {
   if [ -n "$fuzz_cgroup" ]; then
     # Only the fuzz build and its compilers are in the group: stop them, then remove it
     # (a frozen task cannot die: thaw it first).
-    [ -n "$fuzz_freezer" ] && { echo THAWED > "$fuzz_freezer/freezer.state"; } 2>/dev/null
+    [ -n "$fuzz_freezer" ] && { echo THAWED > "$fuzz_freezer/freezer.state"; } 2>/dev/null || true
     local task
     for task in $(cat "$fuzz_cgroup/cgroup.procs" 2>/dev/null); do kill "$task" 2>/dev/null || true; done
-    for _ in $(seq 50); do [ -s "$fuzz_cgroup/cgroup.procs" ] || break; sleep 0.1; done
+    # (cgroup files report no size: read them to tell whether tasks remain)
+    for _ in $(seq 50); do [ -n "$(cat "$fuzz_cgroup/cgroup.procs" 2>/dev/null)" ] || break; sleep 0.1; done
     rmdir "$fuzz_cgroup" 2>/dev/null || true
-    [ -n "$fuzz_freezer" ] && rmdir "$fuzz_freezer" 2>/dev/null
+    [ -n "$fuzz_freezer" ] && rmdir "$fuzz_freezer" 2>/dev/null || true
     rm -f "${fuzz_build_log:-}"
   fi
   [ "$broker_was_running" = 1 ] || scripts/activemq.sh stop >/dev/null 2>&1 || true
@@ -100,9 +101,9 @@ run_test() {
   shift 2
   log="$(mktemp -p "$results")"
   for a in "$@"; do [[ "$a" != /* && -f "$a" ]] && grep -q "test.sh: quiet machine" "$a" && quiet=1; done
-  [ "$quiet" = 1 ] && [ -n "${fuzz_freezer:-}" ] && { echo FROZEN > "$fuzz_freezer/freezer.state"; } 2>/dev/null
+  [ "$quiet" = 1 ] && [ -n "${fuzz_freezer:-}" ] && { echo FROZEN > "$fuzz_freezer/freezer.state"; } 2>/dev/null || true
   timeout "$seconds" "$@" > "$log" 2>&1 || verdict=failed
-  [ "$quiet" = 1 ] && [ -n "${fuzz_freezer:-}" ] && { echo THAWED > "$fuzz_freezer/freezer.state"; } 2>/dev/null
+  [ "$quiet" = 1 ] && [ -n "${fuzz_freezer:-}" ] && { echo THAWED > "$fuzz_freezer/freezer.state"; } 2>/dev/null || true
   { flock 9; echo "=== $name: $verdict in $((SECONDS - start)) s"; cat "$log"; } 9> "$results/print.lock"
   echo "$name" >> "$results/$verdict"
   rm -f "$log"
