@@ -58,6 +58,11 @@ struct Admin: AsyncParsableCommand {
         return json
     }
 
+    /// The API's `result` sentence, or `fallback` when it gave none.
+    static func result(of answer: Any, or fallback: String) -> String {
+        (answer as? [String: Any])?["result"] as? String ?? fallback
+    }
+
     static func hash(_ text: String) throws -> InfoHash {
         guard let hash = InfoHash(hex: text) else { throw ValidationError("not an info hash (40 hex digits): \(text)") }
         return hash
@@ -97,8 +102,8 @@ struct Admin: AsyncParsableCommand {
             let client = try connection.client()
             for file in files {
                 guard let bytes = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
-                let answer = try await Admin.send(client, .post, "/api/torrents", body: Array(bytes), contentType: "application/x-bittorrent")
-                print((answer as? [String: Any])?["result"] as? String ?? "registered \(file)")
+                print(Admin.result(of: try await Admin.send(client, .post, "/api/torrents", body: Array(bytes),
+                                                            contentType: "application/x-bittorrent"), or: "registered \(file)"))
             }
         }
     }
@@ -109,10 +114,8 @@ struct Admin: AsyncParsableCommand {
         @Argument(help: "Info hashes, 40 hex digits each.") var hashes: [String]
         func run() async throws {
             let client = try connection.client()
-            let parsed = try hashes.map(Admin.hash)
-            for hash in parsed {
-                let answer = try await Admin.send(client, .delete, "/api/torrents/\(hash.hex)")
-                print((answer as? [String: Any])?["result"] as? String ?? "unregistered \(hash.hex)")
+            for hash in try hashes.map(Admin.hash) {
+                print(Admin.result(of: try await Admin.send(client, .delete, "/api/torrents/\(hash.hex)"), or: "unregistered \(hash.hex)"))
             }
         }
     }
