@@ -37,6 +37,13 @@ public struct PeerRequestHandler: Sendable {
 
     public static let invalidConnectionIDMessage = "invalid or expired connection id"
 
+    /// A reloaded configuration: its live settings (`TrackerConfig.takingLiveSettings`)
+    /// replace this handler's, and `limiter`'s limits follow them.
+    public mutating func reconfigure(_ fresh: TrackerConfig, limiter: inout SourceRateLimiter) {
+        config = config.takingLiveSettings(of: fresh)
+        limiter.reconfigure(connect: config.connectLimit, announce: config.announceLimit, error: config.errorLimit)
+    }
+
     /// A per-source limiter for this handler's configuration (one per serving node).
     public func makeRateLimiter(key: SipHash24) -> SourceRateLimiter {
         SourceRateLimiter(connect: config.connectLimit, announce: config.announceLimit, error: config.errorLimit, key: key,
@@ -205,9 +212,7 @@ public struct StandaloneTracker: Sendable {
 
     /// A reloaded configuration: its live settings apply from the next request on.
     public mutating func reconfigure(_ config: TrackerConfig) {
-        handler.config = handler.config.takingLiveSettings(of: config)
-        limiter.reconfigure(connect: handler.config.connectLimit, announce: handler.config.announceLimit,
-                            error: handler.config.errorLimit)
+        handler.reconfigure(config, limiter: &limiter)
     }
 
     /// Returns the reply to send to the datagram's source, if any.

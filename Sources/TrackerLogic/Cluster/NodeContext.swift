@@ -43,9 +43,7 @@
     /// its rate limits follow them (each source's tokens kept, capped at the new burst).
     mutating func reconfigure(_ config: TrackerConfig) {
         paths.count(.reconfigured)
-        handler.config = handler.config.takingLiveSettings(of: config)
-        limiter.reconfigure(connect: handler.config.connectLimit, announce: handler.config.announceLimit,
-                            error: handler.config.errorLimit)
+        handler.reconfigure(config, limiter: &limiter)
     }
     /// The actions of the step under way.
     var out: [NodeAction] = []

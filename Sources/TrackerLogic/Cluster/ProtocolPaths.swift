@@ -76,7 +76,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case pausedMasterHeardAnother
     /// A recovering master ignored a COORDINATOR-ACK sent in another epoch than its own.
     case staleRecoveryAnswerIgnored
-    /// The operator reloaded the node's configuration (SIGHUP) and its live settings changed.
+    /// The operator reloaded the node's configuration (SIGHUP); its live settings apply.
     case reconfigured
 
     public var description: String {
