@@ -97,4 +97,65 @@ import TrackerLogic
         #expect(n3.role == .master)
         #expect(n3.isServing == inItsEpoch)
     }
+
+    /// A new master whose own state diverged from the one it fetched keeps that state on
+    /// disk until the merge carrying it back has committed; a master that leaves office
+    /// first goes back to it. Written over at once, a crash of both nodes before the merge
+    /// committed lost a registration only that master held (fresh seed 7158042588230730:
+    /// n2 committed it alone in a partition, then fetched n1's snapshot as master).
+    @Test(arguments: [false, true])
+    func aMastersDivergedStateStaysOnDiskUntilItsMergeCommits(leavesOfficeFirst: Bool) throws {
+        let torrent = try RegisteredTorrent(file: Torrents.v1Single, registeredAt: t0)
+        // n3 committed the registration in a minority epoch of its own; n1 led e2.1 and
+        // committed three transactions there that n3 never saw.
+        let alone = Epoch(term: 1, master: NodeID(3)), theirs = Epoch(term: 2, master: NodeID(1))
+        var mine = Replica()
+        mine.commit(Transaction(ref: TxRef(epoch: alone, txid: 1), updates: [.catalogue(.register(torrent))]))
+        var fetched = Replica()
+        for txid in UInt64(1)...3 { fetched.commit(Transaction(ref: TxRef(epoch: theirs, txid: txid), updates: [update(UInt32(txid))])) }
+        var n3 = TrackerNode(id: NodeID(3), incarnation: 3000, config: ClusterConfig(),
+                             handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
+                             seed: 7, now: t0, restoring: DurableState(snapshot: mine.snapshot(), epoch: theirs))
+        var t = t0
+        var writes: [NodeAction] = []
+        func record(_ actions: [NodeAction]) {
+            writes += actions.filter { if case .persist = $0 { true } else if case .persistSnapshot = $0 { true } else { false } }
+        }
+        var merge: Transaction?
+        for _ in 0..<200 where merge == nil {
+            _ = n3.step(env(from: 1, epoch: theirs, .keepalive(Keepalive(role: .slave, master: .unassigned,
+                                                                         lastCommitted: fetched.lastCommitted, inSync: false,
+                                                                         address: ""))), now: t)
+            var actions = n3.step(.tick, now: t)
+            for case .persistEpoch(let e) in actions { actions += n3.step(.epochStored(e), now: t) }
+            if n3.role == .master {
+                actions += n3.step(env(from: 1, epoch: n3.epoch, .coordinatorAck(lastCommitted: fetched.lastCommitted, prepared: nil)),
+                                   now: t)
+                for case .send(let e) in actions where e.to == NodeID(1) {
+                    if case .catchUpRequest = e.message { actions += n3.step(env(from: 1, epoch: n3.epoch, .snapshot(fetched.snapshot())), now: t) }
+                }
+            }
+            record(actions)
+            merge = actions.lazy.compactMap { if case .broadcast(let e) = $0, case .prepare(let tx, _, _) = e.message { tx } else { nil } }.first
+            t = t + Milliseconds(50)
+        }
+        let prepared = try #require(merge, "n3 serves and proposes its own registration back")
+        #expect(prepared.updates.contains(.catalogue(.register(torrent))))
+        #expect(n3.replica.lastCommitted == fetched.lastCommitted, "it serves from the state it fetched")
+        #expect(writes.isEmpty, "the disk still holds the registration: nothing is written over it before the merge commits")
+        if leavesOfficeFirst {
+            let higher = Epoch(term: n3.epoch.term + 1, master: NodeID(4))
+            record(n3.step(env(from: 4, epoch: higher, .coordinator(lastCommitted: .zero)), now: t))
+            #expect(n3.role == .slave)
+            #expect(writes.isEmpty)
+            #expect(n3.replica.lastCommitted == mine.lastCommitted, "back to what the disk holds, to be merged by the next master")
+            #expect(n3.replica.store.catalogue.torrents[torrent.infoHash] != nil)
+        } else {
+            record(n3.step(env(from: 1, epoch: n3.epoch, .vote(txid: prepared.txid, digest: prepared.digest, verdict: .ok)), now: t))
+            #expect(n3.replica.lastCommitted == prepared.ref)
+            let stored = writes.compactMap { if case .persistSnapshot(let s) = $0 { s } else { nil } }
+            #expect(stored.map(\.lastCommitted) == [prepared.ref], "once merged, the whole replica is stored at once")
+            #expect(stored.first?.torrents.map(\.infoHash) == [torrent.infoHash])
+        }
+    }
 }

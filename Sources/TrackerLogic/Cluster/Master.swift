@@ -100,7 +100,17 @@ struct Master: NodeRole, Sendable {
             }
         }
         ctx.nextKeepalive = now
+        persistMergedStateIfDone(in: &ctx)
         tick(in: &ctx, now)
+    }
+
+    /// Recovery kept our diverged state on disk (`NodeContext.durableDiverged`) until what
+    /// it recovered, our own state among it, committed: the queue is FIFO and recovered
+    /// updates lead it (an abort puts them back in front), so no peer's announce, merge or
+    /// operator change commits before the store holds the replica again.
+    mutating func persistMergedStateIfDone(in ctx: inout NodeContext) {
+        guard ctx.durableDiverged != nil, !queue.contains(where: { $0.origin == .recovered }) else { return }
+        ctx.persistMergedState()
     }
 
     mutating func submit(_ change: CatalogueChange, in ctx: inout NodeContext, _ now: Instant) {
@@ -273,6 +283,7 @@ struct Master: NodeRole, Sendable {
                                                okVoters: f.votes.filter(\.value).keys.sorted(), ownVote: ctx.storeHealthy),
                                   latency: now - f.preparedAt))
         ctx.commitLocally(f.tx)
+        persistMergedStateIfDone(in: &ctx)
         // Known committed, and no news to anyone: never raises the evidence (what this
         // node holds from before it served it answers in this very step).
         ctx.held.evidence.heard(committed: f.tx.ref, at: now, holding: f.tx.ref)

@@ -38,6 +38,20 @@
     @usableFromInline var paths = PathCounts()
     /// The catalogue changed in this step (`NodeAction.catalogueChanged` at its end).
     var catalogueChanged = false
+    /// What the disk holds while the replica is not it: a recovering master's own diverged
+    /// state, replaced in memory by the state it fetched. Written over before the merge
+    /// that carries it back has committed, a crash of every node holding it loses what only
+    /// it held (fresh seed 7158042588230730: a registration one node committed alone in a
+    /// partition). So it stays on disk until `Master` sees that merge committed; a master
+    /// that leaves office first goes back to it (`returnToDurableState`), for the next
+    /// master to merge.
+    ///
+    /// Invariant: while it is set, nothing is written to the store (commits apply in
+    /// memory only), and this node leads.
+    var durableDiverged: Replica?
+
+    /// The replica the store holds (or must hold, once it heals).
+    var durable: Replica { durableDiverged ?? replica }
 
     /// `NodeEvent.reconfigure`: the live settings of `config` replace this node's, and
     /// its rate limits follow them (each source's tokens kept, capped at the new burst).
@@ -133,7 +147,7 @@
     mutating func commitLocally(_ tx: Transaction) {
         guard replica.commit(tx) else { return }
         // While the store fails, writes are skipped; it is rewritten whole once it heals.
-        if storeHealthy { out.append(.persist(CommitRows(tx, replica: replica))) }
+        if storeHealthy && durableDiverged == nil { out.append(.persist(CommitRows(tx, replica: replica))) }
         if !catalogueChanged { catalogueChanged = tx.updates.contains { if case .catalogue = $0 { true } else { false } } }
     }
 
@@ -147,15 +161,41 @@
         if let p = prepared, p.txid <= replica.lastCommitted.txid { prepared = nil }
     }
 
-    mutating func installLocally(_ snapshot: Snapshot, store: SwarmStore) {
+    /// Replaces the replica with a fetched state. `keepingDiverged`: the replica is not a
+    /// prefix of it and still holds what nobody else may (see `durableDiverged`), so the
+    /// disk keeps it.
+    mutating func installLocally(_ snapshot: Snapshot, store: SwarmStore, keepingDiverged: Bool = false) {
         paths.count(.snapshotInstalled)
+        if keepingDiverged && durableDiverged == nil { durableDiverged = replica }
         replica.install(snapshot, store: store)
-        out.append(.persistSnapshot(snapshot))
+        if durableDiverged == nil { out.append(.persistSnapshot(snapshot)) }
+        catalogueChanged = true
+    }
+
+    /// The merge carrying the diverged state back committed: the store takes the replica.
+    mutating func persistMergedState() {
+        guard durableDiverged != nil else { return }
+        durableDiverged = nil
+        paths.count(.divergedStateMerged)
+        if storeHealthy { out.append(.persistSnapshot(replica.snapshot())) }
+    }
+
+    /// Leaving office before that merge committed: back to the state the disk holds. What
+    /// this node committed since in memory is on the slaves that voted; its own diverged
+    /// state is merged by the next master, as a slave's is. Installed like a snapshot (its
+    /// log restarts), since the transactions it held are no news to anyone.
+    mutating func returnToDurableState() {
+        guard let diverged = durableDiverged else { return }
+        durableDiverged = nil
+        paths.count(.divergedStateRestored)
+        replica.install(diverged.snapshot(), store: diverged.store)
+        prepared = nil
         catalogueChanged = true
     }
 
     /// Empties the replica and the store (a clean shutdown, a diverged state given up).
     mutating func wipeLocally() {
+        durableDiverged = nil
         replica.wipe()
         out.append(.wipeStore)
         catalogueChanged = true

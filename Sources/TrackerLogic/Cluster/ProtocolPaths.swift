@@ -22,6 +22,12 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case preparedReproposed
     /// Recovery carried the new master's own diverged repository into a merge.
     case recoveryMergedOwnState
+    /// The merge of the master's own diverged state committed: the store, which kept that
+    /// state until then, took the replica.
+    case divergedStateMerged
+    /// A master left office before that merge committed and went back to the diverged
+    /// state its store kept.
+    case divergedStateRestored
     /// Strict quorum: recovery heard fewer than a majority of the configured cluster and
     /// serves nobody yet.
     case strictRecoveryHalted
@@ -88,6 +94,8 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .recoveryFetched: return "recovery fetched from a slave"
         case .preparedReproposed: return "prepared transaction re-proposed"
         case .recoveryMergedOwnState: return "recovery merged own diverged state"
+        case .divergedStateMerged: return "own diverged state merged, then stored"
+        case .divergedStateRestored: return "own diverged state restored on leaving office"
         case .strictRecoveryHalted: return "strict-mode recovery halted"
         case .transactionCommitted: return "transaction committed"
         case .transactionAborted: return "transaction aborted"

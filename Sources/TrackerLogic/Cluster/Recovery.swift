@@ -148,11 +148,13 @@ struct Recovery: NodeRole, Sendable {
         guard let f = fetching, f.node == node else { return nil }
         let mine = ctx.replica.lastCommitted
         let isPrefix = mine.txid <= snapshot.lastCommitted.txid && snapshot.history.epoch(of: mine.txid) == mine.epoch
-        if !isPrefix && mine.txid > 0 {
+        let diverged = !isPrefix && mine.txid > 0
+        if diverged {
             ownDivergedContent += ctx.replica.store.content()
             ownDivergedTorrents += ctx.replica.store.catalogue.sorted
         }
-        ctx.installLocally(snapshot, store: store)
+        // Our diverged state stays on disk until its merge commits (`durableDiverged`).
+        ctx.installLocally(snapshot, store: store, keepingDiverged: diverged)
         // What we prepared followed our old state, not this one.
         if !isPrefix { ctx.prepared = nil }
         fetching = nil

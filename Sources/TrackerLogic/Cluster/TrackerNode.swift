@@ -325,6 +325,7 @@ public struct TrackerNode: Sendable {
         }
         pauseBacklogUntil = nil
         if case .master(let m) = state, let f = m.inFlight { ctx.prepared = f.tx }
+        ctx.returnToDurableState()
         state = .slave(Slave(master: nil, since: now))
     }
 
@@ -539,7 +540,7 @@ public struct TrackerNode: Sendable {
                 nextProbe = nil
                 ctx.paths.count(.storeRewritten)
                 // Writes were skipped while the store failed: rewrite it whole, epoch too.
-                ctx.out.append(.persistSnapshot(ctx.replica.snapshot()))
+                ctx.out.append(.persistSnapshot(ctx.durable.snapshot()))
                 ctx.out.append(.persistEpoch(ctx.epoch))
             }
         } else {
