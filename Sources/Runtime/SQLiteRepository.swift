@@ -140,6 +140,9 @@ public final class SQLiteRepository {
                 name TEXT NOT NULL,
                 file BLOB NOT NULL,
                 registered_at INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS access_rules(
+                info_hash TEXT PRIMARY KEY NOT NULL,
+                rule INTEGER NOT NULL);
             CREATE TABLE IF NOT EXISTS epoch_runs(
                 term INTEGER NOT NULL,
                 master INTEGER NOT NULL,
@@ -267,6 +270,14 @@ public final class SQLiteRepository {
             case .torrent(let hash, let t):
                 try run(db, "DELETE FROM torrents WHERE info_hash = ?", [hash.hex])
                 if let t { try insert(t, db) }
+            case .accessMode(let mode):
+                try setMeta("access_mode", Int64(mode.rawValue), db)
+            case .accessRule(let hash, let rule):
+                if let rule {
+                    try run(db, "INSERT OR REPLACE INTO access_rules(info_hash, rule) VALUES (?, ?)", [hash.hex, Int64(rule.rawValue)])
+                } else {
+                    try run(db, "DELETE FROM access_rules WHERE info_hash = ?", [hash.hex])
+                }
             }
         }
         if !rows.expires {
@@ -387,12 +398,16 @@ public final class SQLiteRepository {
             try setSwarm(content.infoHash, completed: empty ? nil : Set(content.completed).count, db, &state)
         }
         for t in snapshot.torrents { try insert(t, db) }
+        try setMeta("access_mode", Int64(snapshot.access.mode.rawValue), db)
+        for e in snapshot.access.sortedRules {
+            try run(db, "INSERT INTO access_rules(info_hash, rule) VALUES (?, ?)", [e.infoHash.hex, Int64(e.rule.rawValue)])
+        }
         try setLastCommitted(snapshot.lastCommitted, history: snapshot.history, db)
     }
 
     static func wipe(_ db: Database, keepEpoch: Bool) throws {
         let epoch = try meta("epoch", db)
-        try db.execute(sql: "DELETE FROM peer_base; DELETE FROM peer_log; DELETE FROM completions; DELETE FROM swarms; DELETE FROM torrents; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
+        try db.execute(sql: "DELETE FROM peer_base; DELETE FROM peer_log; DELETE FROM completions; DELETE FROM swarms; DELETE FROM torrents; DELETE FROM access_rules; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
         if keepEpoch, let epoch { try setMeta("epoch", epoch, db) }
     }
 
@@ -440,7 +455,8 @@ public final class SQLiteRepository {
                                      firstTxid: UInt64(bitPattern: try $0.decode(Int64.self, forColumn: "first_txid")))
                 }
                 let snapshot = Snapshot(restoredAt: TxRef(epoch: Epoch(packed: UInt64(bitPattern: lastEpoch)), txid: UInt64(bitPattern: lastTxid)),
-                                        history: EpochHistory(runs: runs), content: content, torrents: try Self.torrents(db))
+                                        history: EpochHistory(runs: runs), content: content, torrents: try Self.torrents(db),
+                                        access: try Self.access(db))
                 return DurableState(snapshot: snapshot, epoch: epoch)
             }
         } catch {
@@ -465,6 +481,24 @@ public final class SQLiteRepository {
             }
             return t
         }
+    }
+
+    /// The access mode and rules; a mode or rule no version wrote, or a key that is not
+    /// forty hex digits, is corruption.
+    static func access(_ db: Database) throws -> AccessPolicy {
+        let rawMode = try meta("access_mode", db) ?? 0
+        guard let mode = UInt8(exactly: rawMode).flatMap(AccessMode.init(rawValue:)) else {
+            throw RepositoryError("corrupt access mode \(rawMode)")
+        }
+        let rules = try Row.fetchAll(db, sql: "SELECT info_hash, rule FROM access_rules ORDER BY info_hash").map { row in
+            let key = try row.decode(String?.self, forColumn: "info_hash")
+            guard let hash = key.flatMap({ InfoHash(hex: $0) }), let raw = try row.decode(Int64?.self, forColumn: "rule"),
+                  let rule = UInt8(exactly: raw).flatMap(AccessRule.init(rawValue:)) else {
+                throw RepositoryError("corrupt access rule \(key ?? "?")")
+            }
+            return AccessEntry(infoHash: hash, rule: rule)
+        }
+        return AccessPolicy(mode: mode, rules: rules)
     }
 
     static func content(_ db: Database) throws -> [SwarmMerge] {

@@ -259,6 +259,11 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         service.withLockedValue { $0?.tracker.store.catalogue.torrents[infoHash] }
     }
 
+    public func access(offset: Int, limit: Int) async -> AccessListing? {
+        guard let catalogue = service.withLockedValue({ $0?.tracker.store.catalogue }) else { return nil }
+        return await AccessListing.offLoop(catalogue, offset: offset, limit: limit)
+    }
+
     public func change(_ change: CatalogueChange) async throws(ControlRefusal) -> String {
         let refusal: String?
         do {

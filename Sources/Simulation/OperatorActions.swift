@@ -5,13 +5,18 @@ import TrackerLogic
 /// announces (a slave forwards them to its master), so the same checks apply — replicas
 /// end equal, and a registration a node held committed is not lost while it survives.
 /// Or reloading one node's configuration (SIGHUP) with another announce interval: the
-/// node answers with it from then on, and nothing replicated may change.
+/// node answers with it from then on, and nothing replicated may change. Or changing the
+/// access policy, which is replicated like the catalogue.
 public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
     public enum Change: Sendable, Hashable {
         case register(Int)
         case unregister(Int)
         /// The node's configuration reloaded with this announce interval (seconds).
         case reload(interval: UInt32)
+        /// The cluster's access mode set.
+        case accessMode(AccessMode)
+        /// The scenario's swarm `k` given an access rule, or its rule removed (nil).
+        case accessRule(swarm: Int, AccessRule?)
     }
 
     public var at: Instant
@@ -26,6 +31,9 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
         case .register(let k): "s\(slot) registers torrent \(k)"
         case .unregister(let k): "s\(slot) unregisters torrent \(k)"
         case .reload(let interval): "s\(slot) reloads its config (interval \(interval)s)"
+        case .accessMode(let mode): "s\(slot) sets access mode \(mode)"
+        case .accessRule(let k, let rule?): "s\(slot) gives swarm \(k) rule \(rule)"
+        case .accessRule(let k, nil): "s\(slot) removes swarm \(k)'s rule"
         }
     }
 
@@ -40,7 +48,8 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
 
     /// Drawn from streams of their own, so scenarios without them are unchanged. A
     /// reload's interval stays within `peerTimeout` (a configuration that passes its checks).
-    static func draw(seed: UInt64, nodes: Int, faultEnd: Instant, interval: UInt32, peerTimeout: Milliseconds) -> [OperatorAction] {
+    static func draw(seed: UInt64, nodes: Int, faultEnd: Instant, interval: UInt32, peerTimeout: Milliseconds,
+                     swarms: Int) -> [OperatorAction] {
         var reloads = SeededGenerator(seed: seed ^ 0x5245_4C4F_4144)
         var out = catalogueChanges(seed: seed, nodes: nodes, faultEnd: faultEnd)
         if reloads.chance(0.25) {
@@ -48,7 +57,28 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
             let next = interval > 1 && reloads.chance(0.5) ? interval / 2 : min(longest, interval &+ 1 &+ UInt32(reloads.below(Int(interval))))
             let at = Scenario.start + Milliseconds(Int64(2000 + reloads.below(Int(max(1, (faultEnd - Scenario.start).value)))))
             out.append(OperatorAction(at: at, slot: reloads.below(nodes), change: .reload(interval: max(1, next))))
-            out.sort { $0.at < $1.at }
+        }
+        out += accessChanges(seed: seed, nodes: nodes, faultEnd: faultEnd, swarms: swarms)
+        out.sort { $0.at < $1.at }
+        return out
+    }
+
+    /// The access policy changed while the faults happen: its mode, and rules for the
+    /// scenario's swarms (whose peers then get refusals, or are served again).
+    static func accessChanges(seed: UInt64, nodes: Int, faultEnd: Instant, swarms: Int) -> [OperatorAction] {
+        var rng = SeededGenerator(seed: seed ^ 0x4143_4345_5353)
+        guard rng.chance(0.2), swarms > 0 else { return [] }
+        var out: [OperatorAction] = []
+        var t = Scenario.start + Milliseconds(Int64(2500 + rng.below(4000)))
+        for _ in 0..<(1 + rng.below(4)) where t < faultEnd {
+            let change: Change = switch rng.below(4) {
+            case 0: .accessMode(AccessMode.allCases[rng.below(3)])
+            case 1: .accessRule(swarm: rng.below(swarms), .allow)
+            case 2: .accessRule(swarm: rng.below(swarms), .deny)
+            default: .accessRule(swarm: rng.below(swarms), nil)
+            }
+            out.append(OperatorAction(at: t, slot: rng.below(nodes), change: change))
+            t = t + Milliseconds(Int64(300 + rng.below(5000)))
         }
         return out
     }

@@ -255,7 +255,8 @@ public struct Scenario: Sendable, CustomStringConvertible {
             adversary = Adversary.Plan(kind: hostile.chance(0.5) ? .outsider : .insider,
                                        every: Milliseconds(Int64(100 + hostile.below(500))))
         }
-        operatorActions = OperatorAction.draw(seed: seed, nodes: nodes, faultEnd: faultEnd, interval: announceInterval, peerTimeout: peerTimeout)
+        operatorActions = OperatorAction.draw(seed: seed, nodes: nodes, faultEnd: faultEnd, interval: announceInterval, peerTimeout: peerTimeout,
+                                             swarms: torrents)
         var framing = SeededGenerator(seed: seed ^ 0x4652_4147_4D45_4E54)
         if framing.chance(0.3) { fragmentBytes = 64 + framing.below(449) }
     }

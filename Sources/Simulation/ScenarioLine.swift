@@ -26,6 +26,9 @@ extension Scenario {
             case .register(let k): return "\(ms(a.at)):register:\(a.slot):\(k)"
             case .unregister(let k): return "\(ms(a.at)):unregister:\(a.slot):\(k)"
             case .reload(let interval): return "\(ms(a.at)):reload:\(a.slot):\(interval)"
+            case .accessMode(let mode): return "\(ms(a.at)):mode:\(a.slot):\(mode.rawValue)"
+            case .accessRule(let k, let rule?): return "\(ms(a.at)):\(rule):\(a.slot):\(k)"
+            case .accessRule(let k, nil): return "\(ms(a.at)):unrule:\(a.slot):\(k)"
             }
         }.joined(separator: ","))
         return words.joined(separator: " ")
@@ -120,6 +123,14 @@ extension Scenario {
                     case "reload":
                         guard let interval = UInt32(exactly: k), interval > 0 else { throw ScenarioLineError("bad operator action '\(t)'") }
                         return OperatorAction(at: at, slot: slot, change: .reload(interval: interval))
+                    case "mode":
+                        guard let mode = UInt8(exactly: k).flatMap(AccessMode.init(rawValue:)) else {
+                            throw ScenarioLineError("bad operator action '\(t)'")
+                        }
+                        return OperatorAction(at: at, slot: slot, change: .accessMode(mode))
+                    case "allow": return OperatorAction(at: at, slot: slot, change: .accessRule(swarm: k, .allow))
+                    case "deny": return OperatorAction(at: at, slot: slot, change: .accessRule(swarm: k, .deny))
+                    case "unrule": return OperatorAction(at: at, slot: slot, change: .accessRule(swarm: k, nil))
                     default: throw ScenarioLineError("bad operator action '\(t)'")
                     }
                 }

@@ -17,6 +17,7 @@ struct SimPeer {
     /// Transaction ids answered or given up on recently: a late reply to them is fine (a
     /// new master answers what it held from the election).
     var answered: [UInt32] = []
+    /// When an announce was last answered: its peers, or the access policy's refusal.
     var lastAnnounceReply: Instant?
     var announceReplies = 0
     var errors: [String] = []
@@ -121,6 +122,10 @@ struct SimPeer {
             announceReplies += 1
         case (.scrape(let s), .scrape(let r)):
             if r.entries.count != s.infoHashes.count { return "scrape reply to p\(index) has \(r.entries.count) entries" }
+        case (.announce, .error(let e)) where e.message == AccessPolicy.notAllowedMessage || e.message == AccessPolicy.deniedMessage:
+            // The access policy refused the swarm: the tracker answered, as it should.
+            errors.append(e.message)
+            lastAnnounceReply = now
         case (.announce, .error(let e)), (.scrape, .error(let e)):
             errors.append(e.message)
             if e.message == PeerRequestHandler.invalidConnectionIDMessage { connectionID = nil }

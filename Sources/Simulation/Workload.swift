@@ -7,6 +7,8 @@ import TrackerLogic
 /// answers. Peers draw from the world's stream, so a seed's scenario is what it was.
 struct Workload {
     var peers: [SimPeer] = []
+    /// The scenario's swarms, by index (the operator's access rules name them so).
+    var swarmHashes: [InfoHash] = []
     var peerByEndpoint: [PeerEndpoint: Int] = [:]
     /// Set at the end of a scenario: peers go quiet while the cluster converges.
     var draining = false
@@ -23,6 +25,7 @@ struct Workload {
     /// Creates the peers over the scenario's torrents and schedules their first turns.
     mutating func start(_ scenario: Scenario, rng: inout SeededGenerator, queue: inout EventQueue<SimEvent>, now: Instant) {
         let hashes = (0..<scenario.torrents).map { _ in InfoHash(a: rng.next(), b: rng.next(), c: 0) }
+        swarmHashes = hashes
         for i in 0..<scenario.peers {
             let p = SimPeer(index: i, infoHash: hashes[i % hashes.count], rng: &rng)
             peerByEndpoint[p.endpoint] = i
@@ -110,6 +113,12 @@ extension Simulator {
             let config = trackerConfig(of: action.slot)
             guard config.problems.isEmpty else { return fail("simulated reload is not a valid configuration: \(config.problems)") }
             step(action.slot, .reconfigure(config), label: "OPERATOR \(action)")
+        case .accessMode(let mode):
+            step(action.slot, .submit(.setAccessMode(mode)), label: "OPERATOR \(action)")
+        case .accessRule(let k, let rule):
+            guard k < workload.swarmHashes.count else { return }
+            let hashes = [workload.swarmHashes[k]]
+            step(action.slot, .submit(rule.map { .setAccessRule($0, hashes) } ?? .removeAccessRules(hashes)), label: "OPERATOR \(action)")
         }
     }
 }

@@ -98,8 +98,8 @@ public struct PeerRequestHandler: Sendable {
             guard r.port != 0 || r.event == .stopped else {
                 return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: "invalid port 0")))
             }
-            if config.onlyRegistered, !store.catalogue.isRegistered(r.infoHash) {
-                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: Self.unregisteredMessage)))
+            if !store.catalogue.admits(r.infoHash) {
+                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: store.catalogue.access.refusalMessage)))
             }
             if !capacityCheckedAtApply, r.event != .stopped, let full = capacityProblem(r, source: source, store: store) {
                 return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: full)))
@@ -157,7 +157,6 @@ public struct PeerRequestHandler: Sendable {
         return .reply(.error(e))
     }
 
-    public static let unregisteredMessage = "torrent not registered with this tracker"
 
     static func rateLimited(_ tid: UInt32) -> RequestDecodingError { RequestDecodingError(reason: .rateLimited, transactionID: tid) }
     static func invalidID(_ tid: UInt32) -> RequestDecodingError { RequestDecodingError(reason: .invalidConnectionID, transactionID: tid) }

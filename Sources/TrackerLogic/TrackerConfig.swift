@@ -42,16 +42,12 @@ public struct TrackerConfig: Sendable, Hashable {
     /// Most info hashes answered per scrape (BEP 15 fits 74 in a datagram); the rest of a
     /// longer scrape is not answered.
     public var maxScrapeHashes = BEP15Codec.maxScrapeHashes
-    /// Access list: only swarms of registered torrents are tracked; an announce for any
-    /// other hash gets a BEP 15 error. Give every node of a cluster the same value.
-    public var onlyRegistered = false
 
     public init() {}
 
     /// This configuration with the settings of `new` that can change while a node runs:
     /// announce interval, peer timeout, num_want default and maximum, the rate limits,
-    /// the caps (swarms, peers per swarm, peers, scrape hashes), `trustAnnouncedIP` and
-    /// `onlyRegistered`. Two stay as they are until a restart: the connection id lifetime
+    /// the caps (swarms, peers per swarm, peers, scrape hashes) and `trustAnnouncedIP`. Two stay as they are until a restart: the connection id lifetime
     /// (ids already handed out were minted under it) and the rate-limit table's size (its
     /// slots are allocated once).
     public func takingLiveSettings(of new: TrackerConfig) -> TrackerConfig {

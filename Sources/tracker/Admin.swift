@@ -13,8 +13,11 @@ struct Admin: AsyncParsableCommand {
             The node is its --http address. Changes need its admin token: --token-file FILE \
             (the content of the node's --admin-token-file), or TRACKER_ADMIN_TOKEN.
               tracker admin register --node 127.0.0.1:8081 --token-file /etc/tracker/admin.token ubuntu.torrent
+              tracker admin import-list --token-file /etc/tracker/admin.token whitelist.txt
+              tracker admin mode allow --token-file /etc/tracker/admin.token
             """,
-        subcommands: [Status.self, Torrents.self, Register.self, Unregister.self])
+        subcommands: [Status.self, Torrents.self, Register.self, Unregister.self,
+                      Access.self, Mode.self, Allow.self, Deny.self, Remove.self, ImportList.self])
 
     /// Where the node is and who we are to it.
     struct Connection: ParsableArguments {
@@ -116,6 +119,96 @@ struct Admin: AsyncParsableCommand {
             let client = try connection.client()
             for hash in try hashes.map(Admin.hash) {
                 print(Admin.result(of: try await Admin.send(client, .delete, "/api/torrents/\(hash.hex)"), or: "unregistered \(hash.hex)"))
+            }
+        }
+    }
+
+    // MARK: the access policy
+
+    struct Access: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The access policy: its mode, then every rule (info hash and rule).")
+        @OptionGroup var connection: Connection
+        func run() async throws {
+            let client = try connection.client()
+            var offset = 0
+            repeat {
+                guard let page = try await Admin.send(client, .get, "/api/access?offset=\(offset)&limit=\(AccessListing.maxPage)") as? [String: Any],
+                      let rules = page["rules"] as? [[String: Any]] else {
+                    throw Failure(description: "the access policy is not a JSON object with rules")
+                }
+                if offset == 0 {
+                    print("mode \(page["mode"] ?? "?") (allowed \(page["allowed"] ?? "?"), denied \(page["denied"] ?? "?"), "
+                          + "registered torrents \(page["registered"] ?? "?"))")
+                }
+                for rule in rules { print("\(rule["infoHash"] ?? "?") \(rule["rule"] ?? "?")") }
+                offset = rules.isEmpty ? -1 : offset + rules.count
+            } while offset > 0
+        }
+    }
+
+    struct Mode: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set the cluster's access mode: open (every hash), allow (registered torrents and allowed hashes), deny (all but denied hashes).")
+        @OptionGroup var connection: Connection
+        @Argument(help: "open, allow or deny.") var mode: String
+        func run() async throws {
+            guard let mode = AccessMode(mode) else { throw ValidationError("mode: open, allow or deny (not \(mode))") }
+            let body = try JSONSerialization.data(withJSONObject: ["mode": mode.description])
+            print(Admin.result(of: try await Admin.send(try connection.client(), .put, "/api/access/mode", body: Array(body)),
+                               or: "access mode \(mode)"))
+        }
+    }
+
+    /// Sends `hashes` under `rule` (allow, deny, remove), a change of at most
+    /// `AccessPolicy.maxHashesPerChange` hashes at a time; each is committed before the next.
+    static func setRules(_ rule: String, _ hashes: [InfoHash], _ client: AdminClient) async throws {
+        var start = 0
+        while start < hashes.count {
+            let batch = hashes[start..<min(start + AccessPolicy.maxHashesPerChange, hashes.count)]
+            let body = try JSONSerialization.data(withJSONObject: ["rule": rule, "infoHashes": batch.map(\.hex)] as [String: Any])
+            print(Admin.result(of: try await send(client, .post, "/api/access/rules", body: Array(body)),
+                               or: "\(rule): \(batch.count) info hashes"))
+            start += batch.count
+        }
+    }
+
+    struct Allow: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Allow info hashes (they count in allow mode).")
+        @OptionGroup var connection: Connection
+        @Argument(help: "Info hashes, 40 hex digits each.") var hashes: [String]
+        func run() async throws { try await Admin.setRules("allow", try hashes.map(Admin.hash), try connection.client()) }
+    }
+
+    struct Deny: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Deny info hashes (they count in deny mode).")
+        @OptionGroup var connection: Connection
+        @Argument(help: "Info hashes, 40 hex digits each.") var hashes: [String]
+        func run() async throws { try await Admin.setRules("deny", try hashes.map(Admin.hash), try connection.client()) }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove info hashes' allow or deny rules.")
+        @OptionGroup var connection: Connection
+        @Argument(help: "Info hashes, 40 hex digits each.") var hashes: [String]
+        func run() async throws { try await Admin.setRules("remove", try hashes.map(Admin.hash), try connection.client()) }
+    }
+
+    struct ImportList: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "import-list",
+            abstract: "Allow (or --deny) every info hash of a list file: one hash per line, # starts a comment (opentracker's format).")
+        @OptionGroup var connection: Connection
+        @Flag(help: "Deny the hashes instead of allowing them.") var deny = false
+        @Argument(help: "The list file.") var file: String
+        func run() async throws {
+            guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
+                throw ValidationError("cannot read \(file) as UTF-8 text")
+            }
+            switch AccessListFile.parse(text) {
+            case .failure(let problem): throw ValidationError("\(file): \(problem)")
+            case .success(let hashes):
+                guard !hashes.isEmpty else { throw ValidationError("\(file) holds no info hashes") }
+                try await Admin.setRules(deny ? "deny" : "allow", hashes, try connection.client())
             }
         }
     }

@@ -5,7 +5,7 @@ import TOMLKit
 import TrackerRuntime
 
 /// `tracker run --config FILE`: a TOML file whose keys are `run`'s long option names
-/// without the dashes (`broker = "stomp://…"`, `keepalive = "1s"`, `only-registered =
+/// without the dashes (`broker = "stomp://…"`, `keepalive = "1s"`, `trust-announced-ip =
 /// true`, `cluster-key-file = ["new.key", "old.key"]`). The file becomes arguments placed
 /// before the command line's, so a flag given on the command line overrides the file.
 /// Arguments are then parsed by `run` itself: one set of rules, one set of messages,
@@ -107,7 +107,7 @@ enum ConfigFile {
     /// node's identity, addresses or keys — and nothing the command line already sets.
     static let editableKeys = ["interval", "peer-timeout", "numwant-default", "numwant-max", "max-reply-bytes", "connection-id-lifetime",
                                "connect-limit", "announce-limit", "error-limit", "max-swarms", "max-peers-per-swarm", "max-peers", "max-scrape",
-                               "only-registered", "trust-announced-ip", "keepalive", "quorum", "cluster-size",
+                               "trust-announced-ip", "keepalive", "quorum", "cluster-size",
                                "held-requests", "held-window", "receive-skew"]
 
     static func editor(file: String) -> SettingsEditor {
@@ -189,7 +189,6 @@ enum ConfigFile {
         max-peers-per-swarm = 100000
         max-peers = 16777216              # all swarms: 2 GiB of peer tables at 128 bytes a peer
         max-scrape = 74
-        only-registered = false           # access list: only torrents registered on the dashboard
 
         # --- logging
         log-level = "info"

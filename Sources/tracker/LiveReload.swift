@@ -17,7 +17,7 @@ final class LiveReload: @unchecked Sendable {
     /// The settings `TrackerConfig.takingLiveSettings` applies, and the log level.
     static let liveKeys: Set<String> = ["interval", "peer-timeout", "numwant-default", "numwant-max", "max-reply-bytes", "connect-limit",
                                         "announce-limit", "error-limit", "max-swarms", "max-peers-per-swarm", "max-peers",
-                                        "max-scrape", "trust-announced-ip", "only-registered", "log-level"]
+                                        "max-scrape", "trust-announced-ip", "log-level"]
 
     let path: String?
     let isCluster: Bool

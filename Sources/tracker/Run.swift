@@ -49,8 +49,12 @@ struct PeerServiceOptions: ParsableArguments {
     @Option(name: .customLong("max-scrape"), help: "Most info hashes answered per scrape (1-74).")
     var maxScrape: Int = 74
 
-    @Flag(name: .customLong("only-registered"), help: "Access list: track only torrents registered on the dashboard; other announces get a BEP 15 error. Give every node the same value.")
+    /// Replaced by the replicated access policy; named only to say so.
+    @Flag(name: .customLong("only-registered"), help: .hidden)
     var onlyRegistered = false
+
+    static let onlyRegisteredGone = "only-registered is gone: the access policy is cluster state now, set once for every node "
+        + "with `tracker admin mode allow` (README: Access policy)"
 
     func config() throws -> TrackerConfig {
         var c = TrackerConfig()
@@ -68,7 +72,7 @@ struct PeerServiceOptions: ParsableArguments {
         c.maxPeers = maxPeers
         c.errorLimit = try Self.limit(errorLimit, flag: "error-limit")
         c.maxScrapeHashes = maxScrape
-        c.onlyRegistered = onlyRegistered
+        if onlyRegistered { throw ValidationError(Self.onlyRegisteredGone) }
         if let problem = c.problems.first { throw ValidationError(problem) }
         return c
     }

@@ -45,7 +45,18 @@ struct ClusterCodecTests {
                    completed: (0..<rng.below(3)).map { _ in randomRecord(&rng).key })
     }
 
+    static func randomAccessChange(_ rng: inout SeededGenerator) -> CatalogueChange {
+        let hashes = (0..<(1 + rng.below(3))).map { _ in PropertyTests.randomHash(&rng) }
+        switch rng.below(4) {
+        case 0: return .setAccessMode(AccessMode.allCases[rng.below(3)])
+        case 1: return .setAccessRule(.allow, hashes)
+        case 2: return .setAccessRule(.deny, hashes)
+        default: return .removeAccessRules(hashes)
+        }
+    }
+
     static func randomUpdate(_ rng: inout SeededGenerator) -> SwarmUpdate {
+        if rng.chance(0.1) { return .catalogue(randomAccessChange(&rng)) }
         switch rng.below(3) {
         case 0:
             let r = randomRecord(&rng)
@@ -85,7 +96,7 @@ struct ClusterCodecTests {
         case 8: return .abort(randomRef(&rng), digest: rng.next())
         case 9: return .hello(Hello(lastCommitted: randomRef(&rng), hasState: rng.chance(0.5)))
         case 10: return .idAssigned(incarnation: rng.next(), id: NodeID(1 + UInt32(truncatingIfNeeded: rng.next()) % UInt32.max))
-        case 11: return .submit(.unregister(PropertyTests.randomHash(&rng)))
+        case 11: return .submit(rng.chance(0.5) ? .unregister(PropertyTests.randomHash(&rng)) : randomAccessChange(&rng))
         case 12: return .catchUpRequest(after: randomRef(&rng))
         case 13: return .catchUp(after: randomRef(&rng), (0..<rng.below(3)).map { _ in randomTx(&rng) })
         case 14:
@@ -96,7 +107,12 @@ struct ClusterCodecTests {
                 runs.append(.init(epoch: last.epoch, firstTxid: last.txid))
             }
             return .snapshot(Snapshot(lastCommitted: last, history: EpochHistory(runs: runs),
-                                      content: (0..<rng.below(3)).map { _ in randomMerge(&rng) }, digest: rng.next()))
+                                      content: (0..<rng.below(3)).map { _ in randomMerge(&rng) },
+                                      access: AccessPolicy(mode: AccessMode.allCases[rng.below(3)],
+                                                           rules: (0..<rng.below(3)).map { _ in
+                                                               AccessEntry(infoHash: PropertyTests.randomHash(&rng), rule: rng.chance(0.5) ? .allow : .deny)
+                                                           }),
+                                      digest: rng.next()))
         case 15: return .snapshotAck(randomRef(&rng))
         case 16: return .mergeRequest
         case 17: return .mergeOffer(MergeOffer(offerID: rng.next(), part: UInt32(rng.below(4)), parts: 4,

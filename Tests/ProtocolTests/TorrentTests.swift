@@ -166,23 +166,41 @@ struct TorrentTests {
         #expect(c == Catalogue())
     }
 
-    @Test func theAccessListRefusesUnregisteredHashes() throws {
-        var config = TrackerConfig()
-        config.onlyRegistered = true
-        var t = StandaloneTracker(handler: PeerRequestHandler(config: config, connectionIDs: ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))), seed: 1)
+    /// The access policy, on a standalone tracker (a cluster commits the same changes):
+    /// open tracks every hash; allow only registered torrents and allowed hashes; deny
+    /// every hash but denied ones. Rules of the other mode mean nothing.
+    @Test func theAccessPolicyDecidesWhichHashesAreTracked() throws {
+        var t = StandaloneTracker(handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))), seed: 1)
         let source = PeerEndpoint(ip: v4("10.1.1.1"), port: 7000)
         let now = Instant(milliseconds: 1_000_000)
         let id = ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2)).issue(for: source.ip, now: now)
         let torrent = try RegisteredTorrent(file: Torrents.v1Single, registeredAt: now)
-        func announce(_ hash: InfoHash) -> TrackerResponse? {
-            t.receive(BEP15Codec.encode(.announce(AnnounceRequest(connectionID: id, transactionID: 7, infoHash: hash, peerID: peerID(1),
-                                                                   downloaded: 0, left: 1, uploaded: 0, event: .started, ip: 0, key: 0,
-                                                                   numWant: 10, port: 6881))), from: source, now: now)
+        let allowed = InfoHash(a: 7, b: 7, c: 7), denied = InfoHash(a: 8, b: 8, c: 8)
+        func tracked(_ hash: InfoHash) -> String {
+            switch t.receive(BEP15Codec.encode(.announce(AnnounceRequest(connectionID: id, transactionID: 7, infoHash: hash, peerID: peerID(1),
+                                                                          downloaded: 0, left: 1, uploaded: 0, event: .started, ip: 0, key: 0,
+                                                                          numWant: 10, port: 6881))), from: source, now: now) {
+            case .announce?: "tracked"
+            case .error(let e)?: e.message
+            default: "?"
+            }
         }
-        #expect(announce(torrent.infoHash) == .error(ErrorResponse(transactionID: 7, message: "torrent not registered with this tracker")))
         #expect(t.apply(.register(torrent)) == nil)
-        guard case .announce? = announce(torrent.infoHash) else { Issue.record("a registered hash must be tracked"); return }
-        #expect(announce(hashA) == .error(ErrorResponse(transactionID: 7, message: "torrent not registered with this tracker")))
+        #expect(t.apply(.setAccessRule(.allow, [allowed])) == nil)
+        #expect(t.apply(.setAccessRule(.deny, [denied])) == nil)
+        let notAllowed = "torrent not registered with this tracker", isDenied = "torrent is denied by this tracker"
+        for (mode, expected) in [(AccessMode.open, ["tracked", "tracked", "tracked", "tracked"]),
+                                 (.allow, ["tracked", "tracked", notAllowed, notAllowed]),
+                                 (.deny, ["tracked", "tracked", isDenied, "tracked"])] {
+            #expect(t.apply(.setAccessMode(mode)) == nil)
+            #expect([torrent.infoHash, allowed, denied, hashA].map(tracked) == expected, "\(mode)")
+        }
+        #expect(t.apply(.removeAccessRules([denied])) == nil)
+        #expect(tracked(denied) == "tracked")
+        #expect(t.apply(.removeAccessRules([denied])) == "none of these info hashes is in the access list")
+        #expect(t.apply(.setAccessRule(.allow, [])) == "no info hashes given")
+        #expect(t.apply(.setAccessRule(.allow, Array(repeating: allowed, count: AccessPolicy.maxHashesPerChange + 1)))
+                == "at most 1000 info hashes per change")
     }
 
     @Test func catalogueChangesTravelAsTheFileAndAreReparsed() throws {

@@ -28,10 +28,10 @@ import TrackerRuntime
     }
 
     @Test func aKeyNotSetYetIsAppended() {
-        #expect(ConfigFileEdit.apply(["only-registered": "true", "connect-limit": "5/10"], to: file).hasSuffix("""
+        #expect(ConfigFileEdit.apply(["trust-announced-ip": "true", "connect-limit": "5/10"], to: file).hasSuffix("""
               max-swarms=5000
             connect-limit = "5/10"
-            only-registered = true
+            trust-announced-ip = true
 
             """))
     }

@@ -154,6 +154,18 @@ def torrent_upload(page, other, tmp, shots):
     search.send_keys(" ")
     log(f"a .torrent uploaded on node {page.node.node_id}'s page is named in node {other.node.node_id}'s swarms tab")
 
+    # The access policy's form: a deny rule entered on one page shows in another node's
+    # list (the mode stays open, so the traffic of the other checks is still served).
+    denied = "ab" * 20
+    page.driver.find_element(By.ID, "access-hashes").send_keys(f"# from the page\n{denied}\n")
+    page.driver.execute_script("document.getElementById('access-rule').value = 'deny'")
+    page.driver.find_element(By.ID, "access-apply").click()
+    page.wait("the page says the rule is set", lambda: "deny rule" in page.text("#access-result"), 8)
+    other.tab("torrents")
+    other.wait(f"node {other.node.node_id}'s access list shows the denied hash",
+               lambda: any(r["cells"][:2] == [denied, "deny"] for r in other.rows("#access-rules")), 8)
+    log(f"a deny rule entered on node {page.node.node_id}'s page is in node {other.node.node_id}'s access list")
+
 
 def failover(master_page, other_page):
     old = str(master_page.node.node_id)

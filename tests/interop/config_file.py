@@ -154,7 +154,7 @@ def main():
         status, body = call(http, "/api/config", "PUT", json.dumps({"interval": "900"}).encode())
         if status != 401:
             fail(f"an edit without the token must be a 401: {status}")
-        status, body = call(http, "/api/config", "PUT", json.dumps({"interval": "900", "only-registered": "true"}).encode(), token)
+        status, body = call(http, "/api/config", "PUT", json.dumps({"interval": "900", "max-peers": "5000"}).encode(), token)
         if status != 200 or "interval = 900" not in open(path).read():
             fail(f"the edit must be saved to the file: {status} {body} {open(path).read()}")
         saved = open(path).read()
@@ -174,7 +174,7 @@ def main():
             status, body = call(http, f"/api/service/{action}", "POST", b"", token)
             if status != 200:
                 fail(f"{action}: {status} {body}")
-        if setting(http, "announce interval") != "900 s" or setting(http, "only registered torrents") != "yes":
+        if setting(http, "announce interval") != "900 s" or setting(http, "max peers") != "5000":
             fail(f"Start must apply the saved file: {call(http, '/api/config')[1]}")
         print("  run --config: file settings hold, the command line overrides; a dashboard edit is saved (mode, "
               "comments kept, no symlink followed), checked, and applied on the next Start")

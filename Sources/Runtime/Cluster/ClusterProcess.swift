@@ -235,6 +235,12 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         await onLoop { [self] in service?.node.replica.store.catalogue.torrents[infoHash] } ?? nil
     }
 
+    public func access(offset: Int, limit: Int) async -> AccessListing? {
+        // The catalogue is copied on the loop (a reference), sorted away from it.
+        guard let catalogue = await onLoop({ [self] in service?.node.replica.store.catalogue }) ?? nil else { return nil }
+        return await AccessListing.offLoop(catalogue, offset: offset, limit: limit)
+    }
+
     /// The master commits the change; a slave forwards it to the master. Either way this
     /// node's own replica shows it once committed, which is what the caller waits for.
     public func change(_ change: CatalogueChange) async throws(ControlRefusal) -> String {

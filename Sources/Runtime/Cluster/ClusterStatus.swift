@@ -93,7 +93,6 @@ extension TrackerConfig {
             SettingRow(key: "max swarms", value: "\(maxSwarms)"),
             SettingRow(key: "max peers per swarm", value: "\(maxPeersPerSwarm)"),
             SettingRow(key: "max peers", value: "\(maxPeers)"),
-            SettingRow(key: "only registered torrents", value: onlyRegistered ? "yes" : "no"),
         ]
     }
 }

@@ -35,6 +35,8 @@ public protocol DashboardBackend: AnyObject, Sendable {
     func torrents() async -> [TorrentRow]
     /// A registered torrent, to download its file back.
     func torrent(_ infoHash: InfoHash) async -> RegisteredTorrent?
+    /// The access policy, one page of its rules (nil: the service is stopped).
+    func access(offset: Int, limit: Int) async -> AccessListing?
     /// Registers or removes a torrent and returns once this node's replica holds the
     /// change (committed), or refuses.
     func change(_ change: CatalogueChange) async throws(ControlRefusal) -> String
@@ -51,11 +53,25 @@ extension SwarmListing {
     }
 }
 
+extension AccessListing {
+    /// Sorts up to 100,000 rules on the global executor, away from the event loops.
+    static func offLoop(_ catalogue: Catalogue, offset: Int, limit: Int) async -> AccessListing {
+        await Task.detached { AccessListing(catalogue, offset: offset, limit: limit) }.value
+    }
+}
+
 extension CatalogueChange {
     var doneMessage: String {
         switch self {
         case .register(let t): "registered \(t.metadata.name) (\(t.infoHash.hex))"
         case .unregister(let hash): "unregistered \(hash.hex)"
+        case .setAccessMode(let mode): "access mode \(mode)"
+        case .setAccessRule(let rule, let hashes): "\(rule) rule for \(Self.count(hashes))"
+        case .removeAccessRules(let hashes): "rule removed for \(Self.count(hashes))"
         }
+    }
+
+    static func count(_ hashes: [InfoHash]) -> String {
+        hashes.count == 1 ? hashes[0].hex : "\(hashes.count) info hashes"
     }
 }

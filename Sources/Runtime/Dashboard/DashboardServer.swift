@@ -203,6 +203,34 @@ enum DashboardRoutes {
                 return json(RegisterResult(result: message, torrent: TorrentRow(torrent)), status: .created)
             } catch { throw APIError(.conflict, "\(error)") }
         }
+        // The access policy: ?offset=N&limit=N pages its rules (hash order).
+        router.get("/api/access") { request, _ in
+            let offset = request.uri.queryParameters.get("offset", as: Int.self) ?? 0
+            let limit = request.uri.queryParameters.get("limit", as: Int.self) ?? 1000
+            guard let listing = await backend.access(offset: offset, limit: limit) else {
+                throw APIError(.conflict, "the tracker service is stopped")
+            }
+            return json(listing)
+        }
+        // {"mode": "open" | "allow" | "deny"}
+        router.put("/api/access/mode") { request, context in
+            let body = try await request.body.collect(upTo: 1024)
+            guard let object = try? JSONDecoder().decode([String: String].self, from: Data(buffer: body)),
+                  let text = object["mode"], let mode = AccessMode(text) else {
+                throw APIError(.badRequest, "the body must be {\"mode\": \"open\" | \"allow\" | \"deny\"}")
+            }
+            do { return json(["result": try await backend.change(.setAccessMode(mode))]) } catch { throw APIError(.conflict, "\(error)") }
+        }
+        // {"rule": "allow" | "deny" | "remove", "infoHashes": [40 hex digits, …]}: at most
+        // `AccessPolicy.maxHashesPerChange` hashes, committed as one change.
+        router.post("/api/access/rules") { request, context in
+            let body = try await request.body.collect(upTo: AccessPolicy.maxHashesPerChange * 48 + 1024)
+            guard let change = AccessRulesRequest.change(Data(buffer: body)) else {
+                throw APIError(.badRequest, "the body must be {\"rule\": \"allow\" | \"deny\" | \"remove\", \"infoHashes\": [\"40 hex digits\", …]} "
+                               + "with 1 to \(AccessPolicy.maxHashesPerChange) hashes")
+            }
+            do { return json(["result": try await backend.change(change)]) } catch { throw APIError(.conflict, "\(error)") }
+        }
         router.delete("/api/torrents/:infohash") { _, context in
             let hash = try infoHash(context)
             do { return json(["result": try await backend.change(.unregister(hash))]) } catch { throw APIError(.conflict, "\(error)") }

@@ -89,6 +89,7 @@ public enum ClusterCodec {
             b.writeInteger(s.digest)
             writeList(s.content, &b, write)
             writeList(s.torrents, &b, write)
+            write(s.access, &b)
         case .mergeOffer(let o):
             b.writeInteger(o.offerID); b.writeInteger(o.part); b.writeInteger(o.parts)
             writeList(o.swarms, &b, write)
@@ -182,7 +183,19 @@ public enum ClusterCodec {
             b.writeInteger(4 as UInt8); write(t, &b)
         case .catalogue(.unregister(let hash)):
             b.writeInteger(5 as UInt8); hash.write(to: &b)
+        case .catalogue(.setAccessMode(let mode)):
+            b.writeInteger(6 as UInt8); b.writeInteger(mode.rawValue)
+        case .catalogue(.setAccessRule(let rule, let hashes)):
+            b.writeInteger(7 as UInt8); b.writeInteger(rule.rawValue); writeList(hashes, &b) { h, b in h.write(to: &b) }
+        case .catalogue(.removeAccessRules(let hashes)):
+            b.writeInteger(7 as UInt8); b.writeInteger(0 as UInt8); writeList(hashes, &b) { h, b in h.write(to: &b) }
         }
+    }
+
+    /// The mode, then each rule (hash and rule), in hash order.
+    static func write(_ access: AccessPolicy, _ b: inout ByteBuffer) {
+        b.writeInteger(access.mode.rawValue)
+        writeList(access.sortedRules, &b) { e, b in e.infoHash.write(to: &b); b.writeInteger(e.rule.rawValue) }
     }
 
     /// Only the file and the instant: the receiver derives the rest by parsing the file.
@@ -302,6 +315,24 @@ public enum ClusterCodec {
             }
         }
 
+        mutating func accessMode() throws -> AccessMode {
+            let raw: UInt8 = try int()
+            guard let mode = AccessMode(rawValue: raw) else { throw ClusterDecodingError("bad access mode \(raw)") }
+            return mode
+        }
+
+        mutating func access() throws -> AccessPolicy {
+            let mode = try accessMode()
+            let rules = try list(minItemSize: 21) { r -> AccessEntry in
+                let hash = try r.bytes20()
+                let raw: UInt8 = try r.int()
+                guard let rule = AccessRule(rawValue: raw) else { throw ClusterDecodingError("bad access rule \(raw)") }
+                return AccessEntry(infoHash: hash, rule: rule)
+            }
+            guard rules.count <= AccessPolicy.maxRules else { throw ClusterDecodingError("access list of \(rules.count) rules") }
+            return AccessPolicy(mode: mode, rules: rules)
+        }
+
         mutating func key() throws -> PeerKey { PeerKey(peerID: try bytes20(), ip: try ip()) }
 
         mutating func merge() throws -> SwarmMerge {
@@ -321,6 +352,16 @@ public enum ClusterCodec {
             case 3: return .merge(try merge())
             case 4: return .catalogue(.register(try torrent()))
             case 5: return .catalogue(.unregister(try bytes20()))
+            case 6: return .catalogue(.setAccessMode(try accessMode()))
+            case 7:
+                let raw: UInt8 = try int()
+                let hashes = try list(minItemSize: 20) { try $0.bytes20() }
+                guard !hashes.isEmpty, hashes.count <= AccessPolicy.maxHashesPerChange else {
+                    throw ClusterDecodingError("access change of \(hashes.count) info hashes")
+                }
+                if raw == 0 { return .catalogue(.removeAccessRules(hashes)) }
+                guard let rule = AccessRule(rawValue: raw) else { throw ClusterDecodingError("bad access rule \(raw)") }
+                return .catalogue(.setAccessRule(rule, hashes))
             case let t: throw ClusterDecodingError("bad update kind \(t)")
             }
         }
@@ -328,7 +369,7 @@ public enum ClusterCodec {
         mutating func transaction() throws -> Transaction {
             let ref = try ref()
             guard ref.txid > 0 else { throw ClusterDecodingError("transaction #0") }
-            return Transaction(ref: ref, updates: try list(minItemSize: 9) { try $0.update() })
+            return Transaction(ref: ref, updates: try list(minItemSize: 2) { try $0.update() })  // an access mode: 2 bytes
         }
 
         mutating func envelope() throws -> ClusterEnvelope {
@@ -374,7 +415,7 @@ public enum ClusterCodec {
                 let content = try list(minItemSize: 28) { try $0.merge() }
                 let torrents = try list(minItemSize: 12) { try $0.torrent() }
                 let snapshot = Snapshot(lastCommitted: last, history: EpochHistory(runs: runs), content: content, torrents: torrents,
-                                        digest: digest)
+                                        access: try access(), digest: digest)
                 guard snapshot.isWellFormed else { throw ClusterDecodingError("snapshot with an impossible epoch history") }
                 message = .snapshot(snapshot)
             case .snapshotAck: message = .snapshotAck(try ref())

@@ -46,6 +46,14 @@ public struct Digest: Sendable {
         case .catalogue(.unregister(let hash)):
             add(5)
             add(hash)
+        case .catalogue(.setAccessMode(let mode)):
+            add(6, UInt64(mode.rawValue))
+        case .catalogue(.setAccessRule(let rule, let hashes)):
+            add(7, UInt64(rule.rawValue), UInt64(hashes.count))
+            for h in hashes { add(h) }
+        case .catalogue(.removeAccessRules(let hashes)):
+            add(7, 0, UInt64(hashes.count))
+            for h in hashes { add(h) }
         }
     }
 
@@ -89,6 +97,45 @@ public struct Digest: Sendable {
         return d.value
     }
 
+    /// What the access mode adds (nothing while open, the default).
+    static func element(_ mode: AccessMode) -> UInt64? {
+        guard mode != .open else { return nil }
+        var d = Digest()
+        d.add(0xA0, UInt64(mode.rawValue))
+        return d.value
+    }
+
+    /// What one access rule adds.
+    static func element(_ hash: InfoHash, _ rule: AccessRule) -> UInt64 {
+        var d = Digest()
+        d.add(0xAC, UInt64(rule.rawValue))
+        d.add(hash)
+        return d.value
+    }
+
+    /// The sum and count of the catalogue's elements a change touches, as they stand (a
+    /// hash named twice is one element).
+    static func elements(touchedBy change: CatalogueChange, in catalogue: Catalogue) -> (sum: UInt64, count: Int) {
+        var sum: UInt64 = 0, count = 0
+        func add(_ element: UInt64?) { if let element { sum &+= element; count += 1 } }
+        switch change {
+        case .register(let t): add(catalogue.torrents[t.infoHash].map(element))
+        case .unregister(let hash): add(catalogue.torrents[hash].map(element))
+        case .setAccessMode: add(element(catalogue.access.mode))
+        case .setAccessRule(_, let hashes), .removeAccessRules(let hashes):
+            for h in Set(hashes) { add(catalogue.access.rules[h].map { element(h, $0) }) }
+        }
+        return (sum, count)
+    }
+
+    /// The sum and count of a whole access policy's elements.
+    static func elements(of access: AccessPolicy) -> (sum: UInt64, count: Int) {
+        var sum: UInt64 = 0, count = 0
+        if let m = element(access.mode) { sum &+= m; count += 1 }
+        for (h, rule) in access.rules { sum &+= element(h, rule); count += 1 }
+        return (sum, count)
+    }
+
     /// Order-independent fingerprint of a whole repository: replicas that hold the same
     /// peers, completions and torrents agree whatever order their tables store them in.
     /// The sum of every element's digest and their count, which the store keeps up to date
@@ -106,6 +153,8 @@ public struct Digest: Sendable {
             for key in swarm.completedPeers { total &+= element(hash, completion: key); count &+= 1 }
         }
         for t in store.catalogue.torrents.values { total &+= element(t); count &+= 1 }
+        let access = elements(of: store.catalogue.access)
+        total &+= access.sum; count &+= UInt64(access.count)
         return finish(sum: total, count: count)
     }
 

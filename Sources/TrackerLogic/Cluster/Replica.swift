@@ -106,12 +106,12 @@ public struct Replica: Sendable, Equatable {
 
     public func snapshot() -> Snapshot {
         Snapshot(lastCommitted: lastCommitted, history: history, content: store.content(), torrents: store.catalogue.sorted,
-                 digest: digest)
+                 access: store.catalogue.access, digest: digest)
     }
 
     /// Replaces everything with a snapshot whose checksum was verified by the caller.
     public mutating func install(_ snapshot: Snapshot) {
-        install(snapshot, store: SwarmStore(content: snapshot.content, torrents: snapshot.torrents))
+        install(snapshot, store: SwarmStore(content: snapshot.content, torrents: snapshot.torrents, access: snapshot.access))
     }
 
     /// Installs a snapshot whose store the caller built already (`Snapshot.intactStore`):
@@ -143,12 +143,13 @@ public struct Snapshot: Hashable, Sendable {
     public var content: [SwarmMerge]
     /// The catalogue of registered torrents, by info hash.
     public var torrents: [RegisteredTorrent]
+    public var access: AccessPolicy
     public var digest: UInt64
 
     public init(lastCommitted: TxRef, history: EpochHistory, content: [SwarmMerge], torrents: [RegisteredTorrent] = [],
-                digest: UInt64) {
+                access: AccessPolicy = AccessPolicy(), digest: UInt64) {
         self.lastCommitted = lastCommitted; self.history = history; self.content = content; self.torrents = torrents
-        self.digest = digest
+        self.access = access; self.digest = digest
     }
 
     /// Recomputes the checksum from the content.
@@ -156,7 +157,7 @@ public struct Snapshot: Hashable, Sendable {
 
     /// The repository the content builds, if its checksum matches.
     public func intactStore() -> SwarmStore? {
-        let store = SwarmStore(content: content, torrents: torrents)
+        let store = SwarmStore(content: content, torrents: torrents, access: access)
         return Digest.of(store) == digest ? store : nil
     }
 

@@ -19,6 +19,9 @@ public struct CommitRows: Hashable, Sendable {
         case expire(before: Instant)
         /// A catalogue entry as memory holds it after the transaction, or nil when removed.
         case torrent(InfoHash, RegisteredTorrent?)
+        case accessMode(AccessMode)
+        /// An access rule as memory holds it after the transaction, or nil when removed.
+        case accessRule(InfoHash, AccessRule?)
     }
 
     /// A swarm whose `swarms` row may have changed other than by a peer written into it
@@ -61,6 +64,10 @@ public struct CommitRows: Hashable, Sendable {
                 changes.append(.torrent(t.infoHash, replica.store.catalogue.torrents[t.infoHash]))
             case .catalogue(.unregister(let hash)):
                 changes.append(.torrent(hash, replica.store.catalogue.torrents[hash]))
+            case .catalogue(.setAccessMode):
+                changes.append(.accessMode(replica.store.catalogue.access.mode))
+            case .catalogue(.setAccessRule(_, let hashes)), .catalogue(.removeAccessRules(let hashes)):
+                for h in hashes { changes.append(.accessRule(h, replica.store.catalogue.access.rules[h])) }
             }
         }
         swarms = recount.sorted().map { SwarmRow(infoHash: $0, completed: replica.store.completed(in: $0)) }

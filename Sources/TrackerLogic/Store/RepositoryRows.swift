@@ -10,6 +10,8 @@ public struct RepositoryRows: Sendable, Equatable {
     public private(set) var peers: [InfoHash: [PeerKey: PeerRecord]] = [:]
     public private(set) var completions: [InfoHash: Set<PeerKey>] = [:]
     public private(set) var torrents: [InfoHash: RegisteredTorrent] = [:]
+    public private(set) var accessMode = AccessMode.open
+    public private(set) var accessRules: [InfoHash: AccessRule] = [:]
     public private(set) var lastCommitted = TxRef.zero
     public private(set) var history = EpochHistory()
 
@@ -34,6 +36,10 @@ public struct RepositoryRows: Sendable, Equatable {
                 }
             case .torrent(let hash, let t):
                 torrents[hash] = t
+            case .accessMode(let mode):
+                accessMode = mode
+            case .accessRule(let hash, let rule):
+                accessRules[hash] = rule
             }
         }
         lastCommitted = rows.lastCommitted
@@ -45,6 +51,8 @@ public struct RepositoryRows: Sendable, Equatable {
         self = RepositoryRows()
         for content in snapshot.content { insert(content) }
         for t in snapshot.torrents { torrents[t.infoHash] = t }
+        accessMode = snapshot.access.mode
+        accessRules = snapshot.access.rules
         lastCommitted = snapshot.lastCommitted
         history = snapshot.history
     }
@@ -64,16 +72,18 @@ public struct RepositoryRows: Sendable, Equatable {
             SwarmMerge(infoHash: $0, peers: peers[$0].map { Array($0.values) } ?? [],
                        completed: completions[$0].map { Array($0) } ?? [])
         }
-        return Snapshot(restoredAt: lastCommitted, history: history, content: content, torrents: Array(torrents.values))
+        return Snapshot(restoredAt: lastCommitted, history: history, content: content, torrents: Array(torrents.values),
+                        access: AccessPolicy(mode: accessMode, rules: accessRules.map { AccessEntry(infoHash: $0.key, rule: $0.value) }))
     }
 }
 
 extension Snapshot {
     /// A repository read back from its rows, in any order, with the checksum of what
     /// they build: the one way both stores turn rows into what a restarted node installs.
-    public init(restoredAt lastCommitted: TxRef, history: EpochHistory, content: [SwarmMerge], torrents: [RegisteredTorrent]) {
-        let store = SwarmStore(content: content, torrents: torrents)
+    public init(restoredAt lastCommitted: TxRef, history: EpochHistory, content: [SwarmMerge], torrents: [RegisteredTorrent],
+                access: AccessPolicy = AccessPolicy()) {
+        let store = SwarmStore(content: content, torrents: torrents, access: access)
         self.init(lastCommitted: lastCommitted, history: history, content: store.content(), torrents: store.catalogue.sorted,
-                  digest: Digest.of(store))
+                  access: store.catalogue.access, digest: Digest.of(store))
     }
 }

@@ -30,14 +30,12 @@ public struct SwarmStore: Sendable {
             account(swarm.merge(m, digest: keepsDigest))
             if !swarm.isEmpty { swarms[m.infoHash] = swarm }
         case .catalogue(let change):
-            let hash: InfoHash
-            switch change {
-            case .register(let t): hash = t.infoHash
-            case .unregister(let h): hash = h
-            }
-            if keepsDigest, let old = catalogue.torrents[hash] { account(Swarm.Change(sum: 0 &- Digest.element(old), elements: -1, peers: 0)) }
+            guard keepsDigest else { return catalogue.apply(change) }
+            // What the entries the change touches add to the digest, before and after.
+            let before = Digest.elements(touchedBy: change, in: catalogue)
             catalogue.apply(change)
-            if keepsDigest, let new = catalogue.torrents[hash] { account(Swarm.Change(sum: Digest.element(new), elements: 1, peers: 0)) }
+            let after = Digest.elements(touchedBy: change, in: catalogue)
+            account(Swarm.Change(sum: after.sum &- before.sum, elements: after.count - before.count, peers: 0))
         case .expire(let before):
             // Swarms are independent, so the visiting order cannot change the result.
             for hash in Array(swarms.keys) {
@@ -135,11 +133,15 @@ public struct SwarmStore: Sendable {
         swarms[infoHash]?.content(infoHash)
     }
 
-    /// Rebuilds a repository from `content()` and `catalogue.sorted`.
-    public init(content: [SwarmMerge], torrents: [RegisteredTorrent] = []) {
+    /// Rebuilds a repository from `content()`, `catalogue.sorted` and `catalogue.access`.
+    public init(content: [SwarmMerge], torrents: [RegisteredTorrent] = [], access: AccessPolicy = AccessPolicy()) {
         keepsDigest = true
         for m in content { apply(.merge(m)) }
         for t in torrents { apply(.catalogue(.register(t))) }
+        let before = Digest.elements(of: catalogue.access)
+        catalogue.install(access)
+        let after = Digest.elements(of: access)
+        account(Swarm.Change(sum: after.sum &- before.sum, elements: after.count - before.count, peers: 0))
     }
 
     /// Info hashes in a stable order, for anything that must be deterministic.

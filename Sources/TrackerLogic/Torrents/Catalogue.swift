@@ -18,11 +18,16 @@ public struct RegisteredTorrent: Hashable, Sendable {
     public var infoHash: InfoHash { metadata.infoHash }
 }
 
-/// The operator's changes to the catalogue of registered torrents.
+/// The operator's changes to the catalogue: registered torrents and the access policy.
 public enum CatalogueChange: Hashable, Sendable {
     case register(RegisteredTorrent)
     /// By the torrent's info hash (its v1 hash, else its truncated v2 hash).
     case unregister(InfoHash)
+    case setAccessMode(AccessMode)
+    /// Gives each hash this rule (replacing any other it had).
+    case setAccessRule(AccessRule, [InfoHash])
+    /// Removes each hash's rule.
+    case removeAccessRules([InfoHash])
 }
 
 extension CatalogueChange {
@@ -31,7 +36,22 @@ extension CatalogueChange {
         switch self {
         case .register(let t): catalogue.refusal(t)
         case .unregister(let hash): catalogue.torrents[hash] == nil ? "\(hash.hex) is not registered" : nil
+        case .setAccessMode: nil
+        case .setAccessRule(_, let hashes):
+            Self.listRefusal(hashes) ?? {
+                let added = Set(hashes).filter { catalogue.access.rules[$0] == nil }.count
+                return catalogue.access.rules.count + added > AccessPolicy.maxRules
+                    ? "the access list holds its maximum of \(AccessPolicy.maxRules) info hashes" : nil
+            }()
+        case .removeAccessRules(let hashes):
+            Self.listRefusal(hashes) ?? (hashes.contains { catalogue.access.rules[$0] != nil } ? nil : "none of these info hashes is in the access list")
         }
+    }
+
+    static func listRefusal(_ hashes: [InfoHash]) -> String? {
+        if hashes.isEmpty { return "no info hashes given" }
+        if hashes.count > AccessPolicy.maxHashesPerChange { return "at most \(AccessPolicy.maxHashesPerChange) info hashes per change" }
+        return nil
     }
 
     /// Whether `catalogue` shows the change done.
@@ -39,6 +59,9 @@ extension CatalogueChange {
         switch self {
         case .register(let t): catalogue.torrents[t.infoHash] != nil
         case .unregister(let hash): catalogue.torrents[hash] == nil
+        case .setAccessMode(let mode): catalogue.access.mode == mode
+        case .setAccessRule(let rule, let hashes): hashes.allSatisfy { catalogue.access.rules[$0] == rule }
+        case .removeAccessRules(let hashes): hashes.allSatisfy { catalogue.access.rules[$0] == nil }
         }
     }
 }
@@ -54,6 +77,9 @@ public struct Catalogue: Hashable, Sendable {
     public static let maxTotalBytes = 32 << 20
     public static let maxTorrents = 10_000
 
+    /// Which swarms are served (`AccessPolicy`).
+    public private(set) var access = AccessPolicy()
+
     public init() {}
 
     public mutating func apply(_ change: CatalogueChange) {
@@ -65,7 +91,21 @@ public struct Catalogue: Hashable, Sendable {
             totalBytes += t.file.count
         case .unregister(let hash):
             remove(hash)
+        case .setAccessMode(let mode):
+            access.set(mode)
+        case .setAccessRule(let rule, let hashes):
+            access.set(rule, for: hashes)
+        case .removeAccessRules(let hashes):
+            access.set(nil, for: hashes)
         }
+    }
+
+    /// The policy a snapshot or a store carries, in place of ours.
+    mutating func install(_ policy: AccessPolicy) { access = policy }
+
+    /// Whether an announce for `hash` is served under the access policy.
+    public func admits(_ hash: InfoHash) -> Bool {
+        access.mode == .open || access.admits(hash, registered: isRegistered(hash))
     }
 
     mutating func remove(_ hash: InfoHash) {
@@ -74,7 +114,7 @@ public struct Catalogue: Hashable, Sendable {
         totalBytes -= old.file.count
     }
 
-    /// Whether an announce for `hash` passes the access list.
+    /// Whether `hash` is a registered torrent's swarm.
     public func isRegistered(_ hash: InfoHash) -> Bool { swarmHashes[hash] != nil }
 
     /// The torrent a swarm belongs to.

@@ -240,10 +240,7 @@ async function loadPeers() {
 async function loadTorrents() {
   try {
     const rows = await getJSON("/api/torrents");
-    const only = state.settings && state.settings.find((s) => s.key === "only registered torrents");
-    $("access-list").textContent = only && only.value === "yes"
-      ? "Access list on: peers may announce only these torrents."
-      : "Access list off: every info hash is tracked; registering names a swarm.";
+    loadAccess();
     fill($("torrents").tBodies[0], rows.map((t) => {
       const link = el("a", "download");
       link.href = "/api/torrents/" + t.infoHash + "/file";
@@ -256,6 +253,33 @@ async function loadTorrents() {
       return tr;
     }));
   } catch (e) { $("torrent-result").textContent = "cannot list torrents: " + e.message; }
+}
+// The cluster's access policy: its mode, its first rules, and changes sent as one
+// request per 1,000 hashes (the API's limit per change).
+async function loadAccess() {
+  try {
+    const a = await getJSON("/api/access?limit=200");
+    $("access-summary").textContent = `mode ${a.mode}: ${a.allowed} allowed, ${a.denied} denied info hashes, ` +
+      `${a.registered} registered torrents` + (a.allowed + a.denied > a.rules.length ? ` (first ${a.rules.length} rules shown)` : "");
+    if (document.activeElement !== $("access-mode")) $("access-mode").value = a.mode;
+    fill($("access-rules").tBodies[0], a.rules.map((r) => {
+      const remove = el("button", "remove");
+      remove.onclick = async () => { if (await setRules("remove", [r.infoHash])) loadAccess(); };
+      return row([el("span", r.infoHash, "mono"), r.rule, remove]);
+    }));
+  } catch (e) { $("access-result").textContent = "cannot read the access policy: " + e.message; }
+}
+async function setRules(rule, hashes) {
+  for (let i = 0; i < hashes.length; i += 1000) {
+    const body = JSON.stringify({ rule, infoHashes: hashes.slice(i, i + 1000) });
+    if (!await authorized("POST", "/api/access/rules", body, $("access-result"))) return false;
+  }
+  return true;
+}
+async function applyRules() {
+  const hashes = $("access-hashes").value.split("\n").map((l) => l.replace(/#.*/, "").trim()).filter((l) => l);
+  if (!hashes.length) { $("access-result").textContent = "enter info hashes first"; return; }
+  if (await setRules($("access-rule").value, hashes)) { $("access-hashes").value = ""; loadAccess(); }
 }
 async function uploadTorrent() {
   const file = $("torrent-file").files[0];
@@ -326,6 +350,10 @@ document.addEventListener("DOMContentLoaded", () => {
   $("peer-prev").onclick = () => { state.peerPage = Math.max(1, state.peerPage - 1); loadPeers(); };
   $("peer-next").onclick = () => { state.peerPage += 1; loadPeers(); };
   $("torrent-upload").onclick = uploadTorrent;
+  $("access-apply").onclick = applyRules;
+  $("access-mode-save").onclick = async () => {
+    if (await authorized("PUT", "/api/access/mode", JSON.stringify({ mode: $("access-mode").value }), $("access-result"))) loadAccess();
+  };
   $("edit-save").onclick = () => authorized("PUT", "/api/config", JSON.stringify({ [$("edit-key").value]: $("edit-value").value }), $("edit-result"));
   $("detail-close").onclick = () => { state.detail = null; $("swarm-detail").hidden = true; };
   showTab(location.hash.slice(1) || "config");

@@ -1,0 +1,98 @@
+/// Which swarms the tracker serves: cluster state, committed like any update, so no two
+/// nodes can disagree on it (a per-node flag could, after a failover).
+///
+/// - `open`: every info hash.
+/// - `allow`: registered torrents and hashes with an `allow` rule; other announces get
+///   a BEP 15 error.
+/// - `deny`: every info hash but those with a `deny` rule.
+///
+/// The mode picks which rules count: `deny` rules mean nothing in `allow` mode and the
+/// reverse, so switching modes never needs the list rewritten.
+public enum AccessMode: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    case open = 0, allow = 1, deny = 2
+
+    public var description: String {
+        switch self {
+        case .open: "open"
+        case .allow: "allow"
+        case .deny: "deny"
+        }
+    }
+
+    public init?(_ text: String) {
+        guard let mode = Self.allCases.first(where: { $0.description == text }) else { return nil }
+        self = mode
+    }
+}
+
+/// One bare info hash's entry in the access list.
+public enum AccessRule: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    case allow = 1, deny = 2
+
+    public var description: String { self == .allow ? "allow" : "deny" }
+}
+
+/// One rule of the access list.
+public struct AccessEntry: Hashable, Sendable {
+    public var infoHash: InfoHash
+    public var rule: AccessRule
+    public init(infoHash: InfoHash, rule: AccessRule) { self.infoHash = infoHash; self.rule = rule }
+}
+
+/// The access mode and the rules of bare info hashes (registered torrents are allowed by
+/// being registered, `Catalogue`).
+///
+/// Invariant: at most `maxRules` rules; a hash has at most one.
+public struct AccessPolicy: Hashable, Sendable {
+    public private(set) var mode: AccessMode = .open
+    public private(set) var rules: [InfoHash: AccessRule] = [:]
+
+    /// Bounds what a snapshot carries (about 21 bytes a rule: 2 MiB at most).
+    public static let maxRules = 100_000
+    /// One change names at most this many hashes (one cluster message carries it; the
+    /// admin command splits a longer list).
+    public static let maxHashesPerChange = 1_000
+
+    public init() {}
+
+    /// As a snapshot or a store carries it; rules beyond `maxRules` are not kept.
+    public init(mode: AccessMode, rules: [AccessEntry]) {
+        self.mode = mode
+        for e in rules.prefix(Self.maxRules) { self.rules[e.infoHash] = e.rule }
+    }
+
+    /// Whether an announce for `hash` is served; `registered`: a registered torrent's swarm.
+    public func admits(_ hash: InfoHash, registered: Bool) -> Bool {
+        switch mode {
+        case .open: true
+        case .allow: registered || rules[hash] == .allow
+        case .deny: rules[hash] != .deny
+        }
+    }
+
+    /// The BEP 15 error for an announce this policy refuses.
+    public var refusalMessage: String {
+        mode == .deny ? Self.deniedMessage : Self.notAllowedMessage
+    }
+
+    public static let notAllowedMessage = "torrent not registered with this tracker"
+    public static let deniedMessage = "torrent is denied by this tracker"
+
+    mutating func set(_ mode: AccessMode) { self.mode = mode }
+
+    mutating func set(_ rule: AccessRule?, for hashes: [InfoHash]) {
+        for hash in hashes {
+            if let rule {
+                guard rules[hash] != nil || rules.count < Self.maxRules else { continue }
+                rules[hash] = rule
+            } else {
+                rules[hash] = nil
+            }
+        }
+    }
+
+    /// In a canonical order: what snapshots and stores carry.
+    public var sortedRules: [AccessEntry] {
+        rules.sorted { $0.key < $1.key }.map { AccessEntry(infoHash: $0.key, rule: $0.value) }
+    }
+}

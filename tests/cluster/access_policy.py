@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""The replicated access policy against 3 real cluster nodes (ActiveMQ, a multicast group on
+lo), managed with `tracker admin` only.
+
+1. `import-list FILE` (opentracker's format: a hash per line, # comments) through a slave
+   and `mode allow` through another node: every node lists the rules and the mode when
+   each command returns.
+2. Each node in turn serves (the master is killed twice): it tracks the listed hashes and
+   a registered torrent, and refuses any other hash with a BEP 15 error.
+3. `mode deny` and `deny HASH`: the denied hash is refused ("denied"), others tracked; a
+   list with a bad line is refused whole, naming the line, and changes nothing.
+4. `--only-registered`, gone, stops a node from starting with a message that says what
+   replaces it.
+"""
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import Cluster, GroupClient, fail, free_udp_port, log, make_torrent  # noqa: E402
+from admin_cli import admin  # noqa: E402
+from common import tracker_binary  # noqa: E402
+
+
+def policy(node):
+    status, body = node.get("/api/access?limit=10000")
+    if status != 200:
+        fail(f"/api/access on node {node.node_id}: {status} {body}")
+    return body["mode"], {r["infoHash"]: r["rule"] for r in body["rules"]}
+
+
+def outcome(client, info_hash, port):
+    """'tracked', the BEP 15 error's message, or what went wrong."""
+    replies = client.announce(bytes.fromhex(info_hash), os.urandom(20), port)
+    if len(replies) != 1:
+        return f"{len(replies)} replies"
+    action = struct.unpack(">I", replies[0][:4])[0]
+    return "tracked" if action == 1 else replies[0][8:].decode(errors="replace") if action == 3 else f"action {action}"
+
+
+def main():
+    cluster = Cluster(f"access{os.getpid()}", free_udp_port())
+    work = tempfile.mkdtemp(prefix="access-policy-")
+    try:
+        nodes = [cluster.add(i) for i in (1, 2, 3)]
+        master = cluster.wait_converged(30)
+        slaves = [n for n in nodes if n is not master]
+        token = cluster.admin_token_file
+        listed = [os.urandom(20).hex() for _ in range(1500)]  # two changes of at most 1,000
+        path = os.path.join(work, "whitelist.txt")
+        with open(path, "w") as f:
+            f.write("# opentracker-style whitelist\n" + "\n".join(h.upper() if i % 2 else h for i, h in enumerate(listed))
+                    + "\n\n" + listed[0] + "   # listed twice\n")
+        code, out, err = admin(slaves[0].http, "import-list", path, token_file=token)
+        if code != 0 or "1000 info hashes" not in out or "500 info hashes" not in out:
+            fail(f"admin import-list through a slave: {code} {out!r} {err!r}")
+        code, out, err = admin(slaves[1].http, "mode", "allow", token_file=token)
+        if code != 0 or "access mode allow" not in out:
+            fail(f"admin mode allow: {code} {out!r} {err!r}")
+        for n in nodes:
+            mode, rules = policy(n)
+            if mode != "allow" or len(rules) != 1500 or any(rules.get(h) != "allow" for h in listed):
+                fail(f"node {n.node_id} holds mode {mode} and {len(rules)} rules once the commands returned")
+        log("import-list (1,500 hashes, two changes) and mode allow: every node holds them when the commands return")
+
+        data, registered = make_torrent("access-policy.bin")
+        torrent = os.path.join(work, "registered.torrent")
+        with open(torrent, "wb") as f:
+            f.write(data)
+        code, out, err = admin(master.http, "register", torrent, token_file=token)
+        if code != 0:
+            fail(f"admin register: {code} {out!r} {err!r}")
+
+        client = GroupClient(cluster.group)
+        client.connect() or fail("no reply to connect")
+        for round_ in range(3):
+            got = [outcome(client, h, 7000 + 10 * round_ + i) for i, h in enumerate([listed[round_], listed[-1], registered,
+                                                                                   os.urandom(20).hex()])]
+            if got != ["tracked", "tracked", "tracked", "torrent not registered with this tracker"]:
+                fail(f"master {master.node_id} in allow mode: listed, listed, registered, unknown gave {got}")
+            log(f"allow mode: master {master.node_id} tracks listed and registered hashes, refuses an unknown one")
+            if round_ < 2:
+                master.kill9()
+                master = cluster.wait_converged(timeout=15)
+                client.connect() or fail("no reply to connect after failover")
+
+        code, out, err = admin(master.http, "deny", listed[5], token_file=token)
+        if code != 0:
+            fail(f"admin deny: {code} {out!r} {err!r}")
+        code, out, err = admin(master.http, "mode", "deny", token_file=token)
+        if code != 0:
+            fail(f"admin mode deny: {code} {out!r} {err!r}")
+        got = [outcome(client, h, 7100 + i) for i, h in enumerate([listed[5], listed[6], os.urandom(20).hex()])]
+        if got != ["torrent is denied by this tracker", "tracked", "tracked"]:
+            fail(f"deny mode: denied, allowed-in-the-other-mode, unknown gave {got}")
+        log("deny mode: the denied hash is refused, every other one tracked")
+
+        bad = os.path.join(work, "bad.txt")
+        with open(bad, "w") as f:
+            f.write(f"{listed[7]}\nnot-a-hash\n")
+        code, out, err = admin(master.http, "import-list", "--deny", bad, token_file=token)
+        if code == 0 or "line 2" not in err:
+            fail(f"a list with a bad line must be refused naming it: {code} {out!r} {err!r}")
+        if policy(master)[1].get(listed[7]) != "allow":
+            fail("a refused list changed the policy")
+        code, out, err = admin(master.http, "access")
+        if code != 0 or not out.startswith("mode deny (allowed 1499, denied 1, registered torrents 1)") or len(out.splitlines()) != 1501:
+            fail(f"admin access: {code} {out[:200]!r} {err!r}")
+        log("a list with a bad line is refused whole, naming line 2; `admin access` prints the policy")
+
+        run = subprocess.run([tracker_binary(), "run", "--only-registered"], capture_output=True, text=True, timeout=30)
+        if run.returncode == 0 or "tracker admin mode allow" not in run.stderr:
+            fail(f"--only-registered must be refused with what replaces it: {run.returncode} {run.stderr[-300:]!r}")
+        log("--only-registered is refused, naming `tracker admin mode allow`")
+    except SystemExit:
+        cluster.dump()
+        raise
+    finally:
+        cluster.stop()
+    print("access policy: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
