@@ -169,7 +169,7 @@ extension Simulator {
 
     /// A registration a surviving replica committed is in the final master's catalogue,
     /// unless the operator removed that torrent at some point (a union merge may then
-    /// legitimately keep or drop it).
+    /// legitimately keep or drop it); likewise an access rule.
     mutating func checkRegistrations() {
         guard let ms = slots.indices.first(where: { slots[$0].isServing }), let m = slots[ms].node else { return }
         let removed = Set(scenario.operatorActions.compactMap { a -> InfoHash? in
@@ -177,7 +177,16 @@ extension Simulator {
             return nil
         })
         if let v = checker.lostRegistration(catalogue: m.replica.store.catalogue, removed: removed,
-                                            generations: slots.map(\.generation)) { fail(v) }
+                                            generations: slots.map(\.generation)) { return fail(v) }
+        // Swarms the operator gave one rule only (never removed, never the other rule).
+        var given: [Int: Set<AccessRule?>] = [:]
+        for case .accessRule(let k, let rule) in scenario.operatorActions.map(\.change) { given[k, default: []].insert(rule) }
+        var rules: [InfoHash: AccessRule] = [:]
+        for (k, kinds) in given where k < workload.swarmHashes.count && kinds.count == 1 {
+            if let rule = kinds.first ?? nil { rules[workload.swarmHashes[k]] = rule }
+        }
+        if let v = checker.lostAccessRule(access: m.replica.store.catalogue.access, rules: rules,
+                                          generations: slots.map(\.generation)) { fail(v) }
     }
 
     mutating func endServingSpan(_ slot: Int) {

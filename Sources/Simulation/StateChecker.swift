@@ -64,6 +64,8 @@ public struct StateChecker: Sendable {
     var maxExpireCutoff = Instant(milliseconds: Int64.min)
     /// Registrations some replica committed: info hash → slot → generation then.
     var committedTorrents: [InfoHash: [Int: Int]] = [:]
+    /// Access rules some replica committed: info hash → slot → generation then.
+    var committedRules: [InfoHash: [Int: Int]] = [:]
     /// Requests sent while no node served (first such send), and when each request was
     /// last answered by anyone.
     var unservedSends: [RequestKey: Instant] = [:]
@@ -209,6 +211,9 @@ public struct StateChecker: Sendable {
         appliedBy[tx.ref, default: [:]][slot] = generation
         for case .expire(let before) in tx.updates where before > maxExpireCutoff { maxExpireCutoff = before }
         for case .catalogue(.register(let t)) in tx.updates { committedTorrents[t.infoHash, default: [:]][slot] = generation }
+        for case .catalogue(.setAccessRule(_, let hashes)) in tx.updates {
+            for h in hashes { committedRules[h, default: [:]][slot] = generation }
+        }
         return nil
     }
 
@@ -244,6 +249,17 @@ public struct StateChecker: Sendable {
             if catalogue.torrents[hash] == nil {
                 return "registered torrent \(hash.hex) committed on \(survivors.keys.sorted().map { "s\($0)" }) was lost"
             }
+        }
+        return nil
+    }
+
+    /// The same for access rules: a hash the operator only ever gave `rules[hash]` (never
+    /// removed, never the other rule) keeps it while a replica that committed it survives.
+    func lostAccessRule(access: AccessPolicy, rules: [InfoHash: AccessRule], generations: [Int]) -> String? {
+        for (hash, rule) in rules.sorted(by: { $0.key < $1.key }) {
+            let survivors = (committedRules[hash] ?? [:]).filter { generations[$0.key] == $0.value }
+            guard !survivors.isEmpty, access.rules[hash] != rule else { continue }
+            return "access rule \(rule) for \(hash.hex) committed on \(survivors.keys.sorted().map { "s\($0)" }) was lost"
         }
         return nil
     }

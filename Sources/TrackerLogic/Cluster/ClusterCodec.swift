@@ -94,6 +94,7 @@ public enum ClusterCodec {
             b.writeInteger(o.offerID); b.writeInteger(o.part); b.writeInteger(o.parts)
             writeList(o.swarms, &b, write)
             writeList(o.torrents, &b, write)
+            writeList(o.access, &b, write)
         case .mergeDone(let id):
             b.writeInteger(id)
         case .submit(let change):
@@ -192,10 +193,14 @@ public enum ClusterCodec {
         }
     }
 
-    /// The mode, then each rule (hash and rule), in hash order.
+    /// The mode, then each rule in hash order.
     static func write(_ access: AccessPolicy, _ b: inout ByteBuffer) {
         b.writeInteger(access.mode.rawValue)
-        writeList(access.sortedRules, &b) { e, b in e.infoHash.write(to: &b); b.writeInteger(e.rule.rawValue) }
+        writeList(access.sortedRules, &b, write)
+    }
+
+    static func write(_ e: AccessEntry, _ b: inout ByteBuffer) {
+        e.infoHash.write(to: &b); b.writeInteger(e.rule.rawValue)
     }
 
     /// Only the file and the instant: the receiver derives the rest by parsing the file.
@@ -323,6 +328,10 @@ public enum ClusterCodec {
 
         mutating func access() throws -> AccessPolicy {
             let mode = try accessMode()
+            return AccessPolicy(mode: mode, rules: try accessEntries())
+        }
+
+        mutating func accessEntries() throws -> [AccessEntry] {
             let rules = try list(minItemSize: 21) { r -> AccessEntry in
                 let hash = try r.bytes20()
                 let raw: UInt8 = try r.int()
@@ -330,7 +339,7 @@ public enum ClusterCodec {
                 return AccessEntry(infoHash: hash, rule: rule)
             }
             guard rules.count <= AccessPolicy.maxRules else { throw ClusterDecodingError("access list of \(rules.count) rules") }
-            return AccessPolicy(mode: mode, rules: rules)
+            return rules
         }
 
         mutating func key() throws -> PeerKey { PeerKey(peerID: try bytes20(), ip: try ip()) }
@@ -425,7 +434,8 @@ public enum ClusterCodec {
                 guard part < parts, parts <= ClusterCodec.maxOfferParts else { throw ClusterDecodingError("merge offer part \(part) of \(parts)") }
                 message = .mergeOffer(MergeOffer(offerID: offerID, part: part, parts: parts,
                                                  swarms: try list(minItemSize: 28) { try $0.merge() },
-                                                 torrents: try list(minItemSize: 12) { try $0.torrent() }))
+                                                 torrents: try list(minItemSize: 12) { try $0.torrent() },
+                                                 access: try accessEntries()))
             case .mergeDone: message = .mergeDone(offerID: try int())
             case .leaving: message = .leaving
             case .submit:

@@ -96,12 +96,15 @@ public struct MergeOffer: Hashable, Sendable {
     public var part: UInt32
     public var parts: UInt32
     public var swarms: [SwarmMerge]
-    /// The diverged node's registered torrents (in part 0): registrations a partitioned
-    /// minority acknowledged are kept like its announces.
+    /// The diverged node's registered torrents and access rules (in part 0): what a
+    /// partitioned minority's operator committed is kept like its announces.
     public var torrents: [RegisteredTorrent]
+    public var access: [AccessEntry]
 
-    public init(offerID: UInt64, part: UInt32, parts: UInt32, swarms: [SwarmMerge], torrents: [RegisteredTorrent] = []) {
+    public init(offerID: UInt64, part: UInt32, parts: UInt32, swarms: [SwarmMerge], torrents: [RegisteredTorrent] = [],
+                access: [AccessEntry] = []) {
         self.offerID = offerID; self.part = part; self.parts = parts; self.swarms = swarms; self.torrents = torrents
+        self.access = access
     }
 }
 

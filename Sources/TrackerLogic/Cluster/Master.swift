@@ -385,12 +385,15 @@ struct Master: NodeRole, Sendable {
         var progress = offers[key] ?? OfferProgress(parts: offer.parts)
         // A part that does not belong to this offer's shape is not counted.
         guard progress.parts == offer.parts, offer.part < offer.parts, progress.received.insert(offer.part).inserted else { return }
-        // Torrents the master lacks are registered again; the rest it holds already.
+        // Torrents and access rules the master lacks are committed again; where it holds
+        // its own, they stay.
         let missing = offer.torrents.filter { ctx.replica.store.catalogue.torrents[$0.infoHash] == nil }
-        progress.pending += offer.swarms.count + missing.count
+        let rules = ctx.replica.store.catalogue.access.missing(offer.access)
+        progress.pending += offer.swarms.count + missing.count + rules.count
         offers[key] = progress
         for m in offer.swarms { enqueue(.merge(m), origin: .merge(key), in: &ctx, now) }
         for t in missing { enqueue(.catalogue(.register(t)), origin: .merge(key), in: &ctx, now) }
+        for change in rules { enqueue(.catalogue(change), origin: .merge(key), in: &ctx, now) }
         finishOfferIfDone(key, in: &ctx)
     }
 

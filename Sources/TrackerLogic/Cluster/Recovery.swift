@@ -17,6 +17,7 @@ struct Recovery: NodeRole, Sendable {
     /// Our own repository when it diverged from the one we fetched: merged back once we serve.
     var ownDivergedContent: [SwarmMerge] = []
     var ownDivergedTorrents: [RegisteredTorrent] = []
+    var ownDivergedRules: [AccessEntry] = []
 
     var nextDeadline: Instant {
         min(expiryDue, deadline, resendAt, fetching?.deadline ?? deadline)
@@ -119,9 +120,12 @@ struct Recovery: NodeRole, Sendable {
             recovered += tx.updates
             ctx.paths.count(.preparedReproposed)
         }
-        if !ownDivergedContent.isEmpty || !ownDivergedTorrents.isEmpty { ctx.paths.count(.recoveryMergedOwnState) }
+        if !ownDivergedContent.isEmpty || !ownDivergedTorrents.isEmpty || !ownDivergedRules.isEmpty {
+            ctx.paths.count(.recoveryMergedOwnState)
+        }
         recovered += ownDivergedContent.map { .merge($0) }
         recovered += ownDivergedTorrents.filter { ctx.replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
+        recovered += ctx.replica.store.catalogue.access.missing(ownDivergedRules).map { .catalogue($0) }
         ctx.prepared = nil
         return .serve(Master(nextExpiry: expiryDue, recovered: recovered, now: now),
                       syncing: answers.map { (node: $0.node, last: $0.last) })
@@ -152,6 +156,7 @@ struct Recovery: NodeRole, Sendable {
         if diverged {
             ownDivergedContent += ctx.replica.store.content()
             ownDivergedTorrents += ctx.replica.store.catalogue.sorted
+            ownDivergedRules += ctx.replica.store.catalogue.access.sortedRules
         }
         // Our diverged state stays on disk until its merge commits (`durableDiverged`).
         ctx.installLocally(snapshot, store: store, keepingDiverged: diverged)

@@ -218,7 +218,8 @@ struct Slave: NodeRole, Sendable {
         guard offer == nil else { return }
         let content = ctx.replica.store.content()
         let torrents = ctx.replica.store.catalogue.sorted
-        if content.isEmpty && torrents.isEmpty {
+        let rules = ctx.replica.store.catalogue.access.sortedRules
+        if content.isEmpty && torrents.isEmpty && rules.isEmpty {
             dropDivergedState(in: &ctx, now)
             return
         }
@@ -229,7 +230,7 @@ struct Slave: NodeRole, Sendable {
         if chunks.isEmpty { chunks = [[]] }
         let parts = chunks.enumerated().map {
             MergeOffer(offerID: offerID, part: UInt32(truncatingIfNeeded: $0.offset), parts: UInt32(truncatingIfNeeded: chunks.count),
-                       swarms: $0.element, torrents: $0.offset == 0 ? torrents : [])
+                       swarms: $0.element, torrents: $0.offset == 0 ? torrents : [], access: $0.offset == 0 ? rules : [])
         }
         offer = PendingOffer(offerID: offerID, parts: parts, resendAt: now + ctx.config.keepaliveInterval)
         for part in parts { ctx.send(.mergeOffer(part), to: m) }

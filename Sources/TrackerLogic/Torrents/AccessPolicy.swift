@@ -91,6 +91,19 @@ public struct AccessPolicy: Hashable, Sendable {
         }
     }
 
+    /// The changes that give the hashes of `entries` we hold no rule for theirs, at most
+    /// `maxHashesPerChange` hashes each: what a merge brings back from a diverged replica.
+    public func missing(_ entries: [AccessEntry]) -> [CatalogueChange] {
+        var out: [CatalogueChange] = []
+        for rule in AccessRule.allCases {
+            let hashes = entries.filter { $0.rule == rule && rules[$0.infoHash] == nil }.map(\.infoHash)
+            for start in stride(from: 0, to: hashes.count, by: Self.maxHashesPerChange) {
+                out.append(.setAccessRule(rule, Array(hashes[start..<min(start + Self.maxHashesPerChange, hashes.count)])))
+            }
+        }
+        return out
+    }
+
     /// In a canonical order: what snapshots and stores carry.
     public var sortedRules: [AccessEntry] {
         rules.sorted { $0.key < $1.key }.map { AccessEntry(infoHash: $0.key, rule: $0.value) }
