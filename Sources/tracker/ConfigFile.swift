@@ -144,6 +144,7 @@ enum ConfigFile {
         # --- peers: one peer channel (deploy.md says which fits your network)
         floating = "10.0.0.100:6969"      # cluster: an address keepalived moves to the serving master's host
         group = "239.255.42.99:6969"      # with floating: keepalives cross the LAN through it; alone: peers send to it (Transmission only)
+        # group = ["239.255.42.99:6969", "[ff15::42]:6969"]  # both families: one group (vip, floating) each
         interface = "eth0"                # the interface the group is joined on
         # vip = "10.0.0.100:6969"         # cluster, with group: a shared address delivered through the group's MAC
         # udp = "0.0.0.0:6969"            # standalone node (no broker): where peers send requests

@@ -118,14 +118,14 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Cluster node id (1…4294967295), or 'auto' to get one from the master.")
     var id: String = "auto"
 
-    @Option(help: "Multicast group the cluster serves peers on, e.g. 239.255.42.99:6969 (with --floating: the group that carries keepalives).")
-    var group: String?
+    @Option(help: "Multicast group the cluster serves peers on, e.g. 239.255.42.99:6969 or [ff15::42]:6969 (with --floating: the group that carries keepalives). Once per address family: give an IPv4 and an IPv6 one to serve both.")
+    var group: [String] = []
 
-    @Option(help: "Shared service address every node binds (with --group for delivery), e.g. 10.0.0.100:6969.")
-    var vip: String?
+    @Option(help: "Shared service address every node binds (with --group of its family for delivery), e.g. 10.0.0.100:6969; once per address family.")
+    var vip: [String] = []
 
-    @Option(help: "Floating service address that keepalived moves to the serving master's host, e.g. 10.0.0.100:6969 (bound before it arrives); with --group, keepalives also cross the peer network through that group.")
-    var floating: String?
+    @Option(help: "Floating service address that keepalived moves to the serving master's host, e.g. 10.0.0.100:6969 (bound before it arrives); with --group of its family, keepalives also cross the peer network through that group. Once per address family.")
+    var floating: [String] = []
 
     @Option(help: "Interface to join the group on (--group, --vip; no default: `lo` for a cluster on one machine).")
     var interface: String?
@@ -215,7 +215,7 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("log-format"), help: "text, or json: one JSON object per line (time, level, node, role, label, message, fields), for journald and Loki.")
     var logFormat: String = "text"
 
-    var isCluster: Bool { broker != nil || group != nil || vip != nil || floating != nil }
+    var isCluster: Bool { broker != nil || !group.isEmpty || !vip.isEmpty || !floating.isEmpty }
 
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown log level '\(logLevel)'") }
@@ -387,20 +387,45 @@ struct Run: AsyncParsableCommand {
             if let problem = NetworkInterface.problem(named: interface) { throw ValidationError("--interface: \(problem)") }
             return interface
         }
-        let mode: PeerChannelMode
-        switch (udp, group, vip, floating) {
-        case (nil, let g?, nil, nil): mode = .group(try endpoint("group", g), interface: try joinInterface("group"))
-        case (nil, let g?, let v?, nil): mode = .vip(try endpoint("vip", v), group: try endpoint("group", g), interface: try joinInterface("vip"))
-        case (nil, let g, nil, let f?):
-            let keepalives = try g.map { KeepaliveGroup(group: try endpoint("group", $0), interface: try joinInterface("group")) }
-            mode = .floating(try endpoint("floating", f), keepalives: keepalives)
-            if keepalives == nil {
-                logger.warning("--floating without --group: keepalives travel on the broker only, so while the broker is down every node is alone and masters on its own; give --group and --interface to carry them on the peer network too")
+        /// Each flag's addresses by family: at most one each.
+        func byFamily(_ flag: String, _ values: [String]) throws -> [IPAddress.Family: PeerEndpoint] {
+            var out: [IPAddress.Family: PeerEndpoint] = [:]
+            for v in values {
+                let e = try endpoint(flag, v)
+                guard out[e.ip.family] == nil else {
+                    throw ValidationError("--\(flag) given twice for \(e.ip.family == .v4 ? "IPv4" : "IPv6"): once per address family")
+                }
+                out[e.ip.family] = e
             }
-        case (let u?, nil, nil, nil): mode = .udp(try endpoint("udp", u))
-        case (nil, nil, _?, nil): throw ValidationError("--vip needs --group: the group delivers the service address to every node")
-        case (nil, nil, nil, nil): throw ValidationError("a cluster node needs a peer channel: --group, --vip with --group, or --floating")
-        default: throw ValidationError("use one peer channel: --group, --vip with --group, --floating (with --group for keepalives), or --udp")
+            return out
+        }
+        let groups = try byFamily("group", group), vips = try byFamily("vip", vip), floatings = try byFamily("floating", floating)
+        var modes: [PeerChannelMode] = []
+        if let u = udp {
+            guard group.isEmpty, vip.isEmpty, floating.isEmpty else {
+                throw ValidationError("use one peer channel: --group, --vip with --group, --floating (with --group for keepalives), or --udp")
+            }
+            modes = [.udp(try endpoint("udp", u))]
+        }
+        for family in [IPAddress.Family.v4, .v6] where udp == nil {
+            let name = family == .v4 ? "IPv4" : "IPv6"
+            switch (groups[family], vips[family], floatings[family]) {
+            case (let g?, nil, nil): modes.append(.group(g, interface: try joinInterface("group")))
+            case (let g?, let v?, nil): modes.append(.vip(v, group: g, interface: try joinInterface("vip")))
+            case (let g, nil, let f?):
+                let keepalives = try g.map { KeepaliveGroup(group: $0, interface: try joinInterface("group")) }
+                modes.append(.floating(f, keepalives: keepalives))
+                if keepalives == nil {
+                    logger.warning("--floating without --group: keepalives travel on the broker only, so while the broker is down every node is alone and masters on its own; give --group and --interface to carry them on the peer network too",
+                                   metadata: ["family": "\(name)"])
+                }
+            case (nil, let v?, nil): throw ValidationError("--vip \(v) needs an \(name) --group: the group delivers the service address to every node")
+            case (nil, nil, nil): break
+            default: throw ValidationError("use one \(name) peer channel: --group, --vip with --group, or --floating (with --group for keepalives)")
+            }
+        }
+        guard let peers = PeerChannels(modes) else {
+            throw ValidationError("a cluster node needs a peer channel: --group, --vip with --group, or --floating")
         }
         guard let broker else { throw ValidationError("a cluster node needs --broker stomp://HOST:PORT") }
         guard let db else { throw ValidationError("a cluster node needs --db PATH (its SQLite repository)") }
@@ -458,7 +483,7 @@ struct Run: AsyncParsableCommand {
         }
         guard access(directory, W_OK) == 0 else { throw ValidationError("--db \(db): this user cannot write in \(directory)") }
         let settings = ClusterNodeSettings(
-            id: nodeID, peers: mode, broker: brokerSettings, database: db,
+            id: nodeID, peers: peers, broker: brokerSettings, database: db,
             http: try httpEndpoint(), clusterName: self.cluster,
             keys: keys, connectionIDKeys: connectionIDKeys, cluster: cluster, tracker: try service.config())
         if let problem = settings.problems.first { throw ValidationError(problem) }

@@ -25,12 +25,15 @@ def switch(name):
     ip("-n", name, "link", "set", "br0", "up")
 
 
-def host(switch_ns, ns, address, index):
-    """A namespace with eth0 at ADDRESS/24 on the switch's bridge (port vINDEX)."""
+def host(switch_ns, ns, address, index, address6=None):
+    """A namespace with eth0 at ADDRESS/24 (and ADDRESS6/64, usable at once: no duplicate
+    address detection) on the switch's bridge (port vINDEX)."""
     ip("netns", "add", ns)
     ip("-n", switch_ns, "link", "add", f"v{index}", "type", "veth", "peer", "name", "eth0", "netns", ns)
     ip("-n", switch_ns, "link", "set", f"v{index}", "master", "br0", "up")
     ip("-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+    if address6:
+        ip("-n", ns, "-6", "addr", "add", f"{address6}/64", "dev", "eth0", "nodad")
     ip("-n", ns, "link", "set", "eth0", "up")
     ip("-n", ns, "link", "set", "lo", "up")
 
@@ -53,22 +56,27 @@ def tear_down(helper, cluster, ok, broker_env, broker_ns, namespaces):
     remove(namespaces)
 
 
-def first_reply_after(ns, address, port, start, timeout=30):
-    """Seconds from START (a time.time()) until a BEP 15 connect sent to ADDRESS:PORT from
-    namespace NS every 50 ms is answered, from whatever source (a group's replies come
-    from the master's own address); None if none is within TIMEOUT."""
+def first_reply_after(ns, address, port, start, timeout=30, source=False):
+    """Seconds from START (a time.time()) until a BEP 15 connect sent to ADDRESS:PORT (IPv4
+    or IPv6) from namespace NS every 50 ms is answered, from whatever source (a group's
+    replies come from the master's own address); None if none is within TIMEOUT. With
+    SOURCE, (seconds, the reply's source address)."""
+    family = "AF_INET6" if ":" in address else "AF_INET"
     probe = ("import socket,struct,sys,time\n"
-             "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(0.05)\n"
+             f"s=socket.socket(socket.{family},socket.SOCK_DGRAM);s.settimeout(0.05)\n"
              f"end=time.time()+{timeout}\n"
              "while time.time()<end:\n"
              f"  s.sendto(struct.pack('>QII',0x41727101980,0,7),('{address}',{port}))\n"
              "  try:\n"
-             "    d=s.recv(64)\n"
-             "    if len(d)==16 and struct.unpack('>II',d[:8])==(0,7): print(time.time()); sys.exit(0)\n"
+             "    d,a=s.recvfrom(64)\n"
+             "    if len(d)==16 and struct.unpack('>II',d[:8])==(0,7): print(time.time(),a[0]); sys.exit(0)\n"
              "  except socket.timeout: pass\n"
              "sys.exit(1)\n")
     out = subprocess.run(["ip", "netns", "exec", ns, "/usr/bin/python3", "-c", probe], capture_output=True, text=True)
-    return float(out.stdout.strip()) - start if out.returncode == 0 else None
+    if out.returncode != 0:
+        return (None, None) if source else None
+    at, sender = out.stdout.split()
+    return (float(at) - start, sender) if source else float(at) - start
 
 
 class OtherClient:

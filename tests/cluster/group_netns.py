@@ -4,16 +4,18 @@ docs/deploy.md's table of peer-channel modes says about it, measured.
 
     switch ns: a bridge (multicast snooping off)
     broker ns 10.78.0.2   ActiveMQ (its own instance)
-    node ns  10.78.0.11-13  each node joins 239.255.42.99 on eth0 and binds the group
-    client ns 10.78.0.50-52  a multicast route on eth0: libtorrent (seeder and leecher),
-             transmission-cli, aria2c
+    node ns  10.78.0.11-13, fd78::11-13  each node joins 239.255.42.99 and ff15::42 on
+             eth0 and binds both groups: one node serves both families
+    client ns 10.78.0.50-52, fd78::50  a multicast route on eth0: libtorrent (seeder and
+             leecher), transmission-cli, aria2c
 
 Each node replies from its own address, not the group's:
 1. Transmission accepts that and completes a download;
 2. libtorrent and aria2 drop those replies, so neither completes in the same time.
    (`tracker client`, which accepts a reply from any source, announces the seeder.)
-3. After `kill -9` of the master, BEP 15 connects sent to the group every 50 ms from the
-   moment of the kill are answered again, by the next master; the time is printed.
+3. An IPv6 peer's connect to [ff15::42]:6969 is answered from the master's IPv6 address.
+4. After `kill -9` of the master, BEP 15 connects sent to each group every 50 ms from the
+   moment of the kill are answered again, by the next master; the times are printed.
    Transmission, started after that, completes again."""
 import os
 import shutil
@@ -28,6 +30,7 @@ from _netns import OtherClient, first_reply_after, host, ip, remove, switch, tea
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GROUP, PORT = "239.255.42.99", 6969
+GROUP6 = "ff15::42"
 TAG = f"m{os.getpid() % 100000}"
 SWITCH, BROKER, CLIENT, TRANSMISSION, ARIA2 = f"{TAG}sw", f"{TAG}b", f"{TAG}c", f"{TAG}tr", f"{TAG}ar"
 NODES = {1: f"{TAG}n1", 2: f"{TAG}n2", 3: f"{TAG}n3"}
@@ -39,11 +42,11 @@ def build_network():
     switch(SWITCH)
     host(SWITCH, BROKER, "10.78.0.2", 2)
     for i, ns in enumerate((CLIENT, TRANSMISSION, ARIA2)):
-        host(SWITCH, ns, f"10.78.0.{50 + i}", 50 + i)
+        host(SWITCH, ns, f"10.78.0.{50 + i}", 50 + i, address6=f"fd78::{50 + i}")
         # Without a route a multicast send has nowhere to go.
         ip("-n", ns, "route", "add", "224.0.0.0/4", "dev", "eth0")
     for node_id, ns in NODES.items():
-        host(SWITCH, ns, f"10.78.0.{10 + node_id}", 10 + node_id)
+        host(SWITCH, ns, f"10.78.0.{10 + node_id}", 10 + node_id, address6=f"fd78::{10 + node_id}")
 
 
 def main():
@@ -59,7 +62,8 @@ def main():
         print(activemq("start", env=broker_env, netns=BROKER))
         cluster = Cluster("group", PORT, broker="stomp://10.78.0.2:61613")
         for node_id, ns in NODES.items():
-            cluster.add(node_id, netns=ns, peer_args=["--group", f"{GROUP}:{PORT}", "--interface", "eth0"],
+            cluster.add(node_id, netns=ns, peer_args=["--group", f"{GROUP}:{PORT}", "--group", f"[{GROUP6}]:{PORT}",
+                                                      "--interface", "eth0"],
                         http_host=f"10.78.0.{10 + node_id}")
         master = cluster.wait_converged(30)
         peer = subprocess.Popen(["ip", "netns", "exec", CLIENT, "/usr/bin/python3", os.path.join(HERE, "_lt_vip_peer.py"),
@@ -113,14 +117,28 @@ def main():
                 fail(f"{label}: libtorrent and aria2 drop replies whose source is not the group; one completed: {done}")
 
         round("group mode, master serving", all_clients=True)
+        _, sender = first_reply_after(CLIENT, GROUP6, PORT, time.time(), timeout=5, source=True)
+        if sender != f"fd78::{10 + master.node_id}":
+            fail(f"an IPv6 connect to [{GROUP6}]:{PORT} must be answered from master {master.node_id}'s IPv6 address: {sender}")
+        log(f"IPv6 group [{GROUP6}]:{PORT}: answered from master {master.node_id}'s address {sender}, beside the IPv4 group")
         killed = time.time()
         master.kill9()
-        failover = first_reply_after(CLIENT, GROUP, PORT, killed)
-        if failover is None:
-            fail("no reply from the group within 30 s of the master's kill")
+        results = {}
+        probes = [threading.Thread(target=lambda g=g: results.__setitem__(g, first_reply_after(CLIENT, g, PORT, killed, source=True)))
+                  for g in (GROUP, GROUP6)]
+        for p in probes:
+            p.start()
+        for p in probes:
+            p.join(40)
         new_master = cluster.wait_converged(20)
-        log(f"kill -9 of master {master.node_id}: first reply through the group after {failover:.1f} s "
-            f"(new master {new_master.node_id})")
+        for g in (GROUP, GROUP6):
+            after, sender = results.get(g, (None, None))
+            if after is None:
+                fail(f"no reply from the group {g} within 30 s of the master's kill")
+            log(f"kill -9 of master {master.node_id}: first reply through {g} after {after:.1f} s from {sender} "
+                f"(new master {new_master.node_id})")
+            if g == GROUP6 and sender != f"fd78::{10 + new_master.node_id}":
+                fail(f"after the failover the IPv6 group must be answered by master {new_master.node_id}: {sender}")
         round("group mode, after the failover", all_clients=False)
         ok = True
     finally:

@@ -4,11 +4,15 @@
     switch ns: a bridge (multicast snooping off)
     broker ns 10.77.0.2   ActiveMQ (its own instance)
     node ns  10.77.0.11-13 + the service address 10.77.0.100 on lo; each node binds
-             10.77.0.100:6969 and joins 239.255.42.99 on eth0
+             10.77.0.100:6969 and joins 239.255.42.99 on eth0; the same in IPv6 beside
+             it (fd77::11-13, service address fd77::100, group ff15::42)
     client ns 10.77.0.50  static neighbour: 10.77.0.100 -> 01:00:5e:7f:2a:63 (the
              group's MAC), so every node receives each request; the master replies from
              10.77.0.100:6969, which libtorrent accepts.
     client ns 10.77.0.51, 10.77.0.52  the same, for transmission-cli and aria2c
+
+A BEP 15 connect to [fd77::100]:6969 is answered from that address, before and after
+the failover (neighbour entry: fd77::100 -> 33:33:00:00:00:42, the IPv6 group's MAC).
 
 A python3-libtorrent leecher completes a download from a seeder through the 3-node
 cluster; libtorrent and aria2 leechers started at the moment of kill -9 of the master (their first
@@ -45,6 +49,7 @@ from _netns import OtherClient, first_reply_after, host, ip, remove, switch, tea
 HERE = os.path.dirname(os.path.abspath(__file__))
 VIP, GROUP, PORT = "10.77.0.100", "239.255.42.99", 6969
 GROUP_MAC = "01:00:5e:7f:2a:63"
+VIP6, GROUP6, GROUP6_MAC = "fd77::100", "ff15::42", "33:33:00:00:00:42"
 TAG = f"t{os.getpid() % 100000}"
 SWITCH, BROKER, CLIENT = f"{TAG}sw", f"{TAG}b", f"{TAG}c"
 TRANSMISSION, ARIA2 = f"{TAG}tr", f"{TAG}ar"
@@ -56,17 +61,19 @@ BROKER_STATE = f"/tmp/tracker-activemq-{TAG}"
 def build_network():
     switch(SWITCH)
     host(SWITCH, BROKER, "10.77.0.2", 2)
-    host(SWITCH, CLIENT, "10.77.0.50", 50)
+    host(SWITCH, CLIENT, "10.77.0.50", 50, address6="fd77::50")
     host(SWITCH, TRANSMISSION, "10.77.0.51", 51)
     host(SWITCH, ARIA2, "10.77.0.52", 52)
     for node_id, ns in NODES.items():
-        host(SWITCH, ns, f"10.77.0.{10 + node_id}", 10 + node_id)
+        host(SWITCH, ns, f"10.77.0.{10 + node_id}", 10 + node_id, address6=f"fd77::{10 + node_id}")
         ip("-n", ns, "addr", "add", f"{VIP}/32", "dev", "lo")
+        ip("-n", ns, "-6", "addr", "add", f"{VIP6}/128", "dev", "lo")
         # The service address must not be claimed by ARP: clients map it to the group's MAC.
         subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1",
                         "net.ipv4.conf.all.arp_announce=2"], check=True)
     for ns in (CLIENT, TRANSMISSION, ARIA2):
         ip("-n", ns, "neigh", "replace", VIP, "lladdr", GROUP_MAC, "dev", "eth0", "nud", "permanent")
+    ip("-n", CLIENT, "-6", "neigh", "replace", VIP6, "lladdr", GROUP6_MAC, "dev", "eth0", "nud", "permanent")
 
 
 NAMESPACES = [CLIENT, TRANSMISSION, ARIA2, BROKER, *NODES.values(), SWITCH]
@@ -84,7 +91,8 @@ def main():
     try:
         print(activemq("start", env=broker_env, netns=BROKER))
         cluster = Cluster("vip", PORT, broker="stomp://10.77.0.2:61613")
-        args = ["--vip", f"{VIP}:{PORT}", "--group", f"{GROUP}:{PORT}", "--interface", "eth0"]
+        args = ["--vip", f"{VIP}:{PORT}", "--group", f"{GROUP}:{PORT}", "--vip", f"[{VIP6}]:{PORT}", "--group", f"[{GROUP6}]:{PORT}",
+                "--interface", "eth0"]
         for node_id, ns in NODES.items():
             cluster.add(node_id, netns=ns, peer_args=args, http_host=f"10.77.0.{10 + node_id}")
         # Only the node namespaces reach their HTTP APIs; Node.api runs curl inside them.
@@ -101,6 +109,10 @@ def main():
             fail(f"some node heard no keepalive on the peer network: {beacons}")
         log(f"3 nodes in namespaces, service address {VIP}:{PORT}; master {master.node_id}; "
             f"keepalives heard on the peer network {beacons}")
+        _, sender = first_reply_after(CLIENT, VIP6, PORT, time.time(), timeout=5, source=True)
+        if sender != VIP6:
+            fail(f"an IPv6 connect to [{VIP6}]:{PORT} must be answered from that address: {sender}")
+        log(f"IPv6 service address [{VIP6}]:{PORT} (group {GROUP6}) answered from itself, beside the IPv4 one")
         # The broker is on another host here, reached in clear text: every node says so.
         for n in cluster.live():
             if "broker connection not encrypted" not in n.tail(400):
@@ -143,6 +155,10 @@ def main():
         failover = first_reply_after(CLIENT, VIP, PORT, killed)
         log(f"first reply through {VIP} to BEP 15 connects sent every 50 ms since the kill: "
             f"{'none within 30 s' if failover is None else '%.1f s after it' % failover}")
+        failover6, sender = first_reply_after(CLIENT, VIP6, PORT, killed, source=True)
+        if failover6 is None or sender != VIP6:
+            fail(f"no reply from [{VIP6}]:{PORT} within 30 s of the kill ({sender})")
+        log(f"first reply through [{VIP6}] since the kill: {failover6:.1f} s after it")
         try:
             leeched("libtorrent leecher 2 (started at the kill)", bound=AT_KILL_BOUND_S)
             deadline = others[0].started + AT_KILL_BOUND_S

@@ -9,7 +9,7 @@ import TrackerLogic
 public struct ClusterNodeSettings: Sendable {
     /// `.unassigned` asks the master for one (`--id auto`).
     public var id: NodeID
-    public var peers: PeerChannelMode
+    public var peers: PeerChannels
     public var broker: StompSettings
     public var database: String
     public var http: PeerEndpoint?
@@ -23,7 +23,7 @@ public struct ClusterNodeSettings: Sendable {
     public var cluster: ClusterConfig
     public var tracker: TrackerConfig
 
-    public init(id: NodeID, peers: PeerChannelMode, broker: StompSettings, database: String, http: PeerEndpoint?,
+    public init(id: NodeID, peers: PeerChannels, broker: StompSettings, database: String, http: PeerEndpoint?,
                 clusterName: String, keys: [ClusterKey], connectionIDKeys: [SipHash24], cluster: ClusterConfig, tracker: TrackerConfig) {
         self.id = id; self.peers = peers; self.broker = broker; self.database = database; self.http = http
         self.clusterName = clusterName; self.keys = keys; self.connectionIDKeys = connectionIDKeys
@@ -38,12 +38,16 @@ public struct ClusterNodeSettings: Sendable {
         if database.isEmpty { out.append("--db needs a file path") }
         if keys.count > 2 { out.append("at most two cluster keys (the current one and the one being rotated out)") }
         if connectionIDKeys.isEmpty { out.append("no connection-id key") }
-        switch peers {
-        case .group(let g, _), .vip(_, let g, _):
-            if !g.ip.isIPv4Multicast { out.append("group \(g.ip) is not an IPv4 multicast address (224.0.0.0/4)") }
-        case .floating(_, let keepalives):
-            if let g = keepalives?.group, !g.ip.isIPv4Multicast { out.append("group \(g.ip) is not an IPv4 multicast address (224.0.0.0/4)") }
-        case .udp: break
+        for mode in peers.modes {
+            let group: PeerEndpoint?
+            switch mode {
+            case .group(let g, _), .vip(_, let g, _): group = g
+            case .floating(_, let keepalives): group = keepalives?.group
+            case .udp: group = nil
+            }
+            guard let g = group else { continue }
+            if !g.ip.isMulticast { out.append("group \(g.ip) is not a multicast address (224.0.0.0/4, ff00::/8)") }
+            if g.ip.family != mode.family { out.append("group \(g.ip) and service address \(mode.serviceAddress) are of different families") }
         }
         return out
     }
@@ -67,7 +71,7 @@ public final class ClusterService: @unchecked Sendable {
     var channel: ClusterChannel
     let rejectLog: RateLimitedLog
     var stomp: StompClient!
-    var sockets: PeerSockets!
+    var sockets: PeerSocketSet!
     /// A provoked failure (the dashboard's button): the node hears and says nothing, to
     /// peers or to the cluster, as if its link were cut; its timers run on, so it behaves
     /// as a partitioned node does.
@@ -200,12 +204,16 @@ public final class ClusterService: @unchecked Sendable {
         case .send(let env):
             publish(env, to: settings.topic(for: env.to ?? .unassigned))
         case .beacon(let env):
-            guard !silenced, let target = sockets.beaconTarget, let sender = sockets.beaconSender else { return }
+            guard !silenced else { return }
             let frame = channel.seal(env, now: WallClock.now())
-            sender.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: frame), promise: nil)
+            for family in sockets.families {
+                guard let target = family.beaconTarget, let sender = family.beaconSender else { continue }
+                sender.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: frame), promise: nil)
+            }
         case .reply(let response, let to):
             guard !silenced else { return }
-            var buffer = sockets.reply.allocator.buffer(capacity: BEP15Codec.encodedSize(response))
+            let socket = sockets.reply(to: to)
+            var buffer = socket.allocator.buffer(capacity: BEP15Codec.encodedSize(response))
             BEP15Codec.encode(response, into: &buffer)
             switch response {
             case .error: stats.errorReplies += 1
@@ -213,7 +221,7 @@ public final class ClusterService: @unchecked Sendable {
             default: stats.replies += 1
             }
             stats.traffic.replied(response, to: to)
-            sockets.reply.write(AddressedEnvelope(remoteAddress: SocketAddress(to), data: buffer), promise: nil)
+            socket.write(AddressedEnvelope(remoteAddress: SocketAddress(to), data: buffer), promise: nil)
             repliesPending = true
         case .persist(let rows):
             store(.commit(rows), for: action)
@@ -229,7 +237,7 @@ public final class ClusterService: @unchecked Sendable {
             backlogDiscard = PeerBacklogDiscard(now: WallClock.now(), for: settings.cluster.keepaliveInterval,
                                                 drainedBytes: Self.drainedQueueBytes)
             logger.notice("woke from a pause; dropping the peer datagrams queued meanwhile (another master answers them)",
-                          metadata: ["queued-bytes": "\(sockets.receive.receiveQueueBytes().map { "\($0)" } ?? "unknown")"])
+                          metadata: ["queued-bytes": "\(sockets.receiveQueueBytes().map { "\($0)" } ?? "unknown")"])
         case .exit(let reason):
             logger.notice("node stopped", metadata: ["reason": "\(reason)"])
             teardown(code: reason.exitCode)
@@ -315,7 +323,7 @@ public final class ClusterService: @unchecked Sendable {
 
     func flushReplies() {
         repliesPending = false
-        sockets.reply.flush()
+        for family in sockets.families { family.reply.flush() }
     }
 
     /// One timer, always at the node's next deadline.
@@ -357,7 +365,7 @@ public final class ClusterService: @unchecked Sendable {
         if repliesPending { flushReplies() }
         // The socket is read in bursts; once what is still queued is less than a burst,
         // the rest arrived after the wake.
-        if let discard = backlogDiscard, discard.isDrained(queuedBytes: sockets.receive.receiveQueueBytes()) {
+        if let discard = backlogDiscard, discard.isDrained(queuedBytes: sockets.receiveQueueBytes()) {
             endBacklogDiscard()
         }
     }

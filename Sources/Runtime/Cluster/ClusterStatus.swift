@@ -24,7 +24,7 @@ extension ClusterService {
         s.brokerConnected = stomp?.isReady ?? false
         s.cluster = settings.clusterName
         s.peerService = settings.peers.description
-        s.replyFrom = sockets.map { "\($0.unicast)" } ?? ""
+        s.replyFrom = sockets?.unicast ?? ""
         s.address = node.address
         s.database = settings.database
         s.keepaliveMs = settings.cluster.keepaliveInterval.value

@@ -45,6 +45,29 @@ public enum PeerChannelMode: Sendable, CustomStringConvertible {
     }
 }
 
+extension PeerChannelMode {
+    /// The family of the service address (a group's family is its service address's).
+    public var family: IPAddress.Family { serviceAddress.ip.family }
+}
+
+/// How peers reach the cluster in each address family it serves: one mode, or an IPv4 and
+/// an IPv6 one (`--group 239.255.42.99:6969 --group [ff15::42]:6969`), bound side by side.
+///
+/// Invariant: at least one mode, at most one per family.
+public struct PeerChannels: Sendable, CustomStringConvertible {
+    public let modes: [PeerChannelMode]
+
+    public init?(_ modes: [PeerChannelMode]) {
+        guard !modes.isEmpty, Set(modes.map(\.family)).count == modes.count else { return nil }
+        self.modes = modes
+    }
+
+    /// Where peers send (the first family's, for what names one address).
+    public var serviceAddress: PeerEndpoint { modes[0].serviceAddress }
+
+    public var description: String { modes.map(\.description).joined(separator: " and ") }
+}
+
 /// A multicast group that carries keepalives on the peer network, and the interface it
 /// is joined on.
 public struct KeepaliveGroup: Sendable, Equatable {
@@ -74,12 +97,49 @@ struct PeerSockets {
     }
 }
 
+/// The sockets of every family a node serves: a reply leaves from its peer's family's
+/// sockets, keepalives go to every family's group.
+struct PeerSocketSet {
+    var families: [PeerSockets]
+
+    /// The sockets a reply to `peer` leaves from (its family's; the first when the node
+    /// does not serve that family, which cannot reach it: a datagram arrives only on a
+    /// socket of its own family).
+    func reply(to peer: PeerEndpoint) -> Channel {
+        (families.first { $0.unicast.ip.family == peer.ip.family } ?? families[0]).reply
+    }
+
+    var unicast: String { families.map { "\($0.unicast)" }.joined(separator: ", ") }
+
+    /// Bytes waiting in every receive queue (a pause backlog lies in all of them).
+    func receiveQueueBytes() -> Int? {
+        let each = families.map { $0.receive.receiveQueueBytes() }
+        return each.contains { $0 == nil } ? nil : each.reduce(0) { $0 + ($1 ?? 0) }
+    }
+
+    var all: [Channel] { families.flatMap(\.all) }
+}
+
 enum PeerChannelBinder {
     /// Linux delivers every group joined by *any* socket on the host to a socket bound to
     /// the port unless this is off.
     static let ipMulticastAll: CInt = 49
     /// Lets a socket bind an address the host does not hold (yet): Linux's IP_FREEBIND.
     static let ipFreeBind: CInt = 15
+    /// The same for IPv6 (IPV6_MULTICAST_ALL from Linux 4.20, IPV6_FREEBIND from 4.15).
+    static let ipv6MulticastAll: CInt = 29
+    static let ipv6FreeBind: CInt = 78
+
+    static func bind(_ channels: PeerChannels, loop: EventLoop, handler: @escaping @Sendable () -> ChannelHandler) async throws -> PeerSocketSet {
+        var families: [PeerSockets] = []
+        do {
+            for mode in channels.modes { families.append(try await bind(mode, loop: loop, handler: handler)) }
+        } catch {
+            for s in families { for c in s.all { try? await c.close() } }
+            throw error
+        }
+        return PeerSocketSet(families: families)
+    }
 
     static func bind(_ mode: PeerChannelMode, loop: EventLoop, handler: @escaping @Sendable () -> ChannelHandler) async throws -> PeerSockets {
         func bootstrap() -> DatagramBootstrap {
@@ -97,34 +157,36 @@ enum PeerChannelBinder {
             let ch = try await bootstrap().bind(to: endpoint.socketAddress()).get()
             return PeerSockets(receive: ch, reply: ch, unicast: endpoint)
         case .floating(let endpoint, let keepalives):
-            let ch = try await bootstrap()
-                .channelOption(.socket(SocketOptionLevel(IPPROTO_IP), SocketOptionName(ipFreeBind)), value: 1)
-                .bind(to: endpoint.socketAddress()).get()
+            let freeBind: ChannelOptions.Types.SocketOption = endpoint.ip.family == .v4
+                ? .socket(SocketOptionLevel(IPPROTO_IP), SocketOptionName(ipFreeBind))
+                : .socket(SocketOptionLevel(IPPROTO_IPV6), SocketOptionName(ipv6FreeBind))
+            let ch = try await bootstrap().channelOption(freeBind, value: 1).bind(to: endpoint.socketAddress()).get()
             var sockets = PeerSockets(receive: ch, reply: ch, unicast: endpoint)
             if let keepalives {
-                let device = try multicastDevice(named: keepalives.interface)
+                let device = try multicastDevice(named: keepalives.interface, family: keepalives.group.ip.family)
                 try await bindKeepalives(&sockets, group: keepalives.group, device: device, bootstrap: bootstrap(), loop: loop)
             }
             return sockets
         case .group(let group, let interface):
-            let device = try multicastDevice(named: interface)
+            let device = try multicastDevice(named: interface, family: group.ip.family)
             let ch = try await bootstrap().bind(to: group.socketAddress()).get()
             try await join(ch, group: group, device: device)
             // Replies leave from the node's own address on that interface, any free port.
-            guard let local = device.address, let ip = PeerEndpoint(local)?.ip else {
-                throw ConfigurationError("interface \(interface) has no IPv4 address")
-            }
+            let ip = try address(of: device)
             let reply = try await DatagramBootstrap(group: loop)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler()) }
                 }
                 .bind(to: PeerEndpoint(ip: ip, port: 0).socketAddress()).get()
             let port = UInt16(reply.localAddress?.port ?? 0)
-            try await reply.setMulticastInterface(ip).get()
+            try await reply.setMulticastInterface(device).get()
             return PeerSockets(receive: ch, reply: reply, unicast: PeerEndpoint(ip: ip, port: port),
                                beaconTarget: group.socketAddress(), beaconSender: reply)
         case .vip(let vip, let group, let interface):
-            let device = try multicastDevice(named: interface)
+            guard vip.ip.family == group.ip.family else {
+                throw ConfigurationError("service address \(vip) and group \(group) are of different families")
+            }
+            let device = try multicastDevice(named: interface, family: group.ip.family)
             let ch = try await bootstrap().bind(to: vip.socketAddress()).get()
             try await join(ch, group: group, device: device)
             var sockets = PeerSockets(receive: ch, reply: ch, unicast: vip)
@@ -139,23 +201,33 @@ enum PeerChannelBinder {
     /// drops a datagram whose source is one of its own).
     static func bindKeepalives(_ sockets: inout PeerSockets, group: PeerEndpoint, device: NIONetworkDevice,
                                bootstrap: DatagramBootstrap, loop: EventLoop) async throws {
-        guard let local = device.address, let ip = PeerEndpoint(local)?.ip else {
-            throw ConfigurationError("interface \(device.name) has no IPv4 address")
-        }
+        let ip = try address(of: device)
         let beacons = try await bootstrap.bind(to: group.socketAddress()).get()
         try await join(beacons, group: group, device: device)
         let sender = try await DatagramBootstrap(group: loop).bind(to: PeerEndpoint(ip: ip, port: 0).socketAddress()).get()
-        try await sender.setMulticastInterface(ip).get()
+        try await sender.setMulticastInterface(device).get()
         sockets.beaconTarget = group.socketAddress()
         sockets.beaconSender = sender
         sockets.beaconReceive = beacons
     }
 
-    static func join(_ channel: Channel, group: PeerEndpoint, device: NIONetworkDevice) async throws {
-        guard case .v4 = group.ip, group.ip.isIPv4Multicast else {
-            throw ConfigurationError("\(group.ip) is not an IPv4 multicast group (224.0.0.0/4)")
+    /// The device's own address, for the sockets replies and keepalives leave from.
+    static func address(of device: NIONetworkDevice) throws -> IPAddress {
+        guard let local = device.address, let ip = PeerEndpoint(local)?.ip else {
+            throw ConfigurationError("interface \(device.name) has no address of that family")
         }
-        try await channel.setOption(.socket(SocketOptionLevel(IPPROTO_IP), SocketOptionName(ipMulticastAll)), value: 0).get()
+        return ip
+    }
+
+    static func join(_ channel: Channel, group: PeerEndpoint, device: NIONetworkDevice) async throws {
+        guard group.ip.isMulticast else {
+            throw ConfigurationError("\(group.ip) is not a multicast group (224.0.0.0/4, ff00::/8)")
+        }
+        if group.ip.family == .v4 {
+            try await channel.setOption(.socket(SocketOptionLevel(IPPROTO_IP), SocketOptionName(ipMulticastAll)), value: 0).get()
+        } else {
+            try await channel.setOption(.socket(SocketOptionLevel(IPPROTO_IPV6), SocketOptionName(ipv6MulticastAll)), value: 0).get()
+        }
         guard let multicast = channel as? MulticastChannel else { throw ConfigurationError("socket cannot join groups") }
         do {
             try await multicast.joinGroup(group.socketAddress(), device: device).get()
@@ -164,13 +236,20 @@ enum PeerChannelBinder {
         }
     }
 
-    /// The interface's IPv4 device. NIO refuses to join a group on `lo` because the
-    /// kernel does not flag it multicast-capable, yet joining works; say it does.
-    static func multicastDevice(named name: String) throws -> NIONetworkDevice {
+    /// The interface's device of the group's family: for IPv6 its first address that is
+    /// not link-local (replies must leave from an address a peer can reach without a
+    /// scope). NIO refuses to join a group on `lo` because the kernel does not flag it
+    /// multicast-capable, yet joining works; say it does.
+    static func multicastDevice(named name: String, family: IPAddress.Family) throws -> NIONetworkDevice {
         let devices = try System.enumerateDevices()
-        guard var device = devices.first(where: { $0.name == name && $0.address?.protocol == .inet }) else {
+        let candidates = devices.filter { d in
+            guard d.name == name, let a = d.address, let ip = PeerEndpoint(a)?.ip, ip.family == family else { return false }
+            return !ip.isLinkLocal
+        }
+        guard var device = candidates.first else {
             let names = Set(devices.map(\.name)).sorted().joined(separator: ", ")
-            throw ConfigurationError("no IPv4 interface named '\(name)' (have: \(names))")
+            let kind = family == .v4 ? "an IPv4 address" : "an IPv6 address that is not link-local"
+            throw ConfigurationError("no interface named '\(name)' with \(kind) (have: \(names))")
         }
         device.multicastSupported = true
         return device
@@ -186,6 +265,15 @@ extension Channel {
             return eventLoop.makeFailedFuture(ConfigurationError("multicast interface must be an IPv4 address"))
         }
         return provider.setIPMulticastIF(in_addr(s_addr: bits.bigEndian))
+    }
+
+    /// The same by device: its IPv4 address, or for IPv6 its interface index.
+    func setMulticastInterface(_ device: NIONetworkDevice) -> EventLoopFuture<Void> {
+        guard let provider = self as? SocketOptionProvider else {
+            return eventLoop.makeFailedFuture(ConfigurationError("socket has no multicast interface option"))
+        }
+        if let a = device.address, let ip = PeerEndpoint(a)?.ip, ip.family == .v4 { return setMulticastInterface(ip) }
+        return provider.setIPv6MulticastIF(CUnsignedInt(device.interfaceIndex))
     }
 }
 
@@ -208,6 +296,20 @@ extension Channel {
 extension IPAddress {
     public var isIPv4Multicast: Bool {
         if case .v4(let bits) = self { return bits >> 28 == 0xE }
+        return false
+    }
+
+    /// 224.0.0.0/4 or ff00::/8.
+    public var isMulticast: Bool {
+        switch self {
+        case .v4: isIPv4Multicast
+        case .v6(let hi, _): hi >> 56 == 0xFF
+        }
+    }
+
+    /// fe80::/10 (an address that needs a scope to be reached).
+    var isLinkLocal: Bool {
+        if case .v6(let hi, _) = self { return hi >> 54 == 0x3FA }
         return false
     }
 }
