@@ -17,7 +17,7 @@ struct Admin: AsyncParsableCommand {
               tracker admin mode allow --token-file /etc/tracker/admin.token
             """,
         subcommands: [Status.self, Torrents.self, Register.self, Unregister.self,
-                      Access.self, Mode.self, Allow.self, Deny.self, Remove.self, ImportList.self])
+                      Access.self, Mode.self, Allow.self, Deny.self, Remove.self, ImportList.self, Export.self, Import.self])
 
     /// Where the node is and who we are to it.
     struct Connection: ParsableArguments {
@@ -211,5 +211,137 @@ struct Admin: AsyncParsableCommand {
                 try await Admin.setRules(deny ? "deny" : "allow", hashes, try connection.client())
             }
         }
+    }
+
+    // MARK: backup
+
+    /// Every rule of the access policy, page by page, with its mode.
+    static func accessPolicy(_ client: AdminClient) async throws -> (mode: String, rules: [[String: Any]]) {
+        var rules: [[String: Any]] = [], mode = "open", offset = 0
+        while true {
+            guard let page = try await send(client, .get, "/api/access?offset=\(offset)&limit=\(AccessListing.maxPage)") as? [String: Any],
+                  let batch = page["rules"] as? [[String: Any]], let m = page["mode"] as? String else {
+                throw Failure(description: "the access policy is not a JSON object with a mode and rules")
+            }
+            mode = m
+            rules += batch
+            if batch.isEmpty { return (mode, rules) }
+            offset += batch.count
+        }
+    }
+
+    struct Export: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Back up the operator's data (registered .torrent files and the access policy) into a JSON file.")
+        @OptionGroup var connection: Connection
+        @Argument(help: "The file to write (0600).") var file: String
+        func run() async throws {
+            let client = try connection.client()
+            guard let rows = try await Admin.send(client, .get, "/api/torrents") as? [[String: Any]] else {
+                throw Failure(description: "the catalogue is not a JSON list")
+            }
+            var torrents: [[String: Any]] = []
+            for row in rows {
+                guard let hex = row["infoHash"] as? String, let hash = InfoHash(hex: hex) else { continue }
+                let response: AdminResponse
+                do { response = try await client.request(.get, "/api/torrents/\(hash.hex)/file") } catch { throw Failure(description: "\(error)") }
+                guard response.status == 200 else { throw Failure(description: "the file of \(hash.hex): \(response.status)") }
+                torrents.append(["infoHash": hash.hex, "file": Data(response.body).base64EncodedString()])
+            }
+            let access = try await Admin.accessPolicy(client)
+            let backup: [String: Any] = ["format": OperatorBackup.format, "torrents": torrents,
+                                         "access": ["mode": access.mode, "rules": access.rules]]
+            let data = try JSONSerialization.data(withJSONObject: backup, options: [.sortedKeys])
+            guard FileManager.default.createFile(atPath: file, contents: data, attributes: [.posixPermissions: 0o600]) else {
+                throw ValidationError("cannot write \(file)")
+            }
+            print("exported \(torrents.count) torrents, access mode \(access.mode) and \(access.rules.count) rules to \(file)")
+        }
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Restore an export: register its torrents (those not registered yet), set its rules, then its mode.")
+        @OptionGroup var connection: Connection
+        @Argument(help: "A file `tracker admin export` wrote.") var file: String
+        func run() async throws {
+            guard let data = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
+            // Checked whole before anything is sent: a bad file changes nothing.
+            let backup: OperatorBackup
+            do { backup = try OperatorBackup(json: data) } catch { throw ValidationError("\(file): \(error)") }
+            let client = try connection.client()
+            var registered = 0, already = 0
+            for t in backup.torrents {
+                let response: AdminResponse
+                do {
+                    response = try await client.request(.post, "/api/torrents", body: t.file, contentType: "application/x-bittorrent")
+                } catch { throw Failure(description: "\(error)") }
+                if response.status == 201 {
+                    registered += 1
+                } else if response.status == 409 && response.text.contains("already registered") {
+                    already += 1
+                } else {
+                    throw Failure(description: "registering \(t.infoHash.hex): \(response.status) \(response.text.prefix(200))")
+                }
+            }
+            print("torrents: \(registered) registered, \(already) already were")
+            for rule in AccessRule.allCases {
+                let hashes = backup.rules.filter { $0.rule == rule }.map(\.infoHash)
+                if !hashes.isEmpty { try await Admin.setRules(rule.description, hashes, client) }
+            }
+            let body = try JSONSerialization.data(withJSONObject: ["mode": backup.mode.description])
+            print(Admin.result(of: try await Admin.send(client, .put, "/api/access/mode", body: Array(body)), or: "access mode \(backup.mode)"))
+        }
+    }
+}
+
+/// What `tracker admin export` writes: `{"format": "tracker-operator-data/1", "torrents":
+/// [{"infoHash", "file" (base64)}], "access": {"mode", "rules": [{"infoHash", "rule"}]}}`.
+/// Read back as input like any other: every file must parse as a torrent whose hash is
+/// the one named, every rule and mode must be one this version knows.
+struct OperatorBackup {
+    static let format = "tracker-operator-data/1"
+
+    struct Torrent {
+        var infoHash: InfoHash
+        var file: [UInt8]
+    }
+
+    var torrents: [Torrent] = []
+    var mode = AccessMode.open
+    var rules: [AccessEntry] = []
+
+    struct Problem: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    init(json: Data) throws {
+        guard let root = try? JSONSerialization.jsonObject(with: json) as? [String: Any] else { throw Problem(description: "not a JSON object") }
+        guard root["format"] as? String == Self.format else {
+            throw Problem(description: "not a \(Self.format) file (format: \(root["format"] ?? "none"))")
+        }
+        for (i, entry) in ((root["torrents"] as? [Any]) ?? []).enumerated() {
+            guard let object = entry as? [String: Any], let hex = object["infoHash"] as? String, let hash = InfoHash(hex: hex),
+                  let text = object["file"] as? String, let bytes = Data(base64Encoded: text) else {
+                throw Problem(description: "torrent \(i + 1): needs an infoHash and a base64 file")
+            }
+            guard let t = try? RegisteredTorrent(file: Array(bytes), registeredAt: Instant(milliseconds: 0)), t.infoHash == hash else {
+                throw Problem(description: "torrent \(i + 1) (\(hash.hex)): the file is not that torrent")
+            }
+            torrents.append(Torrent(infoHash: hash, file: Array(bytes)))
+        }
+        guard let access = root["access"] as? [String: Any], let modeText = access["mode"] as? String,
+              let mode = AccessMode(modeText) else {
+            throw Problem(description: "access: needs a mode (open, allow or deny)")
+        }
+        self.mode = mode
+        for (i, entry) in ((access["rules"] as? [Any]) ?? []).enumerated() {
+            guard let object = entry as? [String: Any], let hex = object["infoHash"] as? String, let hash = InfoHash(hex: hex),
+                  let ruleText = object["rule"] as? String, let rule = AccessRule.allCases.first(where: { $0.description == ruleText }) else {
+                throw Problem(description: "access rule \(i + 1): needs an infoHash and a rule (allow or deny)")
+            }
+            rules.append(AccessEntry(infoHash: hash, rule: rule))
+        }
+        guard rules.count <= AccessPolicy.maxRules else { throw Problem(description: "more than \(AccessPolicy.maxRules) access rules") }
     }
 }

@@ -9,9 +9,13 @@ lo), managed with `tracker admin` only.
    a registered torrent, and refuses any other hash with a BEP 15 error.
 3. `mode deny` and `deny HASH`: the denied hash is refused ("denied"), others tracked; a
    list with a bad line is refused whole, naming the line, and changes nothing.
-4. `--only-registered`, gone, stops a node from starting with a message that says what
+4. `export FILE` through one node, then the data lost (torrent unregistered, rules
+   removed, mode open), then `import FILE` through another: every node holds the
+   exported torrent, rules and mode again; a tampered export is refused whole.
+5. `--only-registered`, gone, stops a node from starting with a message that says what
    replaces it.
 """
+import json
 import os
 import struct
 import subprocess
@@ -75,6 +79,7 @@ def main():
 
         client = GroupClient(cluster.group)
         client.connect() or fail("no reply to connect")
+        killed = []
         for round_ in range(3):
             got = [outcome(client, h, 7000 + 10 * round_ + i) for i, h in enumerate([listed[round_], listed[-1], registered,
                                                                                    os.urandom(20).hex()])]
@@ -82,6 +87,7 @@ def main():
                 fail(f"master {master.node_id} in allow mode: listed, listed, registered, unknown gave {got}")
             log(f"allow mode: master {master.node_id} tracks listed and registered hashes, refuses an unknown one")
             if round_ < 2:
+                killed.append(master)
                 master.kill9()
                 master = cluster.wait_converged(timeout=15)
                 client.connect() or fail("no reply to connect after failover")
@@ -109,6 +115,47 @@ def main():
         if code != 0 or not out.startswith("mode deny (allowed 1499, denied 1, registered torrents 1)") or len(out.splitlines()) != 1501:
             fail(f"admin access: {code} {out[:200]!r} {err!r}")
         log("a list with a bad line is refused whole, naming line 2; `admin access` prints the policy")
+
+        # The killed nodes come back (and catch up) for the backup round.
+        for n in killed:
+            n.start()
+        master = cluster.wait_converged(30)
+        backup = os.path.join(work, "backup.json")
+        exporter = next(n for n in cluster.live() if n is not master)
+        code, out, err = admin(exporter.http, "export", backup, token_file=token)
+        if code != 0 or "exported 1 torrents, access mode deny and 1500 rules" not in out:
+            fail(f"admin export: {code} {out!r} {err!r}")
+        if os.stat(backup).st_mode & 0o777 != 0o600:
+            fail("an export holds the operator's data: it must be written 0600")
+        exported = policy(master)
+        code, out, err = admin(master.http, "unregister", registered, token_file=token)
+        code2, out2, err2 = admin(master.http, "mode", "open", token_file=token)
+        code3, out3, err3 = admin(master.http, "remove", *list(exported[1])[:1000], token_file=token)
+        code4, out4, err4 = admin(master.http, "remove", *list(exported[1])[1000:], token_file=token)
+        if (code, code2, code3, code4) != (0, 0, 0, 0) or policy(master) != ("open", {}):
+            fail(f"could not clear the data before the import: {(code, code2, code3, code4)} {err} {err2} {err3} {err4}")
+        with open(backup) as f:
+            tampered = json.load(f)
+        tampered["torrents"][0]["infoHash"] = "00" * 20
+        bad_backup = os.path.join(work, "tampered.json")
+        with open(bad_backup, "w") as f:
+            json.dump(tampered, f)
+        code, out, err = admin(master.http, "import", bad_backup, token_file=token)
+        if code == 0 or "is not that torrent" not in err or policy(master) != ("open", {}):
+            fail(f"a tampered export must be refused whole: {code} {out!r} {err!r}")
+        importer = next(n for n in cluster.live() if n is not master and n is not exporter)
+        code, out, err = admin(importer.http, "import", backup, token_file=token)
+        if code != 0 or "torrents: 1 registered" not in out:
+            fail(f"admin import: {code} {out!r} {err!r}")
+        for n in cluster.live():
+            if policy(n) != exported:
+                fail(f"node {n.node_id} after the import: mode {policy(n)[0]}, {len(policy(n)[1])} rules; exported {exported[0]}, "
+                     f"{len(exported[1])}")
+            status, rows = n.get("/api/torrents")
+            if status != 200 or [r["infoHash"] for r in rows] != [registered]:
+                fail(f"node {n.node_id} after the import: torrents {rows}")
+        log("export through one node, data lost, import through another: every node holds it again; a tampered export "
+            "is refused whole")
 
         run = subprocess.run([tracker_binary(), "run", "--only-registered"], capture_output=True, text=True, timeout=30)
         if run.returncode == 0 or "tracker admin mode allow" not in run.stderr:
