@@ -129,20 +129,10 @@ struct Admin: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "The access policy: its mode, then every rule (info hash and rule).")
         @OptionGroup var connection: Connection
         func run() async throws {
-            let client = try connection.client()
-            var offset = 0
-            repeat {
-                guard let page = try await Admin.send(client, .get, "/api/access?offset=\(offset)&limit=\(AccessListing.maxPage)") as? [String: Any],
-                      let rules = page["rules"] as? [[String: Any]] else {
-                    throw Failure(description: "the access policy is not a JSON object with rules")
-                }
-                if offset == 0 {
-                    print("mode \(page["mode"] ?? "?") (allowed \(page["allowed"] ?? "?"), denied \(page["denied"] ?? "?"), "
-                          + "registered torrents \(page["registered"] ?? "?"))")
-                }
-                for rule in rules { print("\(rule["infoHash"] ?? "?") \(rule["rule"] ?? "?")") }
-                offset = rules.isEmpty ? -1 : offset + rules.count
-            } while offset > 0
+            let policy = try await Admin.accessPolicy(try connection.client())
+            print("mode \(policy.mode) (allowed \(policy.first["allowed"] ?? "?"), denied \(policy.first["denied"] ?? "?"), "
+                  + "registered torrents \(policy.first["registered"] ?? "?"))")
+            for rule in policy.rules { print("\(rule["infoHash"] ?? "?") \(rule["rule"] ?? "?")") }
         }
     }
 
@@ -153,10 +143,13 @@ struct Admin: AsyncParsableCommand {
         @Argument(help: "open, allow or deny.") var mode: String
         func run() async throws {
             guard let mode = AccessMode(mode) else { throw ValidationError("mode: open, allow or deny (not \(mode))") }
-            let body = try JSONSerialization.data(withJSONObject: ["mode": mode.description])
-            print(Admin.result(of: try await Admin.send(try connection.client(), .put, "/api/access/mode", body: Array(body)),
-                               or: "access mode \(mode)"))
+            try await Admin.setMode(mode, try connection.client())
         }
+    }
+
+    static func setMode(_ mode: AccessMode, _ client: AdminClient) async throws {
+        let body = try JSONSerialization.data(withJSONObject: ["mode": mode.description])
+        print(result(of: try await send(client, .put, "/api/access/mode", body: Array(body)), or: "access mode \(mode)"))
     }
 
     /// Sends `hashes` under `rule` (allow, deny, remove), a change of at most
@@ -172,25 +165,29 @@ struct Admin: AsyncParsableCommand {
         }
     }
 
-    struct Allow: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Allow info hashes (they count in allow mode).")
+    /// What `allow`, `deny` and `remove` take: a node and the hashes.
+    struct RuleArguments: ParsableArguments {
         @OptionGroup var connection: Connection
         @Argument(help: "Info hashes, 40 hex digits each.") var hashes: [String]
-        func run() async throws { try await Admin.setRules("allow", try hashes.map(Admin.hash), try connection.client()) }
+        func send(_ rule: String) async throws { try await Admin.setRules(rule, try hashes.map(Admin.hash), try connection.client()) }
+    }
+
+    struct Allow: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Allow info hashes (they count in allow mode).")
+        @OptionGroup var arguments: RuleArguments
+        func run() async throws { try await arguments.send("allow") }
     }
 
     struct Deny: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Deny info hashes (they count in deny mode).")
-        @OptionGroup var connection: Connection
-        @Argument(help: "Info hashes, 40 hex digits each.") var hashes: [String]
-        func run() async throws { try await Admin.setRules("deny", try hashes.map(Admin.hash), try connection.client()) }
+        @OptionGroup var arguments: RuleArguments
+        func run() async throws { try await arguments.send("deny") }
     }
 
     struct Remove: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove info hashes' allow or deny rules.")
-        @OptionGroup var connection: Connection
-        @Argument(help: "Info hashes, 40 hex digits each.") var hashes: [String]
-        func run() async throws { try await Admin.setRules("remove", try hashes.map(Admin.hash), try connection.client()) }
+        @OptionGroup var arguments: RuleArguments
+        func run() async throws { try await arguments.send("remove") }
     }
 
     struct ImportList: AsyncParsableCommand {
@@ -215,17 +212,18 @@ struct Admin: AsyncParsableCommand {
 
     // MARK: backup
 
-    /// Every rule of the access policy, page by page, with its mode.
-    static func accessPolicy(_ client: AdminClient) async throws -> (mode: String, rules: [[String: Any]]) {
-        var rules: [[String: Any]] = [], mode = "open", offset = 0
+    /// Every rule of the access policy, page by page, with its mode and the first page
+    /// (its counts).
+    static func accessPolicy(_ client: AdminClient) async throws -> (mode: String, rules: [[String: Any]], first: [String: Any]) {
+        var rules: [[String: Any]] = [], first: [String: Any]?, offset = 0
         while true {
             guard let page = try await send(client, .get, "/api/access?offset=\(offset)&limit=\(AccessListing.maxPage)") as? [String: Any],
-                  let batch = page["rules"] as? [[String: Any]], let m = page["mode"] as? String else {
+                  let batch = page["rules"] as? [[String: Any]], let mode = page["mode"] as? String else {
                 throw Failure(description: "the access policy is not a JSON object with a mode and rules")
             }
-            mode = m
+            if first == nil { first = page }
             rules += batch
-            if batch.isEmpty { return (mode, rules) }
+            if batch.isEmpty { return (mode, rules, first ?? page) }
             offset += batch.count
         }
     }
@@ -289,8 +287,7 @@ struct Admin: AsyncParsableCommand {
                 let hashes = backup.rules.filter { $0.rule == rule }.map(\.infoHash)
                 if !hashes.isEmpty { try await Admin.setRules(rule.description, hashes, client) }
             }
-            let body = try JSONSerialization.data(withJSONObject: ["mode": backup.mode.description])
-            print(Admin.result(of: try await Admin.send(client, .put, "/api/access/mode", body: Array(body)), or: "access mode \(backup.mode)"))
+            try await Admin.setMode(backup.mode, client)
         }
     }
 }
