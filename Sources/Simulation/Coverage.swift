@@ -72,7 +72,7 @@ public struct Coverage: Sendable, Equatable {
     /// PREPARE produce (13–20 per 10,000).
     public static let required: [(path: String, atLeast: UInt64)] = {
         let node: [ProtocolPath] = [.electionWon, .epochClaimLapsed, .pausedMasterSteppedDown, .masterSteppedDown,
-                                    .recoveryFetched, .preparedReproposed, .recoveryMergedOwnState, .divergedStateMerged, .strictRecoveryHalted,
+                                    .recoveryFetched, .preparedReproposed, .recoveredAgain, .recoveryMergedOwnState, .divergedStateMerged, .strictRecoveryHalted,
                                     .transactionCommitted, .transactionAborted, .prepareResent, .silentVotersDropped,
                                     .voteNotInSync, .voteStoreFailed, .unconfirmedVoteCounted, .missedCommitApplied, .catchUpSent,
                                     .catchUpApplied, .staleCatchUpIgnored, .snapshotSent, .snapshotInstalled, .snapshotRefused,

@@ -32,6 +32,11 @@ public struct StateChecker: Sendable {
         var stopped: Bool
         /// The peer sent a stop since (committed or not, the announce may be gone).
         var superseded = false
+        /// The peer sent that stop after this acknowledgement reached the ledger. Unlike
+        /// `superseded`, a stop sent just before it (which may overtake it) does not count.
+        /// Any master may commit the stop later, even one that recovered it from a
+        /// predecessor's unanswered transaction, so the final master need not hold the peer.
+        var stoppedSince = false
         /// The replicas that held it when it was acknowledged: slot → its generation then
         /// (a process that lost its disk since is another generation).
         var holders: [Int: Int]
@@ -91,6 +96,7 @@ public struct StateChecker: Sendable {
     public mutating func stopSent(by key: PeerKey, at now: Instant) {
         stops[key] = now
         acks[key]?.superseded = true
+        acks[key]?.stoppedSince = true
     }
 
     /// A master answered an announce: carried in `ref` (nil: beyond the replica's log) and
@@ -104,10 +110,12 @@ public struct StateChecker: Sendable {
 
     /// (e) Once faults are over, the serving master holds every acknowledged announce not
     /// expired (`cutoff`) that some replica holding it still holds: one whose slot is
-    /// still at the generation it had then (`generations`, by slot).
+    /// still at the generation it had then (`generations`, by slot), unless the peer sent a
+    /// stop after it (`Ack.stoppedSince`): a peer the policy refuses since never announces
+    /// again, so its last acknowledgement stays in the ledger after its stop committed.
     public func lostAcknowledged(master: Replica, expiredBefore cutoff: Instant, generations: [Int]) -> String? {
         for key in acks.keys.sorted() {
-            guard let a = acks[key], !a.stopped, a.at >= cutoff else { continue }
+            guard let a = acks[key], !a.stopped, !a.stoppedSince, a.at >= cutoff else { continue }
             let survivors = a.holders.filter { $0.key < generations.count && generations[$0.key] == $0.value }
             guard !survivors.isEmpty else { continue }
             guard let r = master.store[a.infoHash]?.peer(key), r.lastAnnounce >= a.at else {

@@ -95,14 +95,8 @@ public struct PeerRequestHandler: Sendable {
                                      within: size, or: Self.invalidID(r.transactionID))
             }
             guard limiter.allow(.announce, from: source.ip, now: now) else { return .drop(Self.rateLimited(r.transactionID)) }
-            guard r.port != 0 || r.event == .stopped else {
-                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: "invalid port 0")))
-            }
-            if !store.catalogue.admits(r.infoHash) {
-                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: store.catalogue.access.refusalMessage)))
-            }
-            if !capacityCheckedAtApply, r.event != .stopped, let full = capacityProblem(r, source: source, store: store) {
-                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: full)))
+            if let refusal = refusal(of: r, source: source, store: store, capacityCheckedAtApply: capacityCheckedAtApply) {
+                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: refusal)))
             }
             var ip = source.ip
             if config.trustAnnouncedIP, r.ip != 0, source.ip.family == .v4 { ip = .v4(r.ip) }
@@ -118,6 +112,27 @@ public struct PeerRequestHandler: Sendable {
             let hashes = r.infoHashes.prefix(config.maxScrapeHashes)
             return .reply(.scrape(ScrapeResponse(transactionID: r.transactionID, entries: hashes.map(store.scrape))))
         }
+    }
+
+    /// Why an announce from a proven source is refused at once, with no commit: port 0,
+    /// the access policy, or (unless whoever applies it checks) a full tracker or swarm.
+    func refusal(of r: AnnounceRequest, source: PeerEndpoint, store: SwarmStore, capacityCheckedAtApply: Bool) -> String? {
+        guard r.port != 0 || r.event == .stopped else { return "invalid port 0" }
+        if !store.catalogue.admits(r.infoHash) { return store.catalogue.access.refusalMessage }
+        guard !capacityCheckedAtApply, r.event != .stopped else { return nil }
+        return capacityProblem(r, source: source, store: store)
+    }
+
+    /// Whether a master answers this announce the moment it reads it, as it does a connect,
+    /// rather than once its transaction commits: a refusal (`refusal(of:)`) or a bad
+    /// connection id. What shows such an announce was answered is any message of a serving
+    /// master heard after it (`HeldRequests`); rate limits aside, which only ever drop.
+    /// A datagram that is not a well-formed announce counts as answered at once.
+    public func answersAtOnce(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant, store: SwarmStore) -> Bool {
+        guard case .success(.announce(let r)) = BEP15Codec.decodeRequest(datagram) else { return true }
+        let source = PeerEndpoint(ip: source.ip.unmapped, port: source.port)
+        guard connectionIDs.isValid(r.connectionID, for: source.ip, now: now) else { return true }
+        return refusal(of: r, source: source, store: store, capacityCheckedAtApply: false) != nil
     }
 
     /// Why a new announce cannot be held: the tracker or the swarm is full.

@@ -25,10 +25,11 @@ import TrackerLogic
 
     func connect(_ tid: UInt32) -> ByteBuffer { BEP15Codec.encode(.connect(ConnectRequest(transactionID: tid))) }
 
-    func announce(_ tid: UInt32, from source: PeerEndpoint, at now: Instant) -> ByteBuffer {
+    func announce(_ tid: UInt32, from source: PeerEndpoint, at now: Instant,
+                  infoHash: InfoHash = InfoHash(a: 1, b: 2, c: 3)) -> ByteBuffer {
         BEP15Codec.encode(.announce(AnnounceRequest(
             connectionID: ids.issue(for: source.ip, now: now), transactionID: tid,
-            infoHash: InfoHash(a: 1, b: 2, c: 3), peerID: PeerID(a: 4, b: 5, c: 6), downloaded: 0, left: 100, uploaded: 0,
+            infoHash: infoHash, peerID: PeerID(a: 4, b: 5, c: 6), downloaded: 0, left: 100, uploaded: 0,
             event: .started, key: 1, numWant: 10, port: source.port)))
     }
 
@@ -198,5 +199,40 @@ extension HeldRequestTests {
             actions += n2.step(.tick, now: t)
         }
         #expect(replies(actions).contains { $0.0.transactionID == 33 } == !masterNamesUnseenCommits)
+    }
+
+    /// An announce the master refuses at once (here by the access policy) was answered the
+    /// moment it was read, as a connect is: any word of the master after it shows that, a
+    /// keepalive as much as a COMMIT. Fresh seeds 57029967662365281 and 57029967662418143:
+    /// in allow mode a new master answered held announces the old one had already refused,
+    /// and the peers got replies to transactions they had finished.
+    @Test func anAnnounceRefusedAtOnceIsJudgedLikeAConnect() throws {
+        let allowed = InfoHash(a: 9, b: 9, c: 9)
+        var policy = Replica()
+        let ref = TxRef(epoch: e3, txid: 1)
+        let committed = policy.commit(Transaction(ref: ref, updates: [.catalogue(.setAccessRule(.allow, [allowed])),
+                                                                      .catalogue(.setAccessMode(.allow))]))
+        #expect(committed)
+        var n2 = TrackerNode(id: NodeID(2), incarnation: 2000, config: ClusterConfig(),
+                             handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
+                             seed: 7, now: t0, restoring: DurableState(snapshot: policy.snapshot(), epoch: e3))
+        let keepalive = NodeEvent.cluster(ClusterEnvelope(
+            from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
+            message: .keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: ref, inSync: true, address: ""))))
+        let lastHeard = follow(&n2, hearing: keepalive, from: t0, until: t0 + Milliseconds(3000))
+        let heldAt = lastHeard + Milliseconds(100)
+        #expect(n2.step(.peer(announce(33, from: announcer, at: heldAt), from: announcer), now: heldAt) == [])
+        #expect(n2.step(.peer(announce(34, from: late, at: heldAt, infoHash: allowed), from: late), now: heldAt) == [])
+        // The master's last word: alive after both, but no decision.
+        _ = n2.step(keepalive, now: heldAt + Milliseconds(50))
+        var (actions, t) = electUntilServing(&n2, from: heldAt + Milliseconds(50) + ClusterConfig().downAfter)
+        #expect(n2.isServing)
+        for _ in 0..<20 {
+            t = t + Milliseconds(10)
+            actions += n2.step(.tick, now: t)
+        }
+        #expect(replies(actions).map(\.0.transactionID) == [34], "the refused announce was answered; the admitted one waits on a commit")
+        let answer = try #require(replies(actions).first)
+        guard case .announce = answer.0 else { Issue.record("expected an announce reply, got \(answer.0)"); return }
     }
 }

@@ -158,4 +158,76 @@ import TrackerLogic
             #expect(stored.first?.torrents.map(\.infoHash) == [torrent.infoHash])
         }
     }
+
+    /// A strict master of three recovered with n2 alone: n2 had only prepared old#2, which
+    /// the old master committed with n1, cut off then. Serving, the master proposes old#2's
+    /// update again under its own epoch; when n1 says hello holding old#2, merged as a
+    /// diverged node it would stay out of every quorum until its merge committed, and the
+    /// merge needed it (fresh seeds 57029967662539837 and 57029967662419115: no announce
+    /// answered again). With nothing of its own committed, the master recovers again and
+    /// fetches old#2 instead. A node that never answers sends it back once, not forever.
+    @Test(arguments: [true, false])
+    func aMasterWithNothingCommittedRecoversAgainForACommitItMissed(missedAnswers: Bool) throws {
+        var config = ClusterConfig()
+        config.quorum = .strict
+        config.clusterSize = 3
+        let old = Epoch(term: 1, master: NodeID(2))
+        var base = Replica()
+        base.commit(Transaction(ref: TxRef(epoch: old, txid: 1), updates: [update(1)]))
+        let missed = Transaction(ref: TxRef(epoch: old, txid: 2), updates: [update(2)])
+        var n3 = TrackerNode(id: NodeID(3), incarnation: 3000, config: config,
+                             handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
+                             seed: 7, now: t0, restoring: DurableState(snapshot: base.snapshot(), epoch: old))
+        var t = t0
+        func keepalive(_ id: UInt32, _ last: TxRef) -> NodeEvent {
+            env(from: id, epoch: n3.epoch, .keepalive(Keepalive(role: .slave, master: NodeID(3), lastCommitted: last, inSync: false,
+                                                                address: "")))
+        }
+        // Recovery meets n2 only, which prepared old#2.
+        for _ in 0..<200 where !n3.isServing {
+            _ = n3.step(keepalive(2, base.lastCommitted), now: t)
+            for case .persistEpoch(let e) in n3.step(.tick, now: t) { _ = n3.step(.epochStored(e), now: t) }
+            if n3.role == .master {
+                _ = n3.step(env(from: 2, epoch: n3.epoch, .coordinatorAck(lastCommitted: base.lastCommitted, prepared: missed)), now: t)
+            }
+            t = t + Milliseconds(50)
+        }
+        #expect(n3.isServing && n3.replica.lastCommitted == base.lastCommitted)
+        // n1 comes back holding old#2 and says hello.
+        _ = n3.step(keepalive(1, missed.ref), now: t)
+        let hello = n3.step(env(from: 1, epoch: n3.epoch, .hello(Hello(lastCommitted: missed.ref, hasState: true))), now: t)
+        #expect(!n3.isServing, "recovering again")
+        #expect(!hello.contains { if case .send(let e) = $0, case .mergeRequest = e.message { true } else { false } })
+        #expect(hello.contains { if case .broadcast(let e) = $0, case .coordinator = e.message { true } else { false } })
+        var prepares: [(Transaction, TxRef)] = []
+        for _ in 0..<200 where prepares.isEmpty {
+            t = t + Milliseconds(50)
+            for id in [UInt32(1), 2] { _ = n3.step(keepalive(id, id == 1 ? missed.ref : base.lastCommitted), now: t) }
+            var actions = n3.step(.tick, now: t)
+            if !n3.isServing {
+                actions += n3.step(env(from: 2, epoch: n3.epoch, .coordinatorAck(lastCommitted: base.lastCommitted, prepared: nil)), now: t)
+                if !missedAnswers {
+                    actions += n3.step(env(from: 1, epoch: n3.epoch, .coordinatorAck(lastCommitted: missed.ref, prepared: nil)), now: t)
+                }
+            }
+            for case .send(let e) in actions where e.to == NodeID(1) {
+                if case .catchUpRequest(let after) = e.message {
+                    #expect(after == base.lastCommitted)
+                    actions += n3.step(env(from: 1, epoch: n3.epoch, .catchUp(after: after, [missed])), now: t)
+                }
+            }
+            prepares += actions.compactMap { if case .broadcast(let e) = $0, case .prepare(let tx, let previous, _) = e.message { (tx, previous) } else { nil } }
+        }
+        #expect(n3.isServing)
+        if missedAnswers {
+            // n1 never answered: the master serves as before, and n1's next hello is a merge.
+            #expect(n3.replica.lastCommitted == base.lastCommitted)
+            let again = n3.step(env(from: 1, epoch: n3.epoch, .hello(Hello(lastCommitted: missed.ref, hasState: true))), now: t)
+            #expect(n3.isServing, "one recovery for one missed commit")
+            #expect(again.contains { if case .send(let e) = $0, case .mergeRequest = e.message { true } else { false } })
+        } else {
+            #expect(n3.replica.lastCommitted == missed.ref, "fetched from n1")
+            #expect(prepares.allSatisfy { $0.1 == missed.ref }, "and everything it proposes follows it")
+        }
+    }
 }

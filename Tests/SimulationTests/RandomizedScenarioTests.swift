@@ -70,8 +70,23 @@ struct RandomizedScenarioTests {
     /// before the merge carrying the registration back had committed, and both nodes
     /// crashed. A master's diverged state now stays on disk until that merge commits
     /// (RecoveryTests).
+    /// 57029967662365281, 57029967662418143 (sweep of 162d22c): in allow mode a master
+    /// refuses an unlisted hash's announce at once, with no commit; a new master took the
+    /// refusals it held for unanswered, as only a COMMIT showed an announce answered, and
+    /// refused them again. Such an announce is now judged like a connect (HeldRequestTests).
+    /// 57029967662266243, 57029967662505678, 40962941174097513 (sweeps of 162d22c and
+    /// 087a97d): the checker's mistake. A peer acknowledged, then stopped, then refused by
+    /// the policy never announced again; a later master committed its stop, and the final
+    /// check still wanted the acknowledged record (SimulatorDepthTests).
+    /// 57029967662419115, 57029967662539837 (sweep of 162d22c): a strict master recovered
+    /// with part of the cluster and missed a commit of the old epoch that the rest held;
+    /// merged as diverged, they could vote on nothing until their merge committed, which
+    /// needed their votes. A master with no commit of its own now recovers again for such a
+    /// commit (RecoveryTests).
     @Test(arguments: [201_891, 7_528_329_571_238_363, 24_626_623_335_572_833, 59_173_201_733_146_931,
-                      7_158_042_588_230_730] as [UInt64])
+                      7_158_042_588_230_730, 57_029_967_662_365_281, 57_029_967_662_418_143, 57_029_967_662_266_243,
+                      57_029_967_662_505_678, 40_962_941_174_097_513, 57_029_967_662_419_115,
+                      57_029_967_662_539_837] as [UInt64])
     func formerFailures(seed: UInt64) {
         let report = Simulator.run(seed: seed)
         #expect(report.passed, "\(report)")

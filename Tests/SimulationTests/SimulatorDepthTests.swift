@@ -104,6 +104,18 @@ struct SimulatorDepthTests {
                 "every holder lost its disk since")
         #expect(c.lostAcknowledged(master: lost, expiredBefore: Scenario.start + Milliseconds(11), generations: [3, 0, 1]) == nil,
                 "expired")
+        // A stop sent before the acknowledgement may overtake it, but the announce is still
+        // owed once that stop is settled: only a stop sent after it releases it.
+        var early = checker()
+        early.stopSent(by: key, at: Scenario.start + Milliseconds(5))
+        early.acknowledged(key, infoHash: hash, ref: TxRef(epoch: e1, txid: 1), at: Scenario.start + Milliseconds(10),
+                           holders: [0: 3], now: Scenario.start + Milliseconds(11))
+        #expect(early.lostAcknowledged(master: lost, expiredBefore: .zero, generations: [3, 0, 1])?.contains("was lost") == true)
+        // The peer stopped after it (and, refused by the access policy since, never announced
+        // again): a later master may commit that stop, so nothing is owed.
+        var stopped = c
+        stopped.stopSent(by: key, at: Scenario.start + Milliseconds(15))
+        #expect(stopped.lostAcknowledged(master: lost, expiredBefore: .zero, generations: [3, 0, 1]) == nil)
         c.acknowledged(key, infoHash: hash, ref: nil, at: Scenario.start + Milliseconds(30), stopped: true,
                        holders: [0: 3], now: Scenario.start + Milliseconds(31))
         #expect(c.lostAcknowledged(master: lost, expiredBefore: .zero, generations: [3, 0, 1]) == nil, "a stop leaves nothing to keep")

@@ -13,7 +13,11 @@ import NIOCore
 /// What was answered already is judged from what this node heard from a serving master:
 /// a connect is answered the moment the master receives it, so any message a serving master
 /// sent after the request arrived here shows it was alive to answer it; an announce is
-/// answered when its transaction commits, so only a COMMIT or ABORT heard after it does.
+/// answered when its transaction commits, so only a COMMIT or ABORT heard after it does —
+/// unless it is one the master refuses at once (the access policy, a bad connection id,
+/// a full swarm), which is judged like a connect (`takeUnanswered`'s `answeredAtOnce`).
+/// Whatever changed the refusal between the two masters' decisions was a commit heard
+/// here, which covers the request either way.
 /// A request that a master received but had not yet put in a transaction when it died is
 /// the one case this misses (a window of one batch delay); the client retransmits.
 ///
@@ -146,13 +150,14 @@ struct HeldRequests: Sendable {
 
     /// The requests no serving master can have answered and a client may still wait on,
     /// oldest first, each (source, transaction id) once; the store is emptied.
-    mutating func takeUnanswered(now: Instant) -> [Request] {
+    /// `answeredAtOnce` says which held announces a master answers without a commit.
+    mutating func takeUnanswered(now: Instant, answeredAtOnce: (Request) -> Bool) -> [Request] {
         var out: [Request] = []
         var seen = Set<Key>()
         for i in 0..<count {
             guard let r = slots[(head + i) % slots.count] else { continue }
             guard now - r.receivedAt <= window else { continue }
-            let heard = r.isConnect ? evidence.alive : evidence.decided
+            let heard = r.isConnect || answeredAtOnce(r) ? evidence.alive : evidence.decided
             guard r.receivedAt > evidence.servedUntil, r.receivedAt - skew > heard,
                   heard < r.runStart || r.receivedAt - drain > heard else { continue }
             if seen.insert(Key(source: r.source, transactionID: r.transactionID, isConnect: r.isConnect)).inserted { out.append(r) }

@@ -71,6 +71,8 @@ struct Master: NodeRole, Sendable {
     /// The last snapshot sent to each node: a node that asks again before that one could
     /// have arrived (it says hello every interval) does not get another.
     var snapshotsSent: [NodeID: (last: TxRef, at: Instant)] = [:]
+    /// The latest commit a node reported that made us recover again (`MissedCommit.swift`).
+    var recoveredAgainFor = TxRef.zero
 
     /// At most this many `--id auto` assignments are remembered by one master.
     static let maxAssignedIDs = 4096
@@ -124,12 +126,16 @@ struct Master: NodeRole, Sendable {
         case .keepalive, .election:
             ctx.officeHolderHeard(env)
         case .coordinatorAck(let last, _):
+            if env.epoch == ctx.epoch, missedByRecovery(last, in: ctx) { return .recoverAgain(missed: last) }
             // A slave confirms it holds our last commit.
             ctx.membership.update(env.from) { $0.lastCommitted = last }
             if last == ctx.replica.lastCommitted { ctx.membership.update(env.from) { $0.confirmed = last } }
         case .vote(let txid, let digest, let verdict):
             voteReceived(from: env.from, txid: txid, digest: digest, verdict: verdict, in: &ctx, now)
         case .hello(let h):
+            if env.epoch == ctx.epoch, env.from.isAssigned, missedByRecovery(h.lastCommitted, in: ctx) {
+                return .recoverAgain(missed: h.lastCommitted)
+            }
             helloReceived(env, h, in: &ctx, now)
         case .catchUpRequest(let after):
             syncReply(to: env.from, last: after, hasState: true, in: &ctx, now)

@@ -70,4 +70,7 @@ enum RoleChange {
     case lead
     /// Recovered: serve as this master, bringing the slaves that answered to our state.
     case serve(Master, syncing: [(node: NodeID, last: TxRef)])
+    /// A serving master with no commit of its own heard of this later commit: recover
+    /// again, in the same epoch (`MissedCommit.swift`).
+    case recoverAgain(missed: TxRef)
 }

@@ -20,6 +20,9 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     /// Recovery proposed again a transaction some node had prepared (the old master may
     /// have committed it).
     case preparedReproposed
+    /// A master with no commit of its own heard of a later commit than its recovery found,
+    /// and recovered again (`MissedCommit.swift`).
+    case recoveredAgain
     /// Recovery carried the new master's own diverged repository into a merge.
     case recoveryMergedOwnState
     /// The merge of the master's own diverged state committed: the store, which kept that
@@ -93,6 +96,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .masterSteppedDown: return "master stepped down"
         case .recoveryFetched: return "recovery fetched from a slave"
         case .preparedReproposed: return "prepared transaction re-proposed"
+        case .recoveredAgain: return "recovered again for a missed commit"
         case .recoveryMergedOwnState: return "recovery merged own diverged state"
         case .divergedStateMerged: return "own diverged state merged, then stored"
         case .divergedStateRestored: return "own diverged state restored on leaving office"

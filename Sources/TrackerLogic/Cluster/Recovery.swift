@@ -18,6 +18,10 @@ struct Recovery: NodeRole, Sendable {
     var ownDivergedContent: [SwarmMerge] = []
     var ownDivergedTorrents: [RegisteredTorrent] = []
     var ownDivergedRules: [AccessEntry] = []
+    /// Recovering again (`MissedCommit.swift`): the commit that sent us back, and the
+    /// operator changes the master had queued.
+    var recoveredAgainFor = TxRef.zero
+    var carried: [QueuedUpdate] = []
 
     var nextDeadline: Instant {
         min(expiryDue, deadline, resendAt, fetching?.deadline ?? deadline)
@@ -127,8 +131,11 @@ struct Recovery: NodeRole, Sendable {
         recovered += ownDivergedTorrents.filter { ctx.replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
         recovered += ctx.replica.store.catalogue.access.missing(ownDivergedRules).map { .catalogue($0) }
         ctx.prepared = nil
-        return .serve(Master(nextExpiry: expiryDue, recovered: recovered, now: now),
-                      syncing: answers.map { (node: $0.node, last: $0.last) })
+        var master = Master(nextExpiry: expiryDue, recovered: recovered, now: now)
+        master.recoveredAgainFor = recoveredAgainFor
+        master.queue += carried
+        if !master.queue.isEmpty, master.batchDeadline == nil { master.batchDeadline = now }
+        return .serve(master, syncing: answers.map { (node: $0.node, last: $0.last) })
     }
 
     /// The log tail a recovering master asked the most advanced slave for. A full batch

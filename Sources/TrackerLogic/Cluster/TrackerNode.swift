@@ -279,6 +279,12 @@ public struct TrackerNode: Sendable {
             state = .modifying
             master.begin(syncing: syncing, in: &ctx, now)
             state = .master(master)
+        case .recoverAgain(let missed):
+            guard case .master(var master) = state else { return }
+            state = .modifying
+            let carried = master.standAside(in: &ctx)
+            state = .recovering(Recovery.again(missed: missed, expiryDue: master.nextExpiry, carrying: carried, in: &ctx, now))
+            dispatch(.tick, now)
         }
     }
 
@@ -595,7 +601,9 @@ extension TrackerNode {
 
     /// Just came to serve: answer what arrived while nobody did, through the normal path.
     mutating func answerHeld(_ now: Instant) {
-        for r in ctx.held.takeUnanswered(now: now) {
+        let (handler, store) = (ctx.handler, ctx.replica.store)
+        let held = ctx.held.takeUnanswered(now: now) { handler.answersAtOnce($0.datagram, from: $0.source, now: now, store: store) }
+        for r in held {
             ctx.paths.count(.heldRequestAnswered)
             receivePeer(r.datagram, from: r.source, now)
         }
