@@ -267,17 +267,8 @@ public final class SQLiteRepository {
             case .expire(let before):
                 try fold(db, &state)
                 try run(db, "DELETE FROM peer_base WHERE last_announce < ?", [before.milliseconds])
-            case .torrent(let hash, let t):
-                try run(db, "DELETE FROM torrents WHERE info_hash = ?", [hash.hex])
-                if let t { try insert(t, db) }
-            case .accessMode(let mode):
-                try setMeta("access_mode", Int64(mode.rawValue), db)
-            case .accessRule(let hash, let rule):
-                if let rule {
-                    try run(db, "INSERT OR REPLACE INTO access_rules(info_hash, rule) VALUES (?, ?)", [hash.hex, Int64(rule.rawValue)])
-                } else {
-                    try run(db, "DELETE FROM access_rules WHERE info_hash = ?", [hash.hex])
-                }
+            case .torrent, .accessMode, .accessRule:
+                try writeCatalogue(change, db)
             }
         }
         if !rows.expires {
@@ -384,6 +375,26 @@ public final class SQLiteRepository {
         }
     }
 
+    /// A catalogue row as memory holds it after the change (the other kinds are not
+    /// catalogue rows: nothing to write).
+    static func writeCatalogue(_ change: CommitRows.Change, _ db: Database) throws {
+        switch change {
+        case .torrent(let hash, let t):
+            try run(db, "DELETE FROM torrents WHERE info_hash = ?", [hash.hex])
+            if let t { try insert(t, db) }
+        case .accessMode(let mode):
+            try setMeta("access_mode", Int64(mode.rawValue), db)
+        case .accessRule(let hash, let rule):
+            if let rule {
+                try run(db, "INSERT OR REPLACE INTO access_rules(info_hash, rule) VALUES (?, ?)", [hash.hex, Int64(rule.rawValue)])
+            } else {
+                try run(db, "DELETE FROM access_rules WHERE info_hash = ?", [hash.hex])
+            }
+        case .peer, .completion, .swarm, .expire:
+            break
+        }
+    }
+
     static func insert(_ t: RegisteredTorrent, _ db: Database) throws {
         try run(db, "INSERT OR REPLACE INTO torrents(info_hash, name, file, registered_at) VALUES (?, ?, ?, ?)",
                 [t.infoHash.hex, t.metadata.name, Data(t.file), t.registeredAt.milliseconds])
@@ -434,6 +445,37 @@ public final class SQLiteRepository {
     /// Hot statements are compiled once per connection, not once per row.
     static func run(_ db: Database, _ sql: String, _ arguments: StatementArguments) throws {
         try db.cachedStatement(sql: sql).execute(arguments: arguments)
+    }
+
+    // MARK: a standalone node's operator data
+
+    /// A standalone node keeps only its operator data here (registered torrents and the
+    /// access policy, in the tables a cluster node's repository uses): its swarms are soft
+    /// state its peers announce again. Each change is written as it is made, in one SQL
+    /// transaction, synced (the operator was told it is done).
+    public func record(_ change: CatalogueChange, in catalogue: Catalogue) throws {
+        do {
+            try transaction(syncing: true) { db in
+                for row in CommitRows.rows(of: change, in: catalogue) { try Self.writeCatalogue(row, db) }
+            }
+        } catch {
+            throw RepositoryError("cannot write operator data to \(path): \(error)")
+        }
+    }
+
+    /// The operator data a standalone node kept (a corrupt row fails the read, as it fails
+    /// a cluster node's load).
+    public func operatorData() throws -> Catalogue {
+        do {
+            let (torrents, access) = try db.read { db in (try Self.torrents(db), try Self.access(db)) }
+            var catalogue = Catalogue()
+            for t in torrents where catalogue.refusal(t) == nil { catalogue.apply(.register(t)) }
+            for change in AccessPolicy().missing(access.sortedRules) { catalogue.apply(change) }
+            catalogue.apply(.setAccessMode(access.mode))
+            return catalogue
+        } catch {
+            throw RepositoryError("cannot read operator data from \(path): \(error)")
+        }
     }
 
     // MARK: reads

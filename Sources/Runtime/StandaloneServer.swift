@@ -64,18 +64,31 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     public let metrics: NodeMetrics
     var timers: [RepeatedTask] = []
     let startedAt = WallClock.now()
+    /// `--db`: where the operator data (registered torrents, the access policy) is kept
+    /// across restarts, written as each change is made.
+    let repository: SQLiteRepository?
+    /// Its one writer thread (nil without `--db`).
+    let writer: NIOThreadPool?
+    /// The operator data of the service that stopped, put back when it starts again (on
+    /// the loop). Swarms are soft state: they are not kept.
+    var keptCatalogue: Catalogue?
 
     init(bind: PeerEndpoint, threads: Int, config: TrackerConfig, connectionIDKeys: [SipHash24], group: EventLoopGroup, logger: Logger,
-         metrics: NodeMetrics) {
+         metrics: NodeMetrics, repository: SQLiteRepository? = nil) {
         self.bind = bind; self.threads = threads; self.config = config; self.connectionIDKeys = connectionIDKeys
         self.group = group; self.loop = group.next(); self.logger = logger; self.metrics = metrics
+        self.repository = repository
+        writer = repository.map { _ in NIOThreadPool(numberOfThreads: 1) }
+        writer?.start()
     }
 
     /// Binds the sockets and serves until SIGINT or SIGTERM.
     /// `threads`: event loops, each with its own socket (from `--threads`, at least 1).
     /// `connectionIDKeys`: from `--connection-id-key-file`; nil draws a random key, so ids
     /// are secret and last as long as the process.
+    /// `database`: `--db`, the SQLite file the operator data is kept in.
     public static func run(bind: PeerEndpoint, threads: Int = 1, config: TrackerConfig, connectionIDKeys: [SipHash24]? = nil,
+                           database: String? = nil,
                            dashboard: DashboardSettings? = nil, monitoring: MonitoringSettings, logger: Logger,
                            reload: (@Sendable () throws -> TrackerConfig)? = nil,
                            liveReload: (@Sendable () -> TrackerConfig?)? = nil) async throws {
@@ -85,9 +98,18 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
             throw ConfigurationError("threads must be 1 to \(StandaloneHost.maxThreads) (got \(threads))")
         }
         let keys = connectionIDKeys ?? [SipHash24(k0: WallClock.randomSeed(), k1: WallClock.randomSeed())]
+        let repository: SQLiteRepository?
+        do { repository = try database.map { try SQLiteRepository(path: $0) } } catch { throw ConfigurationError("\(error)") }
+        let kept: Catalogue?
+        do { kept = try repository?.operatorData() } catch { throw ConfigurationError("\(error)") }
+        if let kept {
+            logger.info("operator data restored", metadata: ["torrents": "\(kept.torrents.count)", "access-rules": "\(kept.access.rules.count)",
+                                                             "access-mode": "\(kept.access.mode)"])
+        }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let host = StandaloneHost(bind: bind, threads: threads, config: config, connectionIDKeys: keys, group: group, logger: logger,
-                                  metrics: NodeMetrics(version: monitoring.version, commit: monitoring.commit))
+                                  metrics: NodeMetrics(version: monitoring.version, commit: monitoring.commit), repository: repository)
+        host.keptCatalogue = kept
         host.reload = reload
         let web = try await WebListeners.start(dashboard, metrics: monitoring.metricsEndpoint,
                                                   after: { try await host.startService() }, undo: { await host.stopService() },
@@ -103,6 +125,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         await web.stop()
         await host.stopService()
         try? await host.loop.submit { host.timers.forEach { $0.cancel() } }.get()
+        try? await host.writer?.shutdownGracefully()
         try? await group.shutdownGracefully()
         logger.info("stopped")
     }
@@ -144,10 +167,12 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
             for channel in bound { try? await channel.close() }
             throw ConfigurationError("cannot bind UDP \(bind): \(error)")
         }
-        let tracker = StandaloneTracker(
+        let fresh = StandaloneTracker(
             handler: PeerRequestHandler(config: config, connectionIDs: ConnectionIDPolicy(keys: connectionIDKeys, lifetimeSeconds: config.connectionIDLifetimeSeconds)),
             seed: WallClock.randomSeed())
         try await loop.submit { [self, bound] in
+            var tracker = fresh
+            if let keptCatalogue { tracker.install(keptCatalogue) }
             channels = bound
             service.withLockedValue { $0 = StandaloneService(tracker: tracker) }
             history.resetCounters()
@@ -160,6 +185,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     func stopService() async {
         let closing = (try? await loop.submit { [self] () -> [Channel] in
             defer { channels = [] }
+            if let catalogue = service.withLockedValue({ $0?.tracker.store.catalogue }) { keptCatalogue = catalogue }
             if let stats = service.withLockedValue({ service in defer { service = nil }; return service?.stats }) {
                 logger.info("served peers", metadata: ["datagrams": "\(stats.datagrams)", "error-replies": "\(stats.errorReplies)"])
                 history.note(WallClock.now(), kind: "service", text: "service stopped")
@@ -264,19 +290,33 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         return await AccessListing.offLoop(catalogue, offset: offset, limit: limit)
     }
 
+    /// Applied on the loop, then (with `--db`) written before the operator is told it is
+    /// done, by the one writer thread: queued from the loop right after the change applied,
+    /// so changes reach the disk in the order they took effect, each with the catalogue as
+    /// it stood right after it.
     public func change(_ change: CatalogueChange) async throws(ControlRefusal) -> String {
-        let refusal: String?
+        let outcome: Result<EventLoopFuture<Void>?, ControlRefusal>
         do {
-            refusal = try await loop.submit { [self] () -> String? in
-                let outcome = service.withLockedValue { service -> String? in
-                    guard service != nil else { return "the tracker service is stopped" }
-                    return service?.tracker.apply(change)
+            outcome = try await loop.submit { [self] () -> Result<EventLoopFuture<Void>?, ControlRefusal> in
+                let applied = service.withLockedValue { service -> Result<Catalogue, ControlRefusal> in
+                    guard service != nil else { return .failure(ControlRefusal("the tracker service is stopped")) }
+                    if let refusal = service?.tracker.apply(change) { return .failure(ControlRefusal(refusal)) }
+                    return .success(service?.tracker.store.catalogue ?? Catalogue())
                 }
-                if outcome == nil { history.note(WallClock.now(), kind: "catalogue", text: change.doneMessage) }
-                return outcome
+                return applied.map { catalogue in
+                    history.note(WallClock.now(), kind: "catalogue", text: change.doneMessage)
+                    guard let repository, let writer else { return nil }
+                    return writer.runIfActive(eventLoop: loop) { try repository.record(change, in: catalogue) }
+                }
             }.get()
-        } catch { refusal = "the node is shutting down" }
-        if let refusal { throw ControlRefusal(refusal) }
+        } catch { outcome = .failure(ControlRefusal("the node is shutting down")) }
+        guard let written = try outcome.get() else { return change.doneMessage }
+        do {
+            try await written.get()
+        } catch {
+            logger.error("operator data not stored", metadata: ["change": "\(change.doneMessage)", "error": "\(error)"])
+            throw ControlRefusal("\(change.doneMessage), but it could not be stored and is lost at the next restart: \(error)")
+        }
         return change.doneMessage
     }
 

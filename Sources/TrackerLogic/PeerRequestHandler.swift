@@ -251,6 +251,12 @@ public struct StandaloneTracker: Sendable {
         return nil
     }
 
+    /// Takes `catalogue` as its own (this tracker's catalogue is empty: a service that
+    /// starts), as the operator's changes would have built it.
+    public mutating func install(_ catalogue: Catalogue) {
+        for change in catalogue.rebuildingChanges { _ = apply(change) }
+    }
+
     /// Drops peers that have not announced within the timeout. Call it now and then; it
     /// does the work at most once per tenth of the timeout.
     public mutating func tick(now: Instant) {

@@ -133,7 +133,7 @@ struct Run: AsyncParsableCommand {
     @Option(help: "STOMP broker of the cluster channel, e.g. stomp+ssl://broker.example:61614 or stomp://127.0.0.1:61613, or a failover list: stomp+ssl://a:61614,stomp+ssl://b:61614.")
     var broker: String?
 
-    @Option(help: "SQLite file holding this node's repository (emptied on clean shutdown).")
+    @Option(help: "SQLite file. A cluster node's repository (emptied on clean shutdown); a standalone node keeps its registered torrents and access policy there across restarts.")
     var db: String?
 
     @Option(help: "Serve the dashboard and its JSON API on HOST:PORT (or PORT, on 127.0.0.1).")
@@ -248,8 +248,9 @@ struct Run: AsyncParsableCommand {
             let bind: EndpointArgument
             do { bind = try EndpointArgument(parsing: udp ?? "127.0.0.1:6969") } catch { throw ValidationError("--udp: \(error)") }
             let idKeys = try connectionIDKeyFile.map { [try Self.readKey($0, flag: "connection-id-key-file", logger: logger).connectionIDKey] }
+            if let db { try Self.checkDatabaseDirectory(db) }
             try await StandaloneHost.run(bind: bind.endpoint, threads: threads, config: try service.config(), connectionIDKeys: idKeys,
-                                         dashboard: try dashboard(logger: logger), monitoring: try monitoring(log: logContext),
+                                         database: db, dashboard: try dashboard(logger: logger), monitoring: try monitoring(log: logContext),
                                          logger: logger, reload: reloadService, liveReload: { live.reload() })
             return
         }
@@ -289,6 +290,7 @@ struct Run: AsyncParsableCommand {
                 throw ValidationError("--threads must be 1 to \(StandaloneHost.maxThreads) (got \(threads))")
             }
             if let connectionIDKeyFile { _ = try Self.readKey(connectionIDKeyFile, flag: "connection-id-key-file", logger: logger) }
+            if let db { try Self.checkDatabaseDirectory(db) }
             _ = try service.config()
             return "standalone node on udp \(bind.endpoint)"
         }
@@ -476,18 +478,23 @@ struct Run: AsyncParsableCommand {
             logger.warning("connection ids keyed per process (no cluster key, no --connection-id-key-file): they do not survive failover")
             connectionIDKeys = [SipHash24(k0: WallClock.randomSeed(), k1: WallClock.randomSeed())]
         }
-        let directory = URL(fileURLWithPath: db).deletingLastPathComponent().path
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw ValidationError("--db \(db): directory \(directory) does not exist")
-        }
-        guard access(directory, W_OK) == 0 else { throw ValidationError("--db \(db): this user cannot write in \(directory)") }
+        try Self.checkDatabaseDirectory(db)
         let settings = ClusterNodeSettings(
             id: nodeID, peers: peers, broker: brokerSettings, database: db,
             http: try httpEndpoint(), clusterName: self.cluster,
             keys: keys, connectionIDKeys: connectionIDKeys, cluster: cluster, tracker: try service.config())
         if let problem = settings.problems.first { throw ValidationError(problem) }
         return settings
+    }
+
+    /// `--db`'s directory exists and this user may write in it.
+    static func checkDatabaseDirectory(_ db: String) throws {
+        let directory = URL(fileURLWithPath: db).deletingLastPathComponent().path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ValidationError("--db \(db): directory \(directory) does not exist")
+        }
+        guard access(directory, W_OK) == 0 else { throw ValidationError("--db \(db): this user cannot write in \(directory)") }
     }
 
     /// Where a generated admin token goes: beside the repository, in systemd's state

@@ -361,6 +361,38 @@ import TrackerRuntime
         #expect(throws: RepositoryError.self) { _ = try SQLiteRepository(path: path) }
         #expect(throws: RepositoryError.self) { _ = try SQLiteRepository(path: "/nonexistent-dir/x/repo.sqlite") }
     }
+
+    /// A standalone node's operator data: each change written as made, read back whole
+    /// from the reopened file, and rebuilt into a fresh catalogue by its changes.
+    @Test func aStandaloneNodesOperatorDataOutlivesTheProcess() throws {
+        let path = tempPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        func torrent(_ name: String) throws -> RegisteredTorrent {
+            let file = Array("d4:infod6:lengthi100e4:name\(name.utf8.count):\(name)12:piece lengthi16384e6:pieces20:abcdefghijklmnopqrstee".utf8)
+            return try RegisteredTorrent(file: file, registeredAt: Instant(milliseconds: 1_700_000_000_000))
+        }
+        let kept = try torrent("kept"), gone = try torrent("gone")
+        let changes: [CatalogueChange] = [.register(kept), .register(gone), .setAccessRule(.allow, [hash(1), hash(2)]),
+                                          .setAccessRule(.deny, [hash(3)]), .setAccessMode(.allow), .removeAccessRules([hash(2)]),
+                                          .unregister(gone.infoHash), .setAccessRule(.deny, [hash(1)])]
+        var catalogue = Catalogue()
+        do {
+            let repo = try SQLiteRepository(path: path)
+            #expect(try repo.operatorData() == Catalogue(), "a new file holds nothing")
+            for change in changes {
+                catalogue.apply(change)
+                try repo.record(change, in: catalogue)
+            }
+        }
+        let read = try SQLiteRepository(path: path).operatorData()
+        #expect(read == catalogue)
+        #expect(read.torrents.keys.sorted() == [kept.infoHash] && read.access.mode == .allow)
+        let expectedRules: [InfoHash: AccessRule] = [hash(1): .deny, hash(3): .deny]
+        #expect(read.access.rules == expectedRules)
+        var rebuilt = Catalogue()
+        for change in read.rebuildingChanges { rebuilt.apply(change) }
+        #expect(rebuilt == read)
+    }
 }
 
 /// What reading the repository costs SQLite, counted in its virtual machine's steps (the

@@ -60,16 +60,22 @@ public struct CommitRows: Hashable, Sendable {
             case .expire(let before):
                 changes.append(.expire(before: before))
                 expires = true
-            case .catalogue(.register(let t)):
-                changes.append(.torrent(t.infoHash, replica.store.catalogue.torrents[t.infoHash]))
-            case .catalogue(.unregister(let hash)):
-                changes.append(.torrent(hash, replica.store.catalogue.torrents[hash]))
-            case .catalogue(.setAccessMode):
-                changes.append(.accessMode(replica.store.catalogue.access.mode))
-            case .catalogue(.setAccessRule(_, let hashes)), .catalogue(.removeAccessRules(let hashes)):
-                for h in hashes { changes.append(.accessRule(h, replica.store.catalogue.access.rules[h])) }
+            case .catalogue(let change):
+                changes += Self.rows(of: change, in: replica.store.catalogue)
             }
         }
         swarms = recount.sorted().map { SwarmRow(infoHash: $0, completed: replica.store.completed(in: $0)) }
+    }
+
+    /// The rows a catalogue change wrote, read from `catalogue` right after it: a cluster
+    /// node's commit, or a standalone node's change to its kept operator data.
+    public static func rows(of change: CatalogueChange, in catalogue: Catalogue) -> [Change] {
+        switch change {
+        case .register(let t): [.torrent(t.infoHash, catalogue.torrents[t.infoHash])]
+        case .unregister(let hash): [.torrent(hash, catalogue.torrents[hash])]
+        case .setAccessMode: [.accessMode(catalogue.access.mode)]
+        case .setAccessRule(_, let hashes), .removeAccessRules(let hashes):
+            hashes.map { .accessRule($0, catalogue.access.rules[$0]) }
+        }
     }
 }

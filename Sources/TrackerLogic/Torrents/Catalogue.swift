@@ -130,4 +130,13 @@ public struct Catalogue: Hashable, Sendable {
 
     /// In a canonical order: what snapshots carry.
     public var sorted: [RegisteredTorrent] { torrents.values.sorted { $0.infoHash < $1.infoHash } }
+
+    /// The changes that build this catalogue from an empty one, in a canonical order:
+    /// registrations, the rules (`AccessPolicy.maxHashesPerChange` a change), then the
+    /// mode, last, so no announce is refused for a rule not yet there. What a standalone
+    /// node's kept operator data is put back with when its service starts.
+    public var rebuildingChanges: [CatalogueChange] {
+        sorted.map(CatalogueChange.register) + AccessPolicy().missing(access.sortedRules)
+            + (access.mode == .open ? [] : [.setAccessMode(access.mode)])
+    }
 }

@@ -1,0 +1,163 @@
+#!/usr/bin/python3
+"""A standalone node with --db keeps its operator data across restarts.
+
+1. Through `tracker admin`: a .torrent registered, two hashes allowed and one denied,
+   mode allow. An announce for an unlisted hash is refused; a listed one is answered.
+2. The dashboard's Stop then Start: the service forgets its swarms, not that data.
+3. SIGTERM, then the same command again: the torrent, the rules and the mode are back,
+   and the unlisted hash is still refused.
+4. A rule removed, then kill -9 right after the command returned: the removal was on disk.
+5. A node started without --db on another port keeps nothing (the default is unchanged).
+"""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import fail, free_tcp_port, free_udp_port, start_tracker, stop, tracker_binary, wait_for_udp_tracker  # noqa: E402
+
+
+def bencode(value):
+    if isinstance(value, int):
+        return b"i%de" % value
+    if isinstance(value, bytes):
+        return b"%d:%s" % (len(value), value)
+    if isinstance(value, str):
+        return bencode(value.encode())
+    if isinstance(value, dict):
+        return b"d" + b"".join(bencode(k) + bencode(v) for k, v in sorted(value.items())) + b"e"
+    raise TypeError(value)
+
+
+def make_torrent(name, size=100000, piece=65536):
+    info = {"name": name, "piece length": piece, "length": size, "pieces": os.urandom(20 * ((size + piece - 1) // piece))}
+    return bencode({"announce": "udp://127.0.0.1:6969", "info": info}), hashlib.sha1(bencode(info)).hexdigest()
+
+
+def admin(http, token, *args):
+    command = [tracker_binary(), "admin", args[0], "--node", f"127.0.0.1:{http}", "--token-file", token, *args[1:]]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        fail(f"tracker admin {' '.join(args)}: {out.returncode} {out.stdout.strip()!r} {out.stderr.strip()!r}")
+    return out.stdout
+
+
+def announce(udp, info_hash):
+    """The decoded reply: the client prints an error reply and exits non-zero on it."""
+    out = subprocess.run([tracker_binary(), "client", "announce", f"udp://127.0.0.1:{udp}", "--info-hash", info_hash],
+                         capture_output=True, text=True, timeout=30)
+    return out.returncode, (out.stdout + out.stderr).strip()
+
+
+def policy(http, token):
+    """(mode, {hash: rule}) as `tracker admin access` prints them."""
+    lines = admin(http, token, "access").split("\n")
+    mode = lines[0].split()[1]
+    rules = {}
+    for line in lines[1:]:
+        parts = line.split()
+        if len(parts) == 2:
+            rules[parts[0]] = parts[1]
+    return mode, rules
+
+
+def torrents(http, token):
+    return [line.split()[0] for line in admin(http, token, "torrents").split("\n") if line.strip()]
+
+
+def expect_kept(http, token, udp, info_hash, listed, denied, unlisted, when):
+    mode, rules = policy(http, token)
+    if mode != "allow" or rules != {**{h: "allow" for h in listed}, denied: "deny"}:
+        fail(f"{when}: policy {mode} {rules}")
+    if torrents(http, token) != [info_hash]:
+        fail(f"{when}: torrents {torrents(http, token)}")
+    code, out = announce(udp, unlisted)
+    if code == 0 or "not registered" not in out:
+        fail(f"{when}: an unlisted hash was not refused: {code} {out!r}")
+    for h in [info_hash, listed[0]]:
+        code, out = announce(udp, h)
+        if code != 0:
+            fail(f"{when}: a listed hash was refused: {out!r}")
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="standalone-db-")
+    procs = []
+    try:
+        udp, http = free_udp_port(), free_tcp_port()
+        token = os.path.join(work, "admin.token")
+        with open(token, "w") as f:
+            f.write("standalone-db-token-0123456789abcdef\n")
+        os.chmod(token, 0o600)
+        db = os.path.join(work, "standalone.sqlite")
+        args = ["--udp", f"127.0.0.1:{udp}", "--http", f"127.0.0.1:{http}", "--admin-token-file", token, "--db", db]
+
+        def start(name):
+            proc = start_tracker(args, os.path.join(work, name))
+            procs.append(proc)
+            wait_for_udp_tracker(udp)
+            return proc
+
+        proc = start("first.log")
+        data, info_hash = make_torrent("standalone-db.bin")
+        path = os.path.join(work, "standalone-db.torrent")
+        with open(path, "wb") as f:
+            f.write(data)
+        listed = ["11" * 20, "22" * 20]
+        denied, unlisted = "33" * 20, "44" * 20
+        admin(http, token, "register", path)
+        admin(http, token, "allow", *listed)
+        admin(http, token, "deny", denied)
+        admin(http, token, "mode", "allow")
+        expect_kept(http, token, udp, info_hash, listed, denied, unlisted, "as set")
+
+        for control in ("stop", "start"):
+            out = subprocess.run(["curl", "-sf", "-X", "POST", "-H", f"Authorization: Bearer {open(token).read().strip()}",
+                                  f"http://127.0.0.1:{http}/api/service/{control}"], capture_output=True, text=True, timeout=30)
+            if out.returncode != 0:
+                fail(f"dashboard {control}: {out.returncode} {out.stdout!r} {out.stderr!r}")
+        wait_for_udp_tracker(udp)
+        expect_kept(http, token, udp, info_hash, listed, denied, unlisted, "after the dashboard's Stop and Start")
+
+        if stop(proc) != 0:
+            fail(f"SIGTERM: exit {proc.returncode}")
+        proc = start("second.log")
+        expect_kept(http, token, udp, info_hash, listed, denied, unlisted, "after SIGTERM and a restart")
+        with open(os.path.join(work, "second.log")) as f:
+            if "operator data restored" not in f.read():
+                fail("the restart did not log the restored operator data")
+
+        admin(http, token, "remove", listed[1])
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc = start("third.log")
+        expect_kept(http, token, udp, info_hash, listed[:1], denied, unlisted, "after a removal and kill -9")
+        stop(proc)
+
+        # Without --db nothing is kept: the default stays as documented.
+        plain_udp, plain_http = free_udp_port(), free_tcp_port()
+        plain = ["--udp", f"127.0.0.1:{plain_udp}", "--http", f"127.0.0.1:{plain_http}", "--admin-token-file", token]
+        for name in ("plain1.log", "plain2.log"):
+            p = start_tracker(plain, os.path.join(work, name))
+            procs.append(p)
+            wait_for_udp_tracker(plain_udp)
+            if name == "plain1.log":
+                admin(plain_http, token, "mode", "allow")
+            elif policy(plain_http, token)[0] != "open":
+                fail("a node without --db kept its access mode")
+            stop(p)
+        print(f"standalone --db: the torrent {info_hash[:8]}…, 3 rules and mode allow survive the dashboard's Stop and "
+              "Start, SIGTERM and kill -9")
+    finally:
+        for p in procs:
+            stop(p)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
