@@ -36,11 +36,24 @@ SCRAPE_EVERY = 100
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid):
-    """utime + stime of a process and its threads, in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
+def cpu_seconds(pid, tid=None):
+    """utime + stime of a process and its threads (or of its thread `tid`), in seconds."""
+    with open(f"/proc/{pid}/task/{tid}/stat" if tid else f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def thread_ids(pid, name):
+    """The threads of `pid` whose name is `name` (a store writer names its thread)."""
+    found = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() == name:
+                    found.append(int(tid))
+        except OSError:
+            pass
+    return found
 
 
 def peak_rss_kib(pid):
@@ -54,9 +67,12 @@ def peak_rss_kib(pid):
 class Target:
     """A tracker under test: where to send, which processes serve, how to stop them."""
 
-    def __init__(self, name, address, pids, stop, bench_args=()):
+    def __init__(self, name, address, pids, stop, bench_args=(), parts=()):
         self.name, self.address, self.pids, self.stop = name, address, pids, stop
         self.bench_args = list(bench_args)
+        # (label, pid, tid or None): the CPU of each, reported apart (the cluster's
+        # master, followers, broker and each node's store writer thread).
+        self.parts = list(parts)
 
 
 def wait_udp(address, seconds=15):
@@ -126,25 +142,36 @@ def start_cluster(started_broker):
     cluster = Cluster(f"bench{os.getpid()}", free_udp_port())
     for node_id in (1, 2, 3):
         cluster.add(node_id)
-    cluster.wait_converged(30)
+    master = cluster.wait_converged(30)
     address = f"{cluster.group[0]}:{cluster.group[1]}"
-    pids = [n.proc.pid for n in cluster.nodes] + [broker_pid()]
-    return Target("3-node cluster (ActiveMQ, SQLite)", address, pids, cluster.stop), cluster
+    broker = broker_pid()
+    pids = [n.proc.pid for n in cluster.nodes] + [broker]
+    parts = []
+    for n in cluster.nodes:
+        role = "master" if n is master else "follower"
+        parts.append((f"{role} n{n.node_id}", n.proc.pid, None))
+        parts += [(f"  n{n.node_id} store writer", n.proc.pid, tid) for tid in thread_ids(n.proc.pid, "store-writer")]
+    parts.append(("broker", broker, None))
+    return Target("3-node cluster (ActiveMQ, SQLite)", address, pids, cluster.stop, parts=parts), cluster
 
 
 def measure(target, seconds, concurrency):
     before = {pid: cpu_seconds(pid) for pid in target.pids}
+    parts_before = [cpu_seconds(pid, tid) for _, pid, tid in target.parts]
     out = subprocess.run([tracker_binary(), "bench", "--target", target.address, "--duration", str(seconds),
                           "--concurrency", str(concurrency), "--torrents", str(TORRENTS),
                           "--scrape-every", str(SCRAPE_EVERY), *target.bench_args],
                          capture_output=True, text=True, timeout=seconds + 60)
     after = {pid: cpu_seconds(pid) for pid in target.pids}
+    parts_after = [cpu_seconds(pid, tid) for _, pid, tid in target.parts]
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
         fail(f"bench against {target.name} failed: {out.stdout[-500:]} {out.stderr[-500:]}")
     result = json.loads(lines[-1])
     cpu = sum(after[p] - before[p] for p in target.pids)
     result["cpu_us_per_response"] = cpu * 1e6 / max(result["responses"], 1)
+    result["breakdown_us_per_response"] = {label: (a - b) * 1e6 / max(result["responses"], 1)
+                                           for (label, _, _), b, a in zip(target.parts, parts_before, parts_after)}
     return result
 
 
@@ -245,12 +272,21 @@ def report(targets, levels, runs, rss, memory, transfer, json_path):
     ot = max((v for k, v in best.items() if k.startswith("opentracker")), default=None)
     st = max((v for k, v in best.items() if k.startswith("tracker standalone")), default=None)
     cl = next((v for k, v in best.items() if k.startswith("3-node")), None)
+    for t in targets:
+        if not t.parts:
+            continue
+        print(f"\nCPU µs per response, by process ({t.name}, median over the rounds):")
+        print(f"{'':24}" + "".join(f"{'c=' + str(c):>10}" for c in levels))
+        for label, _, _ in t.parts:
+            cells = (statistics.median(r["breakdown_us_per_response"][label] for r in runs[(t.name, c)]) for c in levels)
+            print(f"{label:24}" + "".join(f"{cell:>10.2f}" for cell in cells))
     print()
     if ot and st:
-        print(f"standalone / opentracker (best of each): responses/s {st[0] / ot[0]:.2f}×, "
-              f"CPU per response {st[1] / ot[1]:.2f}×")
+        print(f"standalone / opentracker (best of each): responses/s {st[0] / ot[0]:.2f}× (target ≥ 1.3×), "
+              f"CPU per response {st[1] / ot[1]:.2f}× (target ≤ 0.8×)")
     if st and cl:
-        print(f"3-node cluster / standalone (best of each): responses/s {cl[0] / st[0]:.3f}×")
+        print(f"3-node cluster / standalone (best of each): responses/s {cl[0] / st[0]:.3f}×, "
+              f"CPU per response {cl[1] / st[1]:.2f}× (target ≤ 3.0×; every process, the broker included)")
     for m in memory:
         print(f"repository memory: {m['peers']} peers in {m['torrents']} swarms, {m['completed']} completions: "
               f"{m['bytes_per_peer']:.1f} bytes per peer")
