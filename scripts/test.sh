@@ -119,7 +119,7 @@ export -f run_python_test
 concurrent=(tests/interop/*.py tests/cluster/broker_tls.py tests/cluster/broker_garbage.py
             tests/cluster/dashboard_api.py tests/cluster/dashboard_browser.py tests/cluster/full_disk.py
             tests/cluster/state_files.py tests/cluster/help_example.py tests/cluster/monitoring.py
-            tests/cluster/reload.py tests/cluster/admin_cli.py tests/cluster/access_policy.py)
+            tests/cluster/reload.py tests/cluster/admin_cli.py tests/cluster/access_policy.py tests/cluster/full_restart.py)
 for t in "${concurrent[@]}"; do
   if grep -qE 'activemq\("(stop|kill|restart)"' "$t"; then
     echo "test.sh: $t stops or restarts the shared broker: it cannot run beside another test" >&2

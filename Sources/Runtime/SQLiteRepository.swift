@@ -8,6 +8,8 @@ public enum StoreWrite: Sendable {
     case snapshot(Snapshot)
     case epoch(Epoch)
     case wipe
+    /// Replaces the operator data kept through a clean stop (`NodeAction.keepOperatorData`).
+    case keep([KeptEntry])
     case probe
 }
 
@@ -143,6 +145,18 @@ public final class SQLiteRepository {
             CREATE TABLE IF NOT EXISTS access_rules(
                 info_hash TEXT PRIMARY KEY NOT NULL,
                 rule INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS kept_entries(
+                seq INTEGER PRIMARY KEY,
+                entry BLOB NOT NULL);
+            CREATE TABLE IF NOT EXISTS catalogue_stamps(
+                kind INTEGER NOT NULL,
+                info_hash TEXT NOT NULL,
+                term INTEGER NOT NULL,
+                master INTEGER NOT NULL,
+                txid INTEGER NOT NULL,
+                removed INTEGER NOT NULL,
+                PRIMARY KEY(kind, info_hash)) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS catalogue_tombstones ON catalogue_stamps(kind, removed, term, master, txid, info_hash);
             CREATE TABLE IF NOT EXISTS epoch_runs(
                 term INTEGER NOT NULL,
                 master INTEGER NOT NULL,
@@ -242,6 +256,11 @@ public final class SQLiteRepository {
         case .wipe:
             try wipe(db, keepEpoch: true)
             state = WriterState()
+        case .keep(let entries):
+            try db.execute(sql: "DELETE FROM kept_entries")
+            for (i, e) in entries.enumerated() {
+                try run(db, "INSERT INTO kept_entries(seq, entry) VALUES (?, ?)", [Int64(i), Data(ClusterCodec.encode(e))])
+            }
         case .probe:
             // A real write: a read-only or full disk fails here, not on the next commit.
             try setMeta("probe", Int64(try meta("probe", db) ?? 0) &+ 1, db)
@@ -267,7 +286,7 @@ public final class SQLiteRepository {
             case .expire(let before):
                 try fold(db, &state)
                 try run(db, "DELETE FROM peer_base WHERE last_announce < ?", [before.milliseconds])
-            case .torrent, .accessMode, .accessRule:
+            case .torrent, .accessMode, .accessRule, .torrentStamp, .ruleStamp, .modeStamp, .pruneTombstones:
                 try writeCatalogue(change, db)
             }
         }
@@ -390,9 +409,45 @@ public final class SQLiteRepository {
             } else {
                 try run(db, "DELETE FROM access_rules WHERE info_hash = ?", [hash.hex])
             }
+        case .torrentStamp(let hash, let stamp):
+            try writeStamp(kind: torrentStamps, hash, stamp, db)
+        case .ruleStamp(let hash, let stamp):
+            try writeStamp(kind: ruleStamps, hash, stamp, db)
+        case .modeStamp(let ref):
+            if let ref {
+                try setMeta("access_mode_term", Int64(ref.epoch.term), db)
+                try setMeta("access_mode_master", Int64(ref.epoch.master.rawValue), db)
+                try setMeta("access_mode_txid", Int64(bitPattern: ref.txid), db)
+            } else {
+                try run(db, "DELETE FROM cluster_meta WHERE key IN ('access_mode_term', 'access_mode_master', 'access_mode_txid')", [])
+            }
+        case .pruneTombstones:
+            for kind in [torrentStamps, ruleStamps] { try pruneTombstones(kind: kind, db) }
         case .peer, .completion, .swarm, .expire:
             break
         }
+    }
+
+    static let torrentStamps: Int64 = 1, ruleStamps: Int64 = 2
+
+    static func writeStamp(kind: Int64, _ hash: InfoHash, _ stamp: CatalogueStamp?, _ db: Database) throws {
+        guard let stamp else { return try run(db, "DELETE FROM catalogue_stamps WHERE kind = ? AND info_hash = ?", [kind, hash.hex]) }
+        try run(db, "INSERT OR REPLACE INTO catalogue_stamps(kind, info_hash, term, master, txid, removed) VALUES (?, ?, ?, ?, ?, ?)",
+                [kind, hash.hex, Int64(stamp.ref.epoch.term), Int64(stamp.ref.epoch.master.rawValue), Int64(bitPattern: stamp.ref.txid),
+                 stamp.removed ? 1 : 0])
+    }
+
+    /// `CatalogueStamps.pruneTombstones` on the rows: the same tombstones go, in the same
+    /// order (stamp, then hash: hex digits sort as the bytes do).
+    static func pruneTombstones(kind: Int64, _ db: Database) throws {
+        let count = try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM catalogue_stamps WHERE kind = ? AND removed = 1"),
+                                     arguments: [kind]) ?? 0
+        guard count > CatalogueStamps.maxTombstones else { return }
+        try run(db, """
+            DELETE FROM catalogue_stamps WHERE kind = ? AND removed = 1 AND info_hash IN (
+                SELECT info_hash FROM catalogue_stamps WHERE kind = ? AND removed = 1
+                ORDER BY term, master, txid, info_hash LIMIT ?)
+            """, [kind, kind, count - CatalogueStamps.tombstonesAfterPruning])
     }
 
     static func insert(_ t: RegisteredTorrent, _ db: Database) throws {
@@ -413,12 +468,15 @@ public final class SQLiteRepository {
         for e in snapshot.access.sortedRules {
             try run(db, "INSERT INTO access_rules(info_hash, rule) VALUES (?, ?)", [e.infoHash.hex, Int64(e.rule.rawValue)])
         }
+        for (hash, stamp) in snapshot.stamps.torrents { try writeStamp(kind: torrentStamps, hash, stamp, db) }
+        for (hash, stamp) in snapshot.stamps.rules { try writeStamp(kind: ruleStamps, hash, stamp, db) }
+        try writeCatalogue(.modeStamp(snapshot.stamps.mode), db)
         try setLastCommitted(snapshot.lastCommitted, history: snapshot.history, db)
     }
 
     static func wipe(_ db: Database, keepEpoch: Bool) throws {
         let epoch = try meta("epoch", db)
-        try db.execute(sql: "DELETE FROM peer_base; DELETE FROM peer_log; DELETE FROM completions; DELETE FROM swarms; DELETE FROM torrents; DELETE FROM access_rules; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
+        try db.execute(sql: "DELETE FROM peer_base; DELETE FROM peer_log; DELETE FROM completions; DELETE FROM swarms; DELETE FROM torrents; DELETE FROM access_rules; DELETE FROM catalogue_stamps; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
         if keepEpoch, let epoch { try setMeta("epoch", epoch, db) }
     }
 
@@ -486,9 +544,10 @@ public final class SQLiteRepository {
         do {
             return try db.read { db in
                 let epoch = try Self.meta("epoch", db).map { Epoch(packed: UInt64(bitPattern: $0)) } ?? .zero
+                let kept = try Self.kept(db)
                 guard let lastTxid = try Self.meta("last_txid", db), lastTxid > 0,
                       let lastEpoch = try Self.meta("last_epoch", db) else {
-                    return DurableState(snapshot: nil, epoch: epoch)
+                    return DurableState(snapshot: nil, epoch: epoch, kept: kept)
                 }
                 let content = try Self.content(db)
                 let runs = try Row.fetchAll(db, sql: "SELECT term, master, first_txid FROM epoch_runs ORDER BY first_txid, term, master").map {
@@ -498,8 +557,8 @@ public final class SQLiteRepository {
                 }
                 let snapshot = Snapshot(restoredAt: TxRef(epoch: Epoch(packed: UInt64(bitPattern: lastEpoch)), txid: UInt64(bitPattern: lastTxid)),
                                         history: EpochHistory(runs: runs), content: content, torrents: try Self.torrents(db),
-                                        access: try Self.access(db))
-                return DurableState(snapshot: snapshot, epoch: epoch)
+                                        access: try Self.access(db), stamps: try Self.stamps(db))
+                return DurableState(snapshot: snapshot, epoch: epoch, kept: kept)
             }
         } catch {
             throw RepositoryError("cannot read repository \(path): \(error)")
@@ -523,6 +582,51 @@ public final class SQLiteRepository {
             }
             return t
         }
+    }
+
+    /// The operator data a clean stop kept, in the order it was written.
+    static func kept(_ db: Database) throws -> [KeptEntry] {
+        try Row.fetchAll(db, sql: "SELECT seq, entry FROM kept_entries ORDER BY seq").map { row in
+            guard let data = try row.decode(Data?.self, forColumn: "entry") else { throw RepositoryError("corrupt kept entry") }
+            switch ClusterCodec.decodeKeptEntry(Array(data)) {
+            case .success(let e): return e
+            case .failure(let error): throw RepositoryError("corrupt kept entry: \(error)")
+            }
+        }
+    }
+
+    /// The catalogue's stamps; an impossible transaction or flag is corruption.
+    static func stamps(_ db: Database) throws -> CatalogueStamps {
+        func ref(_ term: Int64?, _ master: Int64?, _ txid: Int64?) -> TxRef? {
+            guard let term = term.flatMap(UInt32.init(exactly:)), let master = master.flatMap(UInt32.init(exactly:)),
+                  let txid else { return nil }
+            let r = TxRef(epoch: Epoch(term: term, master: NodeID(master)), txid: UInt64(bitPattern: txid))
+            return r.isWellFormed ? r : nil
+        }
+        var torrents: [InfoHash: CatalogueStamp] = [:], rules: [InfoHash: CatalogueStamp] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT kind, info_hash, term, master, txid, removed FROM catalogue_stamps") {
+            let key = try row.decode(String?.self, forColumn: "info_hash")
+            guard let hash = key.flatMap({ InfoHash(hex: $0) }), let kind = try row.decode(Int64?.self, forColumn: "kind"),
+                  let r = ref(try row.decode(Int64?.self, forColumn: "term"), try row.decode(Int64?.self, forColumn: "master"),
+                              try row.decode(Int64?.self, forColumn: "txid")),
+                  let removed = try row.decode(Int64?.self, forColumn: "removed"), removed == 0 || removed == 1 else {
+                throw RepositoryError("corrupt catalogue stamp \(key ?? "?")")
+            }
+            let stamp = CatalogueStamp(ref: r, removed: removed == 1)
+            switch kind {
+            case torrentStamps: torrents[hash] = stamp
+            case ruleStamps: rules[hash] = stamp
+            default: throw RepositoryError("corrupt catalogue stamp kind \(kind)")
+            }
+        }
+        var mode: TxRef?
+        if let term = try meta("access_mode_term", db) {
+            guard let r = ref(term, try meta("access_mode_master", db), try meta("access_mode_txid", db)) else {
+                throw RepositoryError("corrupt access mode stamp")
+            }
+            mode = r
+        }
+        return CatalogueStamps(torrents: torrents, rules: rules, mode: mode)
     }
 
     /// The access mode and rules; a mode or rule no version wrote, or a key that is not
@@ -617,6 +721,7 @@ extension StoreWrite {
         case .snapshot(let s): "snapshot \(s.lastCommitted)"
         case .epoch(let e): "epoch \(e)"
         case .wipe: "wipe"
+        case .keep(let entries): "keep \(entries.count) operator entries"
         case .probe: "probe"
         }
     }

@@ -23,6 +23,8 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case pauseRightAfterStart
     /// A cluster of 6 or more under a strict quorum was partitioned.
     case largeStrictClusterPartitioned
+    /// Every node was down at once, the last of them stopped cleanly.
+    case clusterStopped
 
     public var description: String {
         switch self {
@@ -36,6 +38,7 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .crashInBrokerOutageAndPartition: return "crash in a broker outage and a partition"
         case .pauseRightAfterStart: return "pause within a second of a start"
         case .largeStrictClusterPartitioned: return "strict cluster of 6+ partitioned"
+        case .clusterStopped: return "whole cluster stopped, then restarted"
         }
     }
 }
@@ -77,7 +80,7 @@ public struct Coverage: Sendable, Equatable {
                                     .voteNotInSync, .voteStoreFailed, .unconfirmedVoteCounted, .missedCommitApplied, .catchUpSent,
                                     .catchUpApplied, .staleCatchUpIgnored, .snapshotSent, .snapshotInstalled, .snapshotRefused,
                                     .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered,
-                                    .staleRecoveryAnswerIgnored, .reconfigured]
+                                    .staleRecoveryAnswerIgnored, .reconfigured, .keptDataOffered]
         return node.map { ($0.description, 20) } + [(ProtocolPath.notInSyncVoteCounted.description, 5)]
             + SimPath.allCases.map { ($0.description, 20) }
     }()

@@ -76,7 +76,8 @@ extension Simulator {
         }
         for tx in txs {
             commits += 1
-            if let v = checker.applied(tx, slot: slot, generation: slots[slot].generation) { return fail(v) }
+            if let v = checker.applied(tx, slot: slot, generation: slots[slot].generation,
+                                       operatorGeneration: slots[slot].operatorGeneration) { return fail(v) }
         }
     }
 
@@ -177,7 +178,7 @@ extension Simulator {
             return nil
         })
         if let v = checker.lostRegistration(catalogue: m.replica.store.catalogue, removed: removed,
-                                            generations: slots.map(\.generation)) { return fail(v) }
+                                            generations: slots.map(\.operatorGeneration)) { return fail(v) }
         // Swarms the operator gave one rule only (never removed, never the other rule).
         var given: [Int: Set<AccessRule?>] = [:]
         for case .accessRule(let k, let rule) in scenario.operatorActions.map(\.change) { given[k, default: []].insert(rule) }
@@ -186,7 +187,7 @@ extension Simulator {
             if let rule = kinds.first ?? nil { rules[workload.swarmHashes[k]] = rule }
         }
         if let v = checker.lostAccessRule(access: m.replica.store.catalogue.access, rules: rules,
-                                          generations: slots.map(\.generation)) { fail(v) }
+                                          generations: slots.map(\.operatorGeneration)) { fail(v) }
     }
 
     mutating func endServingSpan(_ slot: Int) {

@@ -21,6 +21,11 @@ final class SimSlot {
     var trackedApplied: UInt64 = 0
     /// Bumped when the node's memory is lost beyond what its disk kept, or wiped.
     var generation = 0
+    /// The same for the operator's data, which a clean stop keeps (`keepOperatorData`
+    /// before its wipe): the registration and rule ledgers hold it to this one.
+    var operatorGeneration = 0
+    /// The node kept its operator data for the wipe that follows.
+    var keptForWipe = false
     /// When its current process started (simulated time).
     var startedAt = Instant(milliseconds: .min)
     /// Seals the node's frames and verifies what reaches it, as in the runtime.
@@ -179,7 +184,10 @@ extension Simulator {
     mutating func crash(_ s: Int) {
         guard let node = slots[s].node else { return }
         if network.brokerDown && network.partitionSide != nil { coverage.count(.crashInBrokerOutageAndPartition) }
-        if slots[s].disk.lastTxid < node.replica.lastCommitted.txid { slots[s].generation += 1 }
+        if slots[s].disk.lastTxid < node.replica.lastCommitted.txid {
+            slots[s].generation += 1
+            slots[s].operatorGeneration += 1
+        }
         retire(s)
         slots[s].node = nil
     }
@@ -203,9 +211,11 @@ extension Simulator {
 
     /// The operator stops the node cleanly: it tells the others and empties its store.
     mutating func shutDown(_ s: Int) {
+        let wasRunning = slots[s].isRunning
         step(s, .shutdown, label: "shutdown")
         retire(s)
         slots[s].node = nil
+        if wasRunning && !slots.contains(where: \.isRunning) { coverage.count(.clusterStopped) }
     }
 }
 

@@ -213,6 +213,23 @@ public struct Scenario: Sendable, CustomStringConvertible {
                 if back < faultEnd { faults.append(TimedFault(at: back, fault: .restart(n))) }
             }
         }
+        // Every node stops cleanly, one after another, then all start again in another
+        // order: the operator's data must come back, each entry's newest version (nodes
+        // that stopped later may hold newer ones). A stream of its own.
+        var stops = SeededGenerator(seed: seed ^ 0x4655_4C4C_5354_4F50)
+        if stops.chance(0.08) && faultSeconds >= 8 {
+            let at = Scenario.start + Milliseconds(Int64(2500 + stops.below(Int(faultSeconds * 1000 - 7000))))
+            let up = (0..<initial) + faults.compactMap { f -> Int? in
+                if case .join(let n) = f.fault, f.at <= at { return n } else { return nil }
+            }
+            let restarts = up.map { _ in at + Milliseconds(Int64(1500 + stops.below(3000))) }
+            if let last = restarts.max(), last < faultEnd {
+                for (n, back) in zip(up, restarts) {
+                    faults.append(TimedFault(at: at + Milliseconds(Int64(stops.below(1500))), fault: .shutdown(n)))
+                    faults.append(TimedFault(at: back, fault: .restart(n)))
+                }
+            }
+        }
         // Before the impostor: it is placed only where no partition or pause is near.
         if initial > 1 && neighbours.chance(0.06) {
             let at = Scenario.start + Milliseconds(Int64(2500 + neighbours.below(Int(max(1, faultSeconds * 1000 - 5000)))))

@@ -10,6 +10,9 @@ struct SimDisk {
     /// The newest commits' rows, the ones a crash may lose, oldest first.
     var recent: [CommitRows] = []
     var epoch = Epoch.zero
+    /// What a clean stop kept of the operator's data: survives the wipe that follows, as
+    /// the runtime's kept table does, but not the loss of the file.
+    var kept: [KeptEntry] = []
     var failing = false
 
     var lastTxid: UInt64 { recent.last?.lastCommitted.txid ?? settled.lastCommitted.txid }
@@ -18,7 +21,7 @@ struct SimDisk {
     func durable() -> DurableState {
         var rows = settled
         for r in recent { rows.apply(r) }
-        return DurableState(snapshot: rows.snapshot, epoch: epoch)
+        return DurableState(snapshot: rows.snapshot, epoch: epoch, kept: kept)
     }
 
     mutating func write(_ rows: CommitRows) {
@@ -47,6 +50,7 @@ struct SimDisk {
     mutating func lose(lastWrites: Int) {
         if lastWrites <= 0 {
             wipe()
+            kept = []
         } else {
             recent.removeLast(min(lastWrites, recent.count))
         }
@@ -71,7 +75,14 @@ extension Simulator {
                 slots[slot].disk.epoch = max(slots[slot].disk.epoch, e)
             case .wipeStore:
                 slots[slot].generation += 1
+                if !slots[slot].keptForWipe { slots[slot].operatorGeneration += 1 }
+                slots[slot].keptForWipe = false
                 slots[slot].disk.wipe()
+            case .keepOperatorData(let entries):
+                slots[slot].disk.kept = entries
+                slots[slot].keptForWipe = true
+            case .dropKeptOperatorData:
+                slots[slot].disk.kept = []
             default:
                 break
             }
@@ -88,7 +99,10 @@ extension Simulator {
         apply(.crash(slot))
         let before = slots[slot].disk.lastTxid
         slots[slot].disk.lose(lastWrites: lastWrites)
-        if slots[slot].disk.lastTxid < before || lastWrites <= 0 { slots[slot].generation += 1 }
+        if slots[slot].disk.lastTxid < before || lastWrites <= 0 {
+            slots[slot].generation += 1
+            slots[slot].operatorGeneration += 1
+        }
         slots[slot].rejoining = true
         coverage.count(.diskLost)
     }

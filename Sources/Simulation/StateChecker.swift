@@ -212,15 +212,15 @@ public struct StateChecker: Sendable {
     // MARK: the ledgers
 
     /// A replica applied `tx` (its slot at `generation`): one transaction id, one content.
-    mutating func applied(_ tx: Transaction, slot: Int, generation: Int) -> String? {
+    mutating func applied(_ tx: Transaction, slot: Int, generation: Int, operatorGeneration: Int) -> String? {
         let digest = tx.digest
         if let known = appliedDigests[tx.ref], known != digest { return "two different transactions committed as \(tx.ref)" }
         appliedDigests[tx.ref] = digest
         appliedBy[tx.ref, default: [:]][slot] = generation
         for case .expire(let before) in tx.updates where before > maxExpireCutoff { maxExpireCutoff = before }
-        for case .catalogue(.register(let t)) in tx.updates { committedTorrents[t.infoHash, default: [:]][slot] = generation }
+        for case .catalogue(.register(let t)) in tx.updates { committedTorrents[t.infoHash, default: [:]][slot] = operatorGeneration }
         for case .catalogue(.setAccessRule(_, let hashes)) in tx.updates {
-            for h in hashes { committedRules[h, default: [:]][slot] = generation }
+            for h in hashes { committedRules[h, default: [:]][slot] = operatorGeneration }
         }
         return nil
     }

@@ -22,6 +22,8 @@ extension Simulator {
         case .persistSnapshot(let s): return "persist snapshot \(s.lastCommitted)"
         case .persistEpoch(let e): return "persist epoch \(e)"
         case .wipeStore: return "wipe store"
+        case .keepOperatorData(let entries): return "keep \(entries.count) operator entries"
+        case .dropKeptOperatorData: return "drop kept operator entries"
         case .probeStore: return "probe store"
         case .discardPeerBacklog: return "discard peer backlog"
         case .exit(let r): return "exit (\(r))"

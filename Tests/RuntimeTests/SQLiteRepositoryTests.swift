@@ -362,6 +362,46 @@ import TrackerRuntime
         #expect(throws: RepositoryError.self) { _ = try SQLiteRepository(path: "/nonexistent-dir/x/repo.sqlite") }
     }
 
+    /// The catalogue's stamps and tombstones reach the file as memory holds them (the
+    /// oldest tombstones pruned alike), a snapshot carries them, and what a clean stop
+    /// keeps survives the wipe and comes back at the next load, until dropped.
+    @Test func stampsAndKeptOperatorDataReachTheFile() throws {
+        let path = tempPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let repo = try SQLiteRepository(path: path)
+        var replica = Replica()
+        var txid: UInt64 = 0
+        func commit(_ change: CatalogueChange) throws {
+            txid += 1
+            let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: [.catalogue(change)])
+            _ = replica.commit(tx)
+            try repo.perform(.commit(CommitRows(tx, replica: replica)))
+        }
+        let many = (0..<UInt32(CatalogueStamps.maxTombstones + 500)).map { hash(1000 + $0) }
+        for chunk in stride(from: 0, to: many.count, by: AccessPolicy.maxHashesPerChange) {
+            let part = Array(many[chunk..<min(chunk + AccessPolicy.maxHashesPerChange, many.count)])
+            try commit(.setAccessRule(.allow, part))
+            try commit(.removeAccessRules(part))
+        }
+        try commit(.setAccessRule(.deny, [hash(1), hash(2)]))
+        try commit(.setAccessMode(.deny))
+        try commit(.restore([.ruleRemoved(hash(1), TxRef(epoch: Epoch(term: 9, master: NodeID(1)), txid: 1)),
+                             .rule(hash(3), .allow, TxRef(epoch: Epoch(term: 9, master: NodeID(1)), txid: 2))]))
+        let stamps = replica.store.catalogue.stamps
+        #expect(stamps.rules.filter(\.value.removed).count <= CatalogueStamps.maxTombstones)
+        #expect(try repo.load().snapshot?.stamps == stamps)
+        let fresh = try SQLiteRepository(path: tempPath())
+        try fresh.perform(.snapshot(replica.snapshot()))
+        #expect(try fresh.load().snapshot?.stamps == stamps, "a snapshot carries the stamps")
+
+        let kept = replica.store.catalogue.keptEntries
+        try repo.perform([.keep(kept), .wipe])
+        let stopped = try repo.load()
+        #expect(stopped.snapshot == nil && stopped.kept == kept, "the wipe of a clean stop leaves what it kept")
+        try repo.perform(.keep([]))
+        #expect(try repo.load().kept.isEmpty)
+    }
+
     /// A standalone node's operator data: each change written as made, read back whole
     /// from the reopened file, and rebuilt into a fresh catalogue by its changes.
     @Test func aStandaloneNodesOperatorDataOutlivesTheProcess() throws {

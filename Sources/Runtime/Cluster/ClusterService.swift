@@ -231,6 +231,10 @@ public final class ClusterService: @unchecked Sendable {
             store(.epoch(epoch), for: action)
         case .wipeStore:
             store(.wipe, for: action)
+        case .keepOperatorData(let entries):
+            store(.keep(entries), for: action)
+        case .dropKeptOperatorData:
+            store(.keep([]), for: action)
         case .probeStore:
             store(.probe, for: action)
         case .discardPeerBacklog:

@@ -68,6 +68,7 @@ extension CatalogueChange {
         case .setAccessMode(let mode): "access mode \(mode)"
         case .setAccessRule(let rule, let hashes): "\(rule) rule for \(Self.count(hashes))"
         case .removeAccessRules(let hashes): "rule removed for \(Self.count(hashes))"
+        case .restore(let entries): "restored \(entries.count) kept entries"
         }
     }
 

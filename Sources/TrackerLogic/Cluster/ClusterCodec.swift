@@ -90,6 +90,7 @@ public enum ClusterCodec {
             writeList(s.content, &b, write)
             writeList(s.torrents, &b, write)
             write(s.access, &b)
+            write(s.stamps, &b)
         case .mergeOffer(let o):
             b.writeInteger(o.offerID); b.writeInteger(o.part); b.writeInteger(o.parts)
             writeList(o.swarms, &b, write)
@@ -190,7 +191,32 @@ public enum ClusterCodec {
             b.writeInteger(7 as UInt8); b.writeInteger(rule.rawValue); writeList(hashes, &b) { h, b in h.write(to: &b) }
         case .catalogue(.removeAccessRules(let hashes)):
             b.writeInteger(7 as UInt8); b.writeInteger(0 as UInt8); writeList(hashes, &b) { h, b in h.write(to: &b) }
+        case .catalogue(.restore(let entries)):
+            b.writeInteger(8 as UInt8); writeList(entries, &b, write)
         }
+    }
+
+    /// A kind byte, what it keeps, then its stamp.
+    static func write(_ e: KeptEntry, _ b: inout ByteBuffer) {
+        switch e {
+        case .torrent(let t, _): b.writeInteger(1 as UInt8); write(t, &b)
+        case .torrentRemoved(let hash, _): b.writeInteger(2 as UInt8); hash.write(to: &b)
+        case .rule(let hash, let rule, _): b.writeInteger(3 as UInt8); hash.write(to: &b); b.writeInteger(rule.rawValue)
+        case .ruleRemoved(let hash, _): b.writeInteger(4 as UInt8); hash.write(to: &b)
+        case .mode(let mode, _): b.writeInteger(5 as UInt8); b.writeInteger(mode.rawValue)
+        }
+        write(e.ref, &b)
+    }
+
+    /// Each torrent's and each rule's stamp in hash order (hash, stamp, removed), then the
+    /// mode's, if it has one.
+    static func write(_ stamps: CatalogueStamps, _ b: inout ByteBuffer) {
+        for table in [stamps.torrents, stamps.rules] {
+            writeList(table.sorted { $0.key < $1.key }, &b) { entry, b in
+                entry.key.write(to: &b); write(entry.value.ref, &b); b.writeInteger(entry.value.removed ? 1 : 0 as UInt8)
+            }
+        }
+        if let mode = stamps.mode { b.writeInteger(1 as UInt8); write(mode, &b) } else { b.writeInteger(0 as UInt8) }
     }
 
     /// The mode, then each rule in hash order.
@@ -217,6 +243,27 @@ public enum ClusterCodec {
             return .success(try bytes.withUnsafeReadableBytes { raw in
                 var r = Reader(raw)
                 return try r.envelope()
+            })
+        } catch let e as ClusterDecodingError { return .failure(e) } catch {
+            return .failure(ClusterDecodingError("\(error)"))
+        }
+    }
+
+    /// A kept entry as a store keeps it: the bytes a restore change carries it in.
+    public static func encode(_ entry: KeptEntry) -> [UInt8] {
+        var b = ByteBuffer()
+        write(entry, &b)
+        return Array(b.readableBytesView)
+    }
+
+    /// A kept entry read back from a store: all of `bytes`, or an error.
+    public static func decodeKeptEntry(_ bytes: [UInt8]) -> Result<KeptEntry, ClusterDecodingError> {
+        do {
+            return .success(try bytes.withUnsafeBytes { raw in
+                var r = Reader(raw)
+                let entry = try r.keptEntry()
+                guard r.remaining == 0 else { throw ClusterDecodingError("\(r.remaining) bytes after a kept entry") }
+                return entry
             })
         } catch let e as ClusterDecodingError { return .failure(e) } catch {
             return .failure(ClusterDecodingError("\(error)"))
@@ -342,6 +389,42 @@ public enum ClusterCodec {
             return rules
         }
 
+        mutating func keptEntry() throws -> KeptEntry {
+            let kind: UInt8 = try int()
+            switch kind {
+            case 1: let t = try torrent(); return .torrent(t, try ref())
+            case 2: let h = try bytes20(); return .torrentRemoved(h, try ref())
+            case 3:
+                let h = try bytes20()
+                let raw: UInt8 = try int()
+                guard let rule = AccessRule(rawValue: raw) else { throw ClusterDecodingError("bad access rule \(raw)") }
+                return .rule(h, rule, try ref())
+            case 4: let h = try bytes20(); return .ruleRemoved(h, try ref())
+            case 5: let m = try accessMode(); return .mode(m, try ref())
+            default: throw ClusterDecodingError("bad kept entry kind \(kind)")
+            }
+        }
+
+        /// At most a full catalogue's entries and a full set of tombstones of each kind.
+        mutating func stamps() throws -> CatalogueStamps {
+            func table(limit: Int, _ r: inout Reader) throws -> [InfoHash: CatalogueStamp] {
+                let rows = try r.list(minItemSize: 37) { r -> (InfoHash, CatalogueStamp) in
+                    let hash = try r.bytes20()
+                    let ref = try r.ref()
+                    let removed: UInt8 = try r.int()
+                    guard removed <= 1 else { throw ClusterDecodingError("bad stamp flag \(removed)") }
+                    return (hash, CatalogueStamp(ref: ref, removed: removed == 1))
+                }
+                guard rows.count <= limit + CatalogueStamps.maxTombstones else { throw ClusterDecodingError("\(rows.count) stamps") }
+                return Dictionary(rows, uniquingKeysWith: { _, last in last })
+            }
+            let torrents = try table(limit: Catalogue.maxTorrents, &self)
+            let rules = try table(limit: AccessPolicy.maxRules, &self)
+            let hasMode: UInt8 = try int()
+            guard hasMode <= 1 else { throw ClusterDecodingError("bad stamp flag \(hasMode)") }
+            return CatalogueStamps(torrents: torrents, rules: rules, mode: hasMode == 1 ? try ref() : nil)
+        }
+
         mutating func key() throws -> PeerKey { PeerKey(peerID: try bytes20(), ip: try ip()) }
 
         mutating func merge() throws -> SwarmMerge {
@@ -371,6 +454,12 @@ public enum ClusterCodec {
                 if raw == 0 { return .catalogue(.removeAccessRules(hashes)) }
                 guard let rule = AccessRule(rawValue: raw) else { throw ClusterDecodingError("bad access rule \(raw)") }
                 return .catalogue(.setAccessRule(rule, hashes))
+            case 8:
+                let entries = try list(minItemSize: 18) { try $0.keptEntry() }
+                guard !entries.isEmpty, entries.count <= AccessPolicy.maxHashesPerChange else {
+                    throw ClusterDecodingError("restore of \(entries.count) entries")
+                }
+                return .catalogue(.restore(entries))
             case let t: throw ClusterDecodingError("bad update kind \(t)")
             }
         }
@@ -423,8 +512,9 @@ public enum ClusterCodec {
                 let digest: UInt64 = try int()
                 let content = try list(minItemSize: 28) { try $0.merge() }
                 let torrents = try list(minItemSize: 12) { try $0.torrent() }
+                let access = try access()
                 let snapshot = Snapshot(lastCommitted: last, history: EpochHistory(runs: runs), content: content, torrents: torrents,
-                                        access: try access(), digest: digest)
+                                        access: access, stamps: try stamps(), digest: digest)
                 guard snapshot.isWellFormed else { throw ClusterDecodingError("snapshot with an impossible epoch history") }
                 message = .snapshot(snapshot)
             case .snapshotAck: message = .snapshotAck(try ref())

@@ -54,6 +54,21 @@ public struct Digest: Sendable {
         case .catalogue(.removeAccessRules(let hashes)):
             add(7, 0, UInt64(hashes.count))
             for h in hashes { add(h) }
+        case .catalogue(.restore(let entries)):
+            add(8, UInt64(entries.count))
+            for e in entries {
+                switch e {
+                case .torrent(let t, _):
+                    add(1, UInt64(t.file.count), UInt64(bitPattern: t.registeredAt.milliseconds))
+                    add(t.infoHash)
+                    add(Self.fileDigest(t.file))
+                case .torrentRemoved(let h, _): add(2); add(h)
+                case .rule(let h, let rule, _): add(3, UInt64(rule.rawValue)); add(h)
+                case .ruleRemoved(let h, _): add(4); add(h)
+                case .mode(let mode, _): add(5, UInt64(mode.rawValue))
+                }
+                add(e.ref.epoch.packed, e.ref.txid)
+            }
         }
     }
 
@@ -124,6 +139,19 @@ public struct Digest: Sendable {
         case .setAccessMode: add(element(catalogue.access.mode))
         case .setAccessRule(_, let hashes), .removeAccessRules(let hashes):
             for h in Set(hashes) { add(catalogue.access.rules[h].map { element(h, $0) }) }
+        case .restore(let entries):
+            var torrents = Set<InfoHash>(), rules = Set<InfoHash>(), mode = false
+            for e in entries {
+                switch e {
+                case .torrent(let t, _): torrents.insert(t.infoHash)
+                case .torrentRemoved(let h, _): torrents.insert(h)
+                case .rule(let h, _, _), .ruleRemoved(let h, _): rules.insert(h)
+                case .mode: mode = true
+                }
+            }
+            for h in torrents { add(catalogue.torrents[h].map(element)) }
+            for h in rules { add(catalogue.access.rules[h].map { element(h, $0) }) }
+            if mode { add(element(catalogue.access.mode)) }
         }
         return (sum, count)
     }

@@ -53,6 +53,13 @@
     /// The replica the store holds (or must hold, once it heals).
     var durable: Replica { durableDiverged ?? replica }
 
+    /// Operator data this node kept through a clean stop whose entries its replica does
+    /// not hold yet (nor anything newer in their place): offered back until it does
+    /// (`KeptOperatorData.swift`).
+    var kept: [KeptEntry] = []
+    var keptOffers = 0
+    var nextKeptOffer = Instant(milliseconds: .min)
+
     /// `NodeEvent.reconfigure`: the live settings of `config` replace this node's, and
     /// its rate limits follow them (each source's tokens kept, capped at the new burst).
     mutating func reconfigure(_ config: TrackerConfig) {

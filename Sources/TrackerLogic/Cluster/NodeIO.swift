@@ -46,6 +46,11 @@ public enum NodeAction: Hashable, Sendable {
     case persistEpoch(Epoch)
     /// Empty the stored repository (clean shutdown; a merged-away diverged state).
     case wipeStore
+    /// Keep these entries through the wipe that follows (a clean stop), in place of any
+    /// kept before: the operator's data, offered back at the next start.
+    case keepOperatorData([KeptEntry])
+    /// The replica holds everything kept (or newer): the kept entries may go.
+    case dropKeptOperatorData
     /// Check whether the store accepts writes again.
     case probeStore
     /// Drop the peer datagrams queued in the node's socket now, unread: they arrived while
@@ -126,7 +131,8 @@ extension NodeAction {
     /// epoch is durable) and a probe's: a committed transaction's write needs no answer.
     public func storeOutcome(ok: Bool, detail: String = "") -> NodeEvent? {
         switch self {
-        case .persist, .persistSnapshot, .wipeStore: return ok ? nil : .storeResult(ok: false, detail: detail)
+        case .persist, .persistSnapshot, .wipeStore, .keepOperatorData, .dropKeptOperatorData:
+            return ok ? nil : .storeResult(ok: false, detail: detail)
         case .persistEpoch(let epoch): return ok ? .epochStored(epoch) : .storeResult(ok: false, detail: detail)
         case .probeStore: return .storeResult(ok: ok, detail: detail)
         case .broadcast, .send, .beacon, .reply, .discardPeerBacklog, .exit, .subscribe, .standingChanged, .committed, .aborted,
@@ -140,7 +146,11 @@ extension NodeAction {
 public struct DurableState: Sendable, Equatable {
     public var snapshot: Snapshot?
     public var epoch: Epoch
-    public init(snapshot: Snapshot?, epoch: Epoch) { self.snapshot = snapshot; self.epoch = epoch }
+    /// What a clean stop kept of the operator's data (`NodeAction.keepOperatorData`).
+    public var kept: [KeptEntry]
+    public init(snapshot: Snapshot?, epoch: Epoch, kept: [KeptEntry] = []) {
+        self.snapshot = snapshot; self.epoch = epoch; self.kept = kept
+    }
 }
 
 /// Timing and quorum of the cluster protocol.

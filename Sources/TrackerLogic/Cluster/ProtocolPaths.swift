@@ -87,6 +87,8 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case staleRecoveryAnswerIgnored
     /// The operator reloaded the node's configuration (SIGHUP); its live settings apply.
     case reconfigured
+    /// A node offered back the operator data it kept through a clean stop.
+    case keptDataOffered
 
     public var description: String {
         switch self {
@@ -100,6 +102,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .recoveryMergedOwnState: return "recovery merged own diverged state"
         case .divergedStateMerged: return "own diverged state merged, then stored"
         case .divergedStateRestored: return "own diverged state restored on leaving office"
+        case .keptDataOffered: return "kept operator data offered back"
         case .strictRecoveryHalted: return "strict-mode recovery halted"
         case .transactionCommitted: return "transaction committed"
         case .transactionAborted: return "transaction aborted"

@@ -130,6 +130,9 @@ struct Recovery: NodeRole, Sendable {
         recovered += ownDivergedContent.map { .merge($0) }
         recovered += ownDivergedTorrents.filter { ctx.replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
         recovered += ctx.replica.store.catalogue.access.missing(ownDivergedRules).map { .catalogue($0) }
+        // What we kept through a clean stop, first of all that we answer peers by.
+        let catalogue = ctx.replica.store.catalogue
+        recovered += Catalogue.restoring(ctx.kept.filter { !catalogue.dominates($0) }).map { .catalogue($0) }
         ctx.prepared = nil
         var master = Master(nextExpiry: expiryDue, recovered: recovered, now: now)
         master.recoveredAgainFor = recoveredAgainFor

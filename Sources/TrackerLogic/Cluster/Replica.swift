@@ -62,7 +62,7 @@ public struct Replica: Sendable, Equatable {
     @discardableResult
     public mutating func commit(_ tx: Transaction) -> Bool {
         guard tx.txid == lastCommitted.txid &+ 1, tx.ref.isWellFormed else { return false }
-        store.apply(tx.updates)
+        store.apply(tx.updates, stamp: tx.ref)
         applied &+= 1
         lastCommitted = tx.ref
         history.record(tx.ref)
@@ -106,12 +106,13 @@ public struct Replica: Sendable, Equatable {
 
     public func snapshot() -> Snapshot {
         Snapshot(lastCommitted: lastCommitted, history: history, content: store.content(), torrents: store.catalogue.sorted,
-                 access: store.catalogue.access, digest: digest)
+                 access: store.catalogue.access, stamps: store.catalogue.stamps, digest: digest)
     }
 
     /// Replaces everything with a snapshot whose checksum was verified by the caller.
     public mutating func install(_ snapshot: Snapshot) {
-        install(snapshot, store: SwarmStore(content: snapshot.content, torrents: snapshot.torrents, access: snapshot.access))
+        install(snapshot, store: SwarmStore(content: snapshot.content, torrents: snapshot.torrents, access: snapshot.access,
+                                            stamps: snapshot.stamps))
     }
 
     /// Installs a snapshot whose store the caller built already (`Snapshot.intactStore`):
@@ -144,12 +145,15 @@ public struct Snapshot: Hashable, Sendable {
     /// The catalogue of registered torrents, by info hash.
     public var torrents: [RegisteredTorrent]
     public var access: AccessPolicy
+    /// When each catalogue entry last changed (not covered by the checksum, which says
+    /// what the repository holds, not when).
+    public var stamps: CatalogueStamps
     public var digest: UInt64
 
     public init(lastCommitted: TxRef, history: EpochHistory, content: [SwarmMerge], torrents: [RegisteredTorrent] = [],
-                access: AccessPolicy = AccessPolicy(), digest: UInt64) {
+                access: AccessPolicy = AccessPolicy(), stamps: CatalogueStamps = CatalogueStamps(), digest: UInt64) {
         self.lastCommitted = lastCommitted; self.history = history; self.content = content; self.torrents = torrents
-        self.access = access; self.digest = digest
+        self.access = access; self.stamps = stamps; self.digest = digest
     }
 
     /// Recomputes the checksum from the content.
@@ -157,7 +161,7 @@ public struct Snapshot: Hashable, Sendable {
 
     /// The repository the content builds, if its checksum matches.
     public func intactStore() -> SwarmStore? {
-        let store = SwarmStore(content: content, torrents: torrents, access: access)
+        let store = SwarmStore(content: content, torrents: torrents, access: access, stamps: stamps)
         return Digest.of(store) == digest ? store : nil
     }
 

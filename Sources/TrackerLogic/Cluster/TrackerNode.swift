@@ -81,10 +81,15 @@ public struct TrackerNode: Sendable {
                 paths.count(.restoredStateDiscarded)
             }
         }
+        // Kept operator data names the epochs that changed it: every later change, a new
+        // epoch's, must be newer than all of it.
+        let kept = restoring?.kept.filter(\.ref.isWellFormed) ?? []
+        epoch = max(epoch, kept.map(\.ref.epoch).max() ?? .zero)
         let startupUntil = now + config.startupListen
         self.ctx = NodeContext(id: id, incarnation: incarnation, config: config, handler: handler, address: address,
                                epoch: epoch, replica: replica, rng: rng, nextKeepalive: startupUntil, held: held,
                                limiter: limiter, paths: paths)
+        ctx.kept = kept
         self.restoreProblems = problems
         self.startedAt = now
         self.reportedStanding = NodeStanding(role: .starting, epoch: epoch, master: nil, serving: false)
@@ -366,6 +371,7 @@ public struct TrackerNode: Sendable {
             ctx.out.append(.probeStore)
         }
         dispatch(.tick, now)
+        offerKeptData(now)
     }
 
     mutating func finishStartup(_ now: Instant) {
@@ -559,6 +565,7 @@ public struct TrackerNode: Sendable {
 
     mutating func leave(_ now: Instant) {
         ctx.broadcast(.leaving)
+        ctx.out.append(.keepOperatorData(keptAtStop()))
         ctx.wipeLocally()
         stop(reason: .leftCluster)
     }

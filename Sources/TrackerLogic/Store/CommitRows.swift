@@ -22,6 +22,13 @@ public struct CommitRows: Hashable, Sendable {
         case accessMode(AccessMode)
         /// An access rule as memory holds it after the transaction, or nil when removed.
         case accessRule(InfoHash, AccessRule?)
+        /// A catalogue entry's stamp as memory holds it after the transaction (nil: none).
+        case torrentStamp(InfoHash, CatalogueStamp?)
+        case ruleStamp(InfoHash, CatalogueStamp?)
+        case modeStamp(TxRef?)
+        /// The end of one catalogue change: drop the tombstones memory dropped, by the
+        /// same rule (`CatalogueStamps.pruneTombstones`).
+        case pruneTombstones
     }
 
     /// A swarm whose `swarms` row may have changed other than by a peer written into it
@@ -70,12 +77,27 @@ public struct CommitRows: Hashable, Sendable {
     /// The rows a catalogue change wrote, read from `catalogue` right after it: a cluster
     /// node's commit, or a standalone node's change to its kept operator data.
     public static func rows(of change: CatalogueChange, in catalogue: Catalogue) -> [Change] {
+        var torrents: [InfoHash] = [], rules: [InfoHash] = [], mode = false
         switch change {
-        case .register(let t): [.torrent(t.infoHash, catalogue.torrents[t.infoHash])]
-        case .unregister(let hash): [.torrent(hash, catalogue.torrents[hash])]
-        case .setAccessMode: [.accessMode(catalogue.access.mode)]
-        case .setAccessRule(_, let hashes), .removeAccessRules(let hashes):
-            hashes.map { .accessRule($0, catalogue.access.rules[$0]) }
+        case .register(let t): torrents = [t.infoHash]
+        case .unregister(let hash): torrents = [hash]
+        case .setAccessMode: mode = true
+        case .setAccessRule(_, let hashes), .removeAccessRules(let hashes): rules = hashes
+        case .restore(let entries):
+            for e in entries {
+                switch e {
+                case .torrent(let t, _): torrents.append(t.infoHash)
+                case .torrentRemoved(let h, _): torrents.append(h)
+                case .rule(let h, _, _), .ruleRemoved(let h, _): rules.append(h)
+                case .mode: mode = true
+                }
+            }
         }
+        var out: [Change] = []
+        for h in torrents { out += [.torrent(h, catalogue.torrents[h]), .torrentStamp(h, catalogue.stamps.torrents[h])] }
+        for h in rules { out += [.accessRule(h, catalogue.access.rules[h]), .ruleStamp(h, catalogue.stamps.rules[h])] }
+        if mode { out += [.accessMode(catalogue.access.mode), .modeStamp(catalogue.stamps.mode)] }
+        out.append(.pruneTombstones)
+        return out
     }
 }

@@ -12,6 +12,7 @@ public struct RepositoryRows: Sendable, Equatable {
     public private(set) var torrents: [InfoHash: RegisteredTorrent] = [:]
     public private(set) var accessMode = AccessMode.open
     public private(set) var accessRules: [InfoHash: AccessRule] = [:]
+    public private(set) var stamps = CatalogueStamps()
     public private(set) var lastCommitted = TxRef.zero
     public private(set) var history = EpochHistory()
 
@@ -40,6 +41,14 @@ public struct RepositoryRows: Sendable, Equatable {
                 accessMode = mode
             case .accessRule(let hash, let rule):
                 accessRules[hash] = rule
+            case .torrentStamp(let hash, let stamp):
+                stamps.setTorrent(hash, stamp)
+            case .ruleStamp(let hash, let stamp):
+                stamps.setRule(hash, stamp)
+            case .modeStamp(let ref):
+                stamps.mode = ref
+            case .pruneTombstones:
+                stamps.pruneTombstones()
             }
         }
         lastCommitted = rows.lastCommitted
@@ -53,6 +62,7 @@ public struct RepositoryRows: Sendable, Equatable {
         for t in snapshot.torrents { torrents[t.infoHash] = t }
         accessMode = snapshot.access.mode
         accessRules = snapshot.access.rules
+        stamps = snapshot.stamps
         lastCommitted = snapshot.lastCommitted
         history = snapshot.history
     }
@@ -73,7 +83,8 @@ public struct RepositoryRows: Sendable, Equatable {
                        completed: completions[$0].map { Array($0) } ?? [])
         }
         return Snapshot(restoredAt: lastCommitted, history: history, content: content, torrents: Array(torrents.values),
-                        access: AccessPolicy(mode: accessMode, rules: accessRules.map { AccessEntry(infoHash: $0.key, rule: $0.value) }))
+                        access: AccessPolicy(mode: accessMode, rules: accessRules.map { AccessEntry(infoHash: $0.key, rule: $0.value) }),
+                        stamps: stamps)
     }
 }
 
@@ -81,9 +92,9 @@ extension Snapshot {
     /// A repository read back from its rows, in any order, with the checksum of what
     /// they build: the one way both stores turn rows into what a restarted node installs.
     public init(restoredAt lastCommitted: TxRef, history: EpochHistory, content: [SwarmMerge], torrents: [RegisteredTorrent],
-                access: AccessPolicy = AccessPolicy()) {
-        let store = SwarmStore(content: content, torrents: torrents, access: access)
+                access: AccessPolicy = AccessPolicy(), stamps: CatalogueStamps = CatalogueStamps()) {
+        let store = SwarmStore(content: content, torrents: torrents, access: access, stamps: stamps)
         self.init(lastCommitted: lastCommitted, history: history, content: store.content(), torrents: store.catalogue.sorted,
-                  access: store.catalogue.access, digest: Digest.of(store))
+                  access: store.catalogue.access, stamps: store.catalogue.stamps, digest: Digest.of(store))
     }
 }

@@ -14,7 +14,9 @@ public struct SwarmStore: Sendable {
 
     public init(keepsDigest: Bool = true) { self.keepsDigest = keepsDigest }
 
-    public mutating func apply(_ update: SwarmUpdate) {
+    /// `stamp`: the transaction that carries it (`CatalogueStamps`; nil for a standalone
+    /// node, which keeps no history).
+    public mutating func apply(_ update: SwarmUpdate, stamp: TxRef? = nil) {
         switch update {
         case .announce(let a):
             if a.event == .stopped {
@@ -30,10 +32,10 @@ public struct SwarmStore: Sendable {
             account(swarm.merge(m, digest: keepsDigest))
             if !swarm.isEmpty { swarms[m.infoHash] = swarm }
         case .catalogue(let change):
-            guard keepsDigest else { return catalogue.apply(change) }
+            guard keepsDigest else { return catalogue.apply(change, stamp: stamp) }
             // What the entries the change touches add to the digest, before and after.
             let before = Digest.elements(touchedBy: change, in: catalogue)
-            catalogue.apply(change)
+            catalogue.apply(change, stamp: stamp)
             let after = Digest.elements(touchedBy: change, in: catalogue)
             account(Swarm.Change(sum: after.sum &- before.sum, elements: after.count - before.count, peers: 0))
         case .expire(let before):
@@ -89,8 +91,8 @@ public struct SwarmStore: Sendable {
         peerCount += change.peers
     }
 
-    public mutating func apply(_ updates: some Sequence<SwarmUpdate>) {
-        for u in updates { apply(u) }
+    public mutating func apply(_ updates: some Sequence<SwarmUpdate>, stamp: TxRef? = nil) {
+        for u in updates { apply(u, stamp: stamp) }
     }
 
     public subscript(infoHash: InfoHash) -> Swarm? { swarms[infoHash] }
@@ -134,10 +136,12 @@ public struct SwarmStore: Sendable {
     }
 
     /// Rebuilds a repository from `content()`, `catalogue.sorted` and `catalogue.access`.
-    public init(content: [SwarmMerge], torrents: [RegisteredTorrent] = [], access: AccessPolicy = AccessPolicy()) {
+    public init(content: [SwarmMerge], torrents: [RegisteredTorrent] = [], access: AccessPolicy = AccessPolicy(),
+                stamps: CatalogueStamps = CatalogueStamps()) {
         keepsDigest = true
         for m in content { apply(.merge(m)) }
         for t in torrents { apply(.catalogue(.register(t))) }
+        catalogue.install(stamps)
         let before = Digest.elements(of: catalogue.access)
         catalogue.install(access)
         let after = Digest.elements(of: access)

@@ -28,6 +28,10 @@ public enum CatalogueChange: Hashable, Sendable {
     case setAccessRule(AccessRule, [InfoHash])
     /// Removes each hash's rule.
     case removeAccessRules([InfoHash])
+    /// Data a node kept through a clean stop, offered back: each entry applies only if
+    /// it is newer than what stands in its place (`Catalogue.dominates`), with its own
+    /// stamp, so the newest change to each entry wins whatever order the offers come in.
+    case restore([KeptEntry])
 }
 
 extension CatalogueChange {
@@ -45,6 +49,14 @@ extension CatalogueChange {
             }()
         case .removeAccessRules(let hashes):
             Self.listRefusal(hashes) ?? (hashes.contains { catalogue.access.rules[$0] != nil } ? nil : "none of these info hashes is in the access list")
+        case .restore(let entries):
+            if entries.isEmpty || entries.count > AccessPolicy.maxHashesPerChange {
+                "a restore carries 1 to \(AccessPolicy.maxHashesPerChange) entries"
+            } else if entries.reduce(0, { $0 + $1.fileBytes }) > Catalogue.maxRestoreBytes {
+                "a restore carries at most \(Catalogue.maxRestoreBytes >> 20) MiB of torrent files"
+            } else {
+                entries.allSatisfy(catalogue.dominates) ? "the catalogue holds these entries or newer" : nil
+            }
         }
     }
 
@@ -62,6 +74,7 @@ extension CatalogueChange {
         case .setAccessMode(let mode): catalogue.access.mode == mode
         case .setAccessRule(let rule, let hashes): hashes.allSatisfy { catalogue.access.rules[$0] == rule }
         case .removeAccessRules(let hashes): hashes.allSatisfy { catalogue.access.rules[$0] == nil }
+        case .restore(let entries): entries.allSatisfy(catalogue.dominates)
         }
     }
 }
@@ -79,29 +92,80 @@ public struct Catalogue: Hashable, Sendable {
 
     /// Which swarms are served (`AccessPolicy`).
     public private(set) var access = AccessPolicy()
+    /// When each entry last changed (`CatalogueStamps`).
+    public private(set) var stamps = CatalogueStamps()
 
     public init() {}
 
-    public mutating func apply(_ change: CatalogueChange) {
+    /// `stamp`: the transaction that carries the change (a restore's entries bring their
+    /// own). A standalone node, which keeps no history, stamps nothing.
+    public mutating func apply(_ change: CatalogueChange, stamp: TxRef? = nil) {
         switch change {
         case .register(let t):
-            remove(t.infoHash)
-            torrents[t.infoHash] = t
-            for h in t.metadata.swarmHashes { swarmHashes[h] = t.infoHash }
-            totalBytes += t.file.count
+            register(t)
+            if let stamp { stamps.setTorrent(t.infoHash, CatalogueStamp(ref: stamp, removed: false)) }
         case .unregister(let hash):
             remove(hash)
+            if let stamp { stampRemoval(ofTorrent: hash, stamp) }
         case .setAccessMode(let mode):
             access.set(mode)
+            if let stamp { stamps.mode = stamp }
         case .setAccessRule(let rule, let hashes):
             access.set(rule, for: hashes)
+            if let stamp { for h in hashes where access.rules[h] != nil { stamps.setRule(h, CatalogueStamp(ref: stamp, removed: false)) } }
         case .removeAccessRules(let hashes):
             access.set(nil, for: hashes)
+            if let stamp { stampRemoval(ofRules: hashes, stamp) }
+        case .restore(let entries):
+            for entry in entries where !dominates(entry) { restore(entry) }
         }
+        stamps.pruneTombstones()
+    }
+
+    /// One kept entry, newer than what stands in its place, with its own stamp. A torrent
+    /// the catalogue has no room for is left out, unstamped.
+    mutating func restore(_ entry: KeptEntry) {
+        switch entry {
+        case .torrent(let t, let ref):
+            guard torrents[t.infoHash] != nil || refusal(t) == nil else { return }
+            register(t)
+            stamps.setTorrent(t.infoHash, CatalogueStamp(ref: ref, removed: false))
+        case .torrentRemoved(let hash, let ref):
+            remove(hash)
+            stampRemoval(ofTorrent: hash, ref)
+        case .rule(let hash, let rule, let ref):
+            access.set(rule, for: [hash])
+            guard access.rules[hash] != nil else { return }
+            stamps.setRule(hash, CatalogueStamp(ref: ref, removed: false))
+        case .ruleRemoved(let hash, let ref):
+            access.set(nil, for: [hash])
+            stampRemoval(ofRules: [hash], ref)
+        case .mode(let mode, let ref):
+            access.set(mode)
+            stamps.mode = ref
+        }
+    }
+
+    mutating func register(_ t: RegisteredTorrent) {
+        remove(t.infoHash)
+        torrents[t.infoHash] = t
+        for h in t.metadata.swarmHashes { swarmHashes[h] = t.infoHash }
+        totalBytes += t.file.count
+    }
+
+    mutating func stampRemoval(ofTorrent hash: InfoHash, _ ref: TxRef) {
+        stamps.setTorrent(hash, CatalogueStamp(ref: ref, removed: true))
+    }
+
+    mutating func stampRemoval(ofRules hashes: [InfoHash], _ ref: TxRef) {
+        for h in hashes { stamps.setRule(h, CatalogueStamp(ref: ref, removed: true)) }
     }
 
     /// The policy a snapshot or a store carries, in place of ours.
     mutating func install(_ policy: AccessPolicy) { access = policy }
+
+    /// The stamps a snapshot or a store carries, in place of ours.
+    mutating func install(_ stamps: CatalogueStamps) { self.stamps = stamps }
 
     /// Whether an announce for `hash` is served under the access policy.
     public func admits(_ hash: InfoHash) -> Bool {

@@ -1,0 +1,71 @@
+/// The operator's data (registered torrents, the access policy) through a clean stop.
+///
+/// Why: a clean stop empties the repository, as the spec says, and peers and swarms are
+/// soft state their peers announce again; the catalogue is not. A cluster whose nodes all
+/// stopped must come back with it, and nodes that stopped at different times hold
+/// different versions of it: the newest change to each entry wins, a removal included.
+///
+/// How: a clean stop keeps every catalogue entry and tombstone with its stamp
+/// (`Catalogue.keptEntries`), merged with what an earlier stop kept and is not back yet.
+/// At the next start the node offers them as `CatalogueChange.restore`, which every
+/// replica applies entry by entry, newest stamp winning: a master first thing, with what
+/// it recovered (so the policy holds before its first answer); a slave once in sync, as
+/// an operator change. It offers again every other keepalive interval until its replica
+/// holds every kept entry or something newer (`Catalogue.dominates`), then drops them;
+/// after `maxKeptOffers` offers it stops asking and keeps them on disk for the next start
+/// (a catalogue with no room left for a kept torrent never takes it).
+extension TrackerNode {
+    static let maxKeptOffers = 30
+
+    /// A clean stop: what to keep, for the wipe to leave.
+    func keptAtStop() -> [KeptEntry] {
+        let catalogue = ctx.replica.store.catalogue
+        var newest: [KeptEntry.Key: KeptEntry] = [:]
+        for e in ctx.kept + catalogue.keptEntries where newest[e.key].map({ $0.ref < e.ref }) ?? true { newest[e.key] = e }
+        return newest.values.sorted { ($0.key, $0.ref) < ($1.key, $1.ref) }
+    }
+
+    /// Each tick: once in sync with a master (or serving as one), offer what is kept and
+    /// not yet held; drop it once all of it is.
+    mutating func offerKeptData(_ now: Instant) {
+        guard !ctx.kept.isEmpty, now >= ctx.nextKeptOffer else { return }
+        // Only a replica that is the cluster's says what the cluster holds (a restored or
+        // diverged one may be given up for the master's).
+        switch state {
+        case .slave(let s) where s.master != nil && s.inSync(ctx): break
+        case .master where isServing: break
+        default: return
+        }
+        let catalogue = ctx.replica.store.catalogue
+        let pending = ctx.kept.filter { !catalogue.dominates($0) }
+        guard !pending.isEmpty else {
+            ctx.kept = []
+            ctx.out.append(.dropKeptOperatorData)
+            return
+        }
+        ctx.kept = pending
+        guard ctx.keptOffers < Self.maxKeptOffers else { return }
+        ctx.keptOffers += 1
+        ctx.nextKeptOffer = now + ctx.config.keepaliveInterval * 2
+        ctx.paths.count(.keptDataOffered)
+        for change in Catalogue.restoring(pending) { dispatch(.submit(change), now) }
+    }
+}
+
+extension KeptEntry {
+    /// Which catalogue entry it is about: two kept versions of one key, the newer wins.
+    struct Key: Hashable, Comparable {
+        var kind: UInt8
+        var hash: InfoHash
+        static func < (l: Key, r: Key) -> Bool { (l.kind, l.hash) < (r.kind, r.hash) }
+    }
+
+    var key: Key {
+        switch self {
+        case .torrent(let t, _): Key(kind: 1, hash: t.infoHash)
+        case .torrentRemoved(let h, _): Key(kind: 1, hash: h)
+        case .rule(let h, _, _), .ruleRemoved(let h, _): Key(kind: 2, hash: h)
+        case .mode: Key(kind: 3, hash: InfoHash(a: 0, b: 0, c: 0))
+        }
+    }
+}
