@@ -145,6 +145,9 @@ public final class SQLiteRepository {
             CREATE TABLE IF NOT EXISTS access_rules(
                 info_hash TEXT PRIMARY KEY NOT NULL,
                 rule INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS completed_bases(
+                info_hash TEXT PRIMARY KEY NOT NULL,
+                count INTEGER NOT NULL);
             CREATE TABLE IF NOT EXISTS kept_entries(
                 seq INTEGER PRIMARY KEY,
                 entry BLOB NOT NULL);
@@ -286,7 +289,7 @@ public final class SQLiteRepository {
             case .expire(let before):
                 try fold(db, &state)
                 try run(db, "DELETE FROM peer_base WHERE last_announce < ?", [before.milliseconds])
-            case .torrent, .accessMode, .accessRule, .torrentStamp, .ruleStamp, .modeStamp, .pruneTombstones:
+            case .torrent, .accessMode, .accessRule, .torrentStamp, .ruleStamp, .modeStamp, .pruneTombstones, .completedBase:
                 try writeCatalogue(change, db)
             }
         }
@@ -423,6 +426,12 @@ public final class SQLiteRepository {
             }
         case .pruneTombstones:
             for kind in [torrentStamps, ruleStamps] { try pruneTombstones(kind: kind, db) }
+        case .completedBase(let hash, let count):
+            if let count {
+                try run(db, "INSERT OR REPLACE INTO completed_bases(info_hash, count) VALUES (?, ?)", [hash.hex, Int64(count)])
+            } else {
+                try run(db, "DELETE FROM completed_bases WHERE info_hash = ?", [hash.hex])
+            }
         case .peer, .completion, .swarm, .expire:
             break
         }
@@ -471,12 +480,13 @@ public final class SQLiteRepository {
         for (hash, stamp) in snapshot.stamps.torrents { try writeStamp(kind: torrentStamps, hash, stamp, db) }
         for (hash, stamp) in snapshot.stamps.rules { try writeStamp(kind: ruleStamps, hash, stamp, db) }
         try writeCatalogue(.modeStamp(snapshot.stamps.mode), db)
+        for (hash, count) in snapshot.completedBase { try writeCatalogue(.completedBase(hash, count), db) }
         try setLastCommitted(snapshot.lastCommitted, history: snapshot.history, db)
     }
 
     static func wipe(_ db: Database, keepEpoch: Bool) throws {
         let epoch = try meta("epoch", db)
-        try db.execute(sql: "DELETE FROM peer_base; DELETE FROM peer_log; DELETE FROM completions; DELETE FROM swarms; DELETE FROM torrents; DELETE FROM access_rules; DELETE FROM catalogue_stamps; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
+        try db.execute(sql: "DELETE FROM peer_base; DELETE FROM peer_log; DELETE FROM completions; DELETE FROM swarms; DELETE FROM torrents; DELETE FROM access_rules; DELETE FROM catalogue_stamps; DELETE FROM completed_bases; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
         if keepEpoch, let epoch { try setMeta("epoch", epoch, db) }
     }
 
@@ -557,7 +567,8 @@ public final class SQLiteRepository {
                 }
                 let snapshot = Snapshot(restoredAt: TxRef(epoch: Epoch(packed: UInt64(bitPattern: lastEpoch)), txid: UInt64(bitPattern: lastTxid)),
                                         history: EpochHistory(runs: runs), content: content, torrents: try Self.torrents(db),
-                                        access: try Self.access(db), stamps: try Self.stamps(db))
+                                        access: try Self.access(db), stamps: try Self.stamps(db),
+                                        completedBase: try Self.completedBases(db))
                 return DurableState(snapshot: snapshot, epoch: epoch, kept: kept)
             }
         } catch {
@@ -582,6 +593,20 @@ public final class SQLiteRepository {
             }
             return t
         }
+    }
+
+    /// Registered torrents' completions from before a full stop.
+    static func completedBases(_ db: Database) throws -> [InfoHash: Int] {
+        var out: [InfoHash: Int] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT info_hash, count FROM completed_bases") {
+            let key = try row.decode(String?.self, forColumn: "info_hash")
+            guard let hash = key.flatMap({ InfoHash(hex: $0) }), let count = try row.decode(Int64?.self, forColumn: "count"),
+                  let n = Int(exactly: count), n >= 0, n <= Int(UInt32.max) else {
+                throw RepositoryError("corrupt completion count \(key ?? "?")")
+            }
+            out[hash] = n
+        }
+        return out
     }
 
     /// The operator data a clean stop kept, in the order it was written.

@@ -137,4 +137,46 @@ import TrackerLogic
         }
         #expect(actions.contains { if case .dropKeptOperatorData = $0 { true } else { false } }, "held again: the kept copy goes")
     }
+
+    /// A registered torrent's completions outlive a clean stop: kept as a count, restored
+    /// as a base under the emptied swarm (the highest count kept wins), added by a scrape,
+    /// carried by snapshots and rows, and kept again at the next stop.
+    @Test func completionCountsOfRegisteredTorrentsAreKept() throws {
+        let t = try RegisteredTorrent(file: Torrents.v1Single, registeredAt: Instant(milliseconds: 5))
+        let h = t.infoHash
+        var r = replica([.register(t)], in: e1)
+        for i in UInt32(1)...3 {
+            _ = r.commit(Transaction(ref: ref(e1, UInt64(i + 1)), updates: [.announce(Announce(
+                infoHash: h, peerID: PeerID(a: 1, b: 2, c: i), endpoint: PeerEndpoint(ip: .v4(0x0A00_0000 | i), port: 6881),
+                uploaded: 0, downloaded: 0, left: 0, event: .completed, at: Instant(milliseconds: 10)))]))
+        }
+        var n = TrackerNode(id: NodeID(1), incarnation: 1000, config: ClusterConfig(),
+                            handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
+                            seed: 7, now: Instant(milliseconds: 9_000_000), restoring: DurableState(snapshot: r.snapshot(), epoch: e1))
+        let stop = n.step(.shutdown, now: Instant(milliseconds: 9_000_010))
+        let kept = try #require(stop.lazy.compactMap { if case .keepOperatorData(let k) = $0 { k } else { nil } }.first)
+        #expect(kept.contains(.completed(h, 3)))
+
+        var back = Replica()
+        var rows = RepositoryRows()
+        for (i, entries) in [kept, [KeptEntry.completed(h, 2)]].enumerated() {
+            let tx = Transaction(ref: ref(e2, UInt64(i + 1)), updates: [.catalogue(.restore(entries))])
+            _ = back.commit(tx)
+            rows.apply(CommitRows(tx, replica: back))
+        }
+        #expect(back.store.scrape(h).completed == 3, "restored, and a lower count kept elsewhere changes nothing")
+        #expect(back.digest == Digest.recomputed(back.store))
+        #expect(rows.snapshot?.completedBase == [h: 3])
+        let snapshot = back.snapshot()
+        let env = ClusterEnvelope(from: NodeID(2), incarnation: 9, epoch: e2, to: NodeID(1), message: .snapshot(snapshot))
+        guard case .snapshot(let decoded) = try ClusterCodec.decode(ClusterCodec.encode(env)).get().message else {
+            Issue.record("not a snapshot"); return
+        }
+        #expect(decoded == snapshot && decoded.isIntact)
+        // A completion after the restart adds to the base, and the next stop keeps the sum.
+        _ = back.commit(Transaction(ref: ref(e2, 3), updates: [.announce(Announce(
+            infoHash: h, peerID: PeerID(a: 9, b: 9, c: 9), endpoint: PeerEndpoint(ip: .v4(0x0A00_0099), port: 6881),
+            uploaded: 0, downloaded: 0, left: 0, event: .completed, at: Instant(milliseconds: 20)))]))
+        #expect(back.store.scrape(h).completed == 4 && back.store.completedTotal(h) == 4)
+    }
 }

@@ -17,6 +17,11 @@ import TrackerRuntime
 
     func hash(_ n: UInt32) -> InfoHash { InfoHash(a: 0xABCD, b: UInt64(n), c: n) }
 
+    func torrent(_ name: String) throws -> RegisteredTorrent {
+        let file = Array("d4:infod6:lengthi100e4:name\(name.utf8.count):\(name)12:piece lengthi16384e6:pieces20:abcdefghijklmnopqrstee".utf8)
+        return try RegisteredTorrent(file: file, registeredAt: Instant(milliseconds: 1_700_000_000_000))
+    }
+
     func randomUpdate(_ rng: inout SeededGenerator, at t: Int64) -> SwarmUpdate {
         let roll = rng.below(20)
         if roll == 0 { return .expire(before: Instant(milliseconds: t - Int64(rng.below(200)))) }
@@ -385,6 +390,10 @@ import TrackerRuntime
         }
         try commit(.setAccessRule(.deny, [hash(1), hash(2)]))
         try commit(.setAccessMode(.deny))
+        let t = try torrent("counted")
+        try commit(.register(t))
+        try commit(.restore([.completed(t.infoHash, 12)]))
+        #expect(try repo.load().snapshot?.completedBase == [t.infoHash: 12])
         try commit(.restore([.ruleRemoved(hash(1), TxRef(epoch: Epoch(term: 9, master: NodeID(1)), txid: 1)),
                              .rule(hash(3), .allow, TxRef(epoch: Epoch(term: 9, master: NodeID(1)), txid: 2))]))
         let stamps = replica.store.catalogue.stamps
@@ -407,10 +416,6 @@ import TrackerRuntime
     @Test func aStandaloneNodesOperatorDataOutlivesTheProcess() throws {
         let path = tempPath()
         defer { try? FileManager.default.removeItem(atPath: path) }
-        func torrent(_ name: String) throws -> RegisteredTorrent {
-            let file = Array("d4:infod6:lengthi100e4:name\(name.utf8.count):\(name)12:piece lengthi16384e6:pieces20:abcdefghijklmnopqrstee".utf8)
-            return try RegisteredTorrent(file: file, registeredAt: Instant(milliseconds: 1_700_000_000_000))
-        }
         let kept = try torrent("kept"), gone = try torrent("gone")
         let changes: [CatalogueChange] = [.register(kept), .register(gone), .setAccessRule(.allow, [hash(1), hash(2)]),
                                           .setAccessRule(.deny, [hash(3)]), .setAccessMode(.allow), .removeAccessRules([hash(2)]),

@@ -2,7 +2,8 @@
 """Every node of a 3-node cluster stopped cleanly and started again keeps the operator's
 data (ActiveMQ, a multicast group on lo, `tracker admin` only).
 
-1. A torrent registered, two hashes allowed, one denied, mode allow.
+1. A torrent registered, two hashes allowed, one denied, mode allow; two peers complete
+   the torrent (BEP 15 event "completed").
 2. Node 1 stops (SIGTERM) first. While it is down, one allowed hash's rule is removed
    and a second torrent registered: node 1 kept the older version of both entries.
 3. Nodes 2 and 3 stop (SIGTERM): every repository is emptied, as the spec says.
@@ -10,7 +11,8 @@ data (ActiveMQ, a multicast group on lo, `tracker admin` only).
    Every node then holds both torrents, the denied hash, one allowed hash and mode allow:
    the removal made after node 1 stopped wins over node 1's older copy of that rule.
 5. Peers: the registered and listed hashes are tracked, the removed and unknown ones
-   refused, through whichever node serves.
+   refused, through whichever node serves; a scrape of the first torrent still counts
+   its two completions, though every swarm was emptied.
 """
 import os
 import sys
@@ -63,6 +65,14 @@ def main():
         run(master, token, "allow", allowed, removed)
         run(master, token, "deny", denied)
         run(master, token, "mode", "allow")
+        client = GroupClient(cluster.group)
+        client.connect() or fail("no reply to connect")
+        for i in range(2):
+            replies = client.announce(bytes.fromhex(hashes[0]), os.urandom(20), 7300 + i, left=0, event=1)
+            if len(replies) != 1:
+                fail(f"a completed announce got {len(replies)} replies")
+        if (client.scrape(bytes.fromhex(hashes[0])) or {}).get("completed") != 2:
+            fail(f"scrape before the stop: {client.scrape(bytes.fromhex(hashes[0]))}")
 
         first = nodes[0]
         if first.terminate() != 0:
@@ -97,13 +107,16 @@ def main():
                      f"{sorted(hashes)}, {expected}")
         log("every node holds both torrents, the newest version of each rule and mode allow")
 
-        client = GroupClient(cluster.group)
         client.connect() or fail("no reply to connect")
         got = [outcome(client, h, 7200 + i) for i, h in enumerate([hashes[0], hashes[1], allowed, removed, denied])]
         refused = "torrent not registered with this tracker"
         if got != ["tracked", "tracked", "tracked", refused, refused]:
             fail(f"master {master.node_id}: registered, registered, allowed, removed, denied gave {got}")
         log(f"master {master.node_id} tracks the kept torrents and allowed hash, refuses the removed and denied ones")
+        scraped = client.scrape(bytes.fromhex(hashes[0]))
+        if (scraped or {}).get("completed") != 2:
+            fail(f"the first torrent's completions after the full restart: {scraped}")
+        log("a scrape still counts the first torrent's 2 completions")
     except SystemExit:
         cluster.dump()
         raise

@@ -91,6 +91,7 @@ public enum ClusterCodec {
             writeList(s.torrents, &b, write)
             write(s.access, &b)
             write(s.stamps, &b)
+            writeList(s.completedBase.sorted { $0.key < $1.key }, &b) { e, b in e.key.write(to: &b); b.writeInteger(UInt64(clamping: e.value)) }
         case .mergeOffer(let o):
             b.writeInteger(o.offerID); b.writeInteger(o.part); b.writeInteger(o.parts)
             writeList(o.swarms, &b, write)
@@ -204,6 +205,10 @@ public enum ClusterCodec {
         case .rule(let hash, let rule, _): b.writeInteger(3 as UInt8); hash.write(to: &b); b.writeInteger(rule.rawValue)
         case .ruleRemoved(let hash, _): b.writeInteger(4 as UInt8); hash.write(to: &b)
         case .mode(let mode, _): b.writeInteger(5 as UInt8); b.writeInteger(mode.rawValue)
+        case .completed(let hash, let count):
+            // Counts carry no stamp: the highest wins.
+            b.writeInteger(6 as UInt8); hash.write(to: &b); b.writeInteger(UInt64(clamping: count))
+            return
         }
         write(e.ref, &b)
     }
@@ -401,6 +406,11 @@ public enum ClusterCodec {
                 return .rule(h, rule, try ref())
             case 4: let h = try bytes20(); return .ruleRemoved(h, try ref())
             case 5: let m = try accessMode(); return .mode(m, try ref())
+            case 6:
+                let h = try bytes20()
+                let count: UInt64 = try int()
+                guard count <= UInt64(UInt32.max) else { throw ClusterDecodingError("completion count \(count)") }
+                return .completed(h, Int(count))
             default: throw ClusterDecodingError("bad kept entry kind \(kind)")
             }
         }
@@ -513,8 +523,17 @@ public enum ClusterCodec {
                 let content = try list(minItemSize: 28) { try $0.merge() }
                 let torrents = try list(minItemSize: 12) { try $0.torrent() }
                 let access = try access()
+                let stamps = try stamps()
+                let bases = try list(minItemSize: 28) { r -> (InfoHash, Int) in
+                    let h = try r.bytes20()
+                    let n: UInt64 = try r.int()
+                    guard n <= UInt64(UInt32.max) else { throw ClusterDecodingError("completion count \(n)") }
+                    return (h, Int(n))
+                }
+                guard bases.count <= 2 * Catalogue.maxTorrents else { throw ClusterDecodingError("\(bases.count) completion counts") }
                 let snapshot = Snapshot(lastCommitted: last, history: EpochHistory(runs: runs), content: content, torrents: torrents,
-                                        access: access, stamps: try stamps(), digest: digest)
+                                        access: access, stamps: stamps, completedBase: Dictionary(bases, uniquingKeysWith: { _, b in b }),
+                                        digest: digest)
                 guard snapshot.isWellFormed else { throw ClusterDecodingError("snapshot with an impossible epoch history") }
                 message = .snapshot(snapshot)
             case .snapshotAck: message = .snapshotAck(try ref())

@@ -66,6 +66,7 @@ public struct Digest: Sendable {
                 case .rule(let h, let rule, _): add(3, UInt64(rule.rawValue)); add(h)
                 case .ruleRemoved(let h, _): add(4); add(h)
                 case .mode(let mode, _): add(5, UInt64(mode.rawValue))
+                case .completed(let h, let count): add(6, UInt64(clamping: count)); add(h)
                 }
                 add(e.ref.epoch.packed, e.ref.txid)
             }
@@ -120,6 +121,14 @@ public struct Digest: Sendable {
         return d.value
     }
 
+    /// What a swarm's completion base adds.
+    static func element(_ hash: InfoHash, completedBase count: Int) -> UInt64 {
+        var d = Digest()
+        d.add(0xCB, UInt64(clamping: count))
+        d.add(hash)
+        return d.value
+    }
+
     /// What one access rule adds.
     static func element(_ hash: InfoHash, _ rule: AccessRule) -> UInt64 {
         var d = Digest()
@@ -140,17 +149,19 @@ public struct Digest: Sendable {
         case .setAccessRule(_, let hashes), .removeAccessRules(let hashes):
             for h in Set(hashes) { add(catalogue.access.rules[h].map { element(h, $0) }) }
         case .restore(let entries):
-            var torrents = Set<InfoHash>(), rules = Set<InfoHash>(), mode = false
+            var torrents = Set<InfoHash>(), rules = Set<InfoHash>(), bases = Set<InfoHash>(), mode = false
             for e in entries {
                 switch e {
                 case .torrent(let t, _): torrents.insert(t.infoHash)
                 case .torrentRemoved(let h, _): torrents.insert(h)
                 case .rule(let h, _, _), .ruleRemoved(let h, _): rules.insert(h)
                 case .mode: mode = true
+                case .completed(let h, _): bases.insert(h)
                 }
             }
             for h in torrents { add(catalogue.torrents[h].map(element)) }
             for h in rules { add(catalogue.access.rules[h].map { element(h, $0) }) }
+            for h in bases { add(catalogue.completedBase[h].map { element(h, completedBase: $0) }) }
             if mode { add(element(catalogue.access.mode)) }
         }
         return (sum, count)
@@ -183,6 +194,7 @@ public struct Digest: Sendable {
         for t in store.catalogue.torrents.values { total &+= element(t); count &+= 1 }
         let access = elements(of: store.catalogue.access)
         total &+= access.sum; count &+= UInt64(access.count)
+        for (h, n) in store.catalogue.completedBase { total &+= element(h, completedBase: n); count &+= 1 }
         return finish(sum: total, count: count)
     }
 

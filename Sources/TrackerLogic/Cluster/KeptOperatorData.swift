@@ -17,12 +17,24 @@
 extension TrackerNode {
     static let maxKeptOffers = 30
 
-    /// A clean stop: what to keep, for the wipe to leave.
+    /// A clean stop: what to keep, for the wipe to leave. Each entry's newest version, and
+    /// each registered torrent's swarms' completion counts (the highest).
     func keptAtStop() -> [KeptEntry] {
-        let catalogue = ctx.replica.store.catalogue
+        let store = ctx.replica.store
+        let counts: [KeptEntry] = store.catalogue.torrents.values.flatMap(\.metadata.swarmHashes).compactMap { h in
+            let n = store.completedTotal(h)
+            return n > 0 ? .completed(h, n) : nil
+        }
         var newest: [KeptEntry.Key: KeptEntry] = [:]
-        for e in ctx.kept + catalogue.keptEntries where newest[e.key].map({ $0.ref < e.ref }) ?? true { newest[e.key] = e }
-        return newest.values.sorted { ($0.key, $0.ref) < ($1.key, $1.ref) }
+        for e in ctx.kept + store.catalogue.keptEntries + counts {
+            guard let old = newest[e.key] else { newest[e.key] = e; continue }
+            if case .completed(let h, let n) = e, case .completed(_, let m) = old {
+                newest[e.key] = .completed(h, max(n, m))
+            } else if old.ref < e.ref {
+                newest[e.key] = e
+            }
+        }
+        return newest.values.sorted { $0.key < $1.key }
     }
 
     /// Each tick: once in sync with a master (or serving as one), offer what is kept and
@@ -66,6 +78,7 @@ extension KeptEntry {
         case .torrentRemoved(let h, _): Key(kind: 1, hash: h)
         case .rule(let h, _, _), .ruleRemoved(let h, _): Key(kind: 2, hash: h)
         case .mode: Key(kind: 3, hash: InfoHash(a: 0, b: 0, c: 0))
+        case .completed(let h, _): Key(kind: 4, hash: h)
         }
     }
 }

@@ -106,13 +106,14 @@ public struct Replica: Sendable, Equatable {
 
     public func snapshot() -> Snapshot {
         Snapshot(lastCommitted: lastCommitted, history: history, content: store.content(), torrents: store.catalogue.sorted,
-                 access: store.catalogue.access, stamps: store.catalogue.stamps, digest: digest)
+                 access: store.catalogue.access, stamps: store.catalogue.stamps, completedBase: store.catalogue.completedBase,
+                 digest: digest)
     }
 
     /// Replaces everything with a snapshot whose checksum was verified by the caller.
     public mutating func install(_ snapshot: Snapshot) {
         install(snapshot, store: SwarmStore(content: snapshot.content, torrents: snapshot.torrents, access: snapshot.access,
-                                            stamps: snapshot.stamps))
+                                            stamps: snapshot.stamps, completedBase: snapshot.completedBase))
     }
 
     /// Installs a snapshot whose store the caller built already (`Snapshot.intactStore`):
@@ -148,12 +149,15 @@ public struct Snapshot: Hashable, Sendable {
     /// When each catalogue entry last changed (not covered by the checksum, which says
     /// what the repository holds, not when).
     public var stamps: CatalogueStamps
+    /// Registered torrents' completions from before a full stop (`Catalogue.completedBase`).
+    public var completedBase: [InfoHash: Int]
     public var digest: UInt64
 
     public init(lastCommitted: TxRef, history: EpochHistory, content: [SwarmMerge], torrents: [RegisteredTorrent] = [],
-                access: AccessPolicy = AccessPolicy(), stamps: CatalogueStamps = CatalogueStamps(), digest: UInt64) {
+                access: AccessPolicy = AccessPolicy(), stamps: CatalogueStamps = CatalogueStamps(),
+                completedBase: [InfoHash: Int] = [:], digest: UInt64) {
         self.lastCommitted = lastCommitted; self.history = history; self.content = content; self.torrents = torrents
-        self.access = access; self.stamps = stamps; self.digest = digest
+        self.access = access; self.stamps = stamps; self.completedBase = completedBase; self.digest = digest
     }
 
     /// Recomputes the checksum from the content.
@@ -161,7 +165,7 @@ public struct Snapshot: Hashable, Sendable {
 
     /// The repository the content builds, if its checksum matches.
     public func intactStore() -> SwarmStore? {
-        let store = SwarmStore(content: content, torrents: torrents, access: access, stamps: stamps)
+        let store = SwarmStore(content: content, torrents: torrents, access: access, stamps: stamps, completedBase: completedBase)
         return Digest.of(store) == digest ? store : nil
     }
 

@@ -29,6 +29,8 @@ public struct CommitRows: Hashable, Sendable {
         /// The end of one catalogue change: drop the tombstones memory dropped, by the
         /// same rule (`CatalogueStamps.pruneTombstones`).
         case pruneTombstones
+        /// A swarm's completion base as memory holds it after the transaction.
+        case completedBase(InfoHash, Int?)
     }
 
     /// A swarm whose `swarms` row may have changed other than by a peer written into it
@@ -77,7 +79,7 @@ public struct CommitRows: Hashable, Sendable {
     /// The rows a catalogue change wrote, read from `catalogue` right after it: a cluster
     /// node's commit, or a standalone node's change to its kept operator data.
     public static func rows(of change: CatalogueChange, in catalogue: Catalogue) -> [Change] {
-        var torrents: [InfoHash] = [], rules: [InfoHash] = [], mode = false
+        var torrents: [InfoHash] = [], rules: [InfoHash] = [], bases: [InfoHash] = [], mode = false
         switch change {
         case .register(let t): torrents = [t.infoHash]
         case .unregister(let hash): torrents = [hash]
@@ -90,6 +92,7 @@ public struct CommitRows: Hashable, Sendable {
                 case .torrentRemoved(let h, _): torrents.append(h)
                 case .rule(let h, _, _), .ruleRemoved(let h, _): rules.append(h)
                 case .mode: mode = true
+                case .completed(let h, _): bases.append(h)
                 }
             }
         }
@@ -97,6 +100,7 @@ public struct CommitRows: Hashable, Sendable {
         for h in torrents { out += [.torrent(h, catalogue.torrents[h]), .torrentStamp(h, catalogue.stamps.torrents[h])] }
         for h in rules { out += [.accessRule(h, catalogue.access.rules[h]), .ruleStamp(h, catalogue.stamps.rules[h])] }
         if mode { out += [.accessMode(catalogue.access.mode), .modeStamp(catalogue.stamps.mode)] }
+        for h in bases { out.append(.completedBase(h, catalogue.completedBase[h])) }
         out.append(.pruneTombstones)
         return out
     }

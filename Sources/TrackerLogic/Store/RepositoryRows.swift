@@ -13,6 +13,7 @@ public struct RepositoryRows: Sendable, Equatable {
     public private(set) var accessMode = AccessMode.open
     public private(set) var accessRules: [InfoHash: AccessRule] = [:]
     public private(set) var stamps = CatalogueStamps()
+    public private(set) var completedBase: [InfoHash: Int] = [:]
     public private(set) var lastCommitted = TxRef.zero
     public private(set) var history = EpochHistory()
 
@@ -49,6 +50,8 @@ public struct RepositoryRows: Sendable, Equatable {
                 stamps.mode = ref
             case .pruneTombstones:
                 stamps.pruneTombstones()
+            case .completedBase(let hash, let count):
+                completedBase[hash] = count
             }
         }
         lastCommitted = rows.lastCommitted
@@ -63,6 +66,7 @@ public struct RepositoryRows: Sendable, Equatable {
         accessMode = snapshot.access.mode
         accessRules = snapshot.access.rules
         stamps = snapshot.stamps
+        completedBase = snapshot.completedBase
         lastCommitted = snapshot.lastCommitted
         history = snapshot.history
     }
@@ -84,7 +88,7 @@ public struct RepositoryRows: Sendable, Equatable {
         }
         return Snapshot(restoredAt: lastCommitted, history: history, content: content, torrents: Array(torrents.values),
                         access: AccessPolicy(mode: accessMode, rules: accessRules.map { AccessEntry(infoHash: $0.key, rule: $0.value) }),
-                        stamps: stamps)
+                        stamps: stamps, completedBase: completedBase)
     }
 }
 
@@ -92,9 +96,11 @@ extension Snapshot {
     /// A repository read back from its rows, in any order, with the checksum of what
     /// they build: the one way both stores turn rows into what a restarted node installs.
     public init(restoredAt lastCommitted: TxRef, history: EpochHistory, content: [SwarmMerge], torrents: [RegisteredTorrent],
-                access: AccessPolicy = AccessPolicy(), stamps: CatalogueStamps = CatalogueStamps()) {
-        let store = SwarmStore(content: content, torrents: torrents, access: access, stamps: stamps)
+                access: AccessPolicy = AccessPolicy(), stamps: CatalogueStamps = CatalogueStamps(),
+                completedBase: [InfoHash: Int] = [:]) {
+        let store = SwarmStore(content: content, torrents: torrents, access: access, stamps: stamps, completedBase: completedBase)
         self.init(lastCommitted: lastCommitted, history: history, content: store.content(), torrents: store.catalogue.sorted,
-                  access: store.catalogue.access, stamps: store.catalogue.stamps, digest: Digest.of(store))
+                  access: store.catalogue.access, stamps: store.catalogue.stamps, completedBase: store.catalogue.completedBase,
+                  digest: Digest.of(store))
     }
 }

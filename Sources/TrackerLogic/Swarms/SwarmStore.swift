@@ -120,7 +120,17 @@ public struct SwarmStore: Sendable {
     }
 
     public func scrape(_ infoHash: InfoHash) -> ScrapeEntry {
-        swarms[infoHash]?.scrapeEntry ?? ScrapeEntry(seeders: 0, completed: 0, leechers: 0)
+        var entry = swarms[infoHash]?.scrapeEntry ?? ScrapeEntry(seeders: 0, completed: 0, leechers: 0)
+        if !catalogue.completedBase.isEmpty, let base = catalogue.completedBase[infoHash] {
+            entry.completed = UInt32(clamping: Int(entry.completed) + base)
+        }
+        return entry
+    }
+
+    /// How often the swarm was completed, counting what a full stop kept
+    /// (`Catalogue.completedBase`).
+    public func completedTotal(_ infoHash: InfoHash) -> Int {
+        (completed(in: infoHash) ?? 0) + (catalogue.completedBase[infoHash] ?? 0)
     }
 
     public var swarmCount: Int { swarms.count }
@@ -137,11 +147,13 @@ public struct SwarmStore: Sendable {
 
     /// Rebuilds a repository from `content()`, `catalogue.sorted` and `catalogue.access`.
     public init(content: [SwarmMerge], torrents: [RegisteredTorrent] = [], access: AccessPolicy = AccessPolicy(),
-                stamps: CatalogueStamps = CatalogueStamps()) {
+                stamps: CatalogueStamps = CatalogueStamps(), completedBase: [InfoHash: Int] = [:]) {
         keepsDigest = true
         for m in content { apply(.merge(m)) }
         for t in torrents { apply(.catalogue(.register(t))) }
         catalogue.install(stamps)
+        catalogue.install(completedBase: completedBase)
+        for (h, n) in completedBase { account(Swarm.Change(sum: Digest.element(h, completedBase: n), elements: 1, peers: 0)) }
         let before = Digest.elements(of: catalogue.access)
         catalogue.install(access)
         let after = Digest.elements(of: access)

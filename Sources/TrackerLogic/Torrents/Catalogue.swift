@@ -94,6 +94,10 @@ public struct Catalogue: Hashable, Sendable {
     public private(set) var access = AccessPolicy()
     /// When each entry last changed (`CatalogueStamps`).
     public private(set) var stamps = CatalogueStamps()
+    /// Completions of registered torrents' swarms from before a full stop, under the
+    /// swarms' own (`KeptEntry.completed`): a scrape reports the sum. Only swarm hashes of
+    /// registered torrents get one, so at most two per torrent.
+    public private(set) var completedBase: [InfoHash: Int] = [:]
 
     public init() {}
 
@@ -143,6 +147,8 @@ public struct Catalogue: Hashable, Sendable {
         case .mode(let mode, let ref):
             access.set(mode)
             stamps.mode = ref
+        case .completed(let hash, let count):
+            completedBase[hash] = max(completedBase[hash] ?? 0, count)
         }
     }
 
@@ -166,6 +172,9 @@ public struct Catalogue: Hashable, Sendable {
 
     /// The stamps a snapshot or a store carries, in place of ours.
     mutating func install(_ stamps: CatalogueStamps) { self.stamps = stamps }
+
+    /// The completion bases a snapshot or a store carries, in place of ours.
+    mutating func install(completedBase: [InfoHash: Int]) { self.completedBase = completedBase }
 
     /// Whether an announce for `hash` is served under the access policy.
     public func admits(_ hash: InfoHash) -> Bool {

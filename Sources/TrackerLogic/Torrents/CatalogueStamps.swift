@@ -76,10 +76,14 @@ public enum KeptEntry: Hashable, Sendable {
     case rule(InfoHash, AccessRule, TxRef)
     case ruleRemoved(InfoHash, TxRef)
     case mode(AccessMode, TxRef)
+    /// A registered torrent's swarm had been completed this many times: it stays the
+    /// swarm's count at least (counts only grow, so the highest one kept wins).
+    case completed(InfoHash, Int)
 
     public var ref: TxRef {
         switch self {
         case .torrent(_, let r), .torrentRemoved(_, let r), .rule(_, _, let r), .ruleRemoved(_, let r), .mode(_, let r): r
+        case .completed: .zero
         }
     }
 
@@ -109,13 +113,16 @@ extension Catalogue {
         case .torrentRemoved(let hash, _): stamps.torrents[hash]?.ref
         case .rule(let hash, _, _), .ruleRemoved(let hash, _): stamps.rules[hash]?.ref
         case .mode: stamps.mode
+        case .completed: nil
         }
     }
 
     /// Whether this catalogue already holds `entry` or something newer in its place: what
-    /// a restore leaves alone, and what lets a node drop the data it kept.
+    /// a restore leaves alone, and what lets a node drop the data it kept. A count is held
+    /// once the base is at least as high, or moot once its swarm is no registered torrent's.
     public func dominates(_ entry: KeptEntry) -> Bool {
-        currentStamp(of: entry).map { $0 >= entry.ref } ?? false
+        if case .completed(let hash, let count) = entry { return !isRegistered(hash) || (completedBase[hash] ?? 0) >= count }
+        return currentStamp(of: entry).map { $0 >= entry.ref } ?? false
     }
 
     /// The changes that offer `entries` back, at most `AccessPolicy.maxHashesPerChange`
