@@ -142,28 +142,11 @@ public struct Digest: Sendable {
     static func elements(touchedBy change: CatalogueChange, in catalogue: Catalogue) -> (sum: UInt64, count: Int) {
         var sum: UInt64 = 0, count = 0
         func add(_ element: UInt64?) { if let element { sum &+= element; count += 1 } }
-        switch change {
-        case .register(let t): add(catalogue.torrents[t.infoHash].map(element))
-        case .unregister(let hash): add(catalogue.torrents[hash].map(element))
-        case .setAccessMode: add(element(catalogue.access.mode))
-        case .setAccessRule(_, let hashes), .removeAccessRules(let hashes):
-            for h in Set(hashes) { add(catalogue.access.rules[h].map { element(h, $0) }) }
-        case .restore(let entries):
-            var torrents = Set<InfoHash>(), rules = Set<InfoHash>(), bases = Set<InfoHash>(), mode = false
-            for e in entries {
-                switch e {
-                case .torrent(let t, _): torrents.insert(t.infoHash)
-                case .torrentRemoved(let h, _): torrents.insert(h)
-                case .rule(let h, _, _), .ruleRemoved(let h, _): rules.insert(h)
-                case .mode: mode = true
-                case .completed(let h, _): bases.insert(h)
-                }
-            }
-            for h in torrents { add(catalogue.torrents[h].map(element)) }
-            for h in rules { add(catalogue.access.rules[h].map { element(h, $0) }) }
-            for h in bases { add(catalogue.completedBase[h].map { element(h, completedBase: $0) }) }
-            if mode { add(element(catalogue.access.mode)) }
-        }
+        let touched = change.touched
+        for h in Set(touched.torrents) { add(catalogue.torrents[h].map(element)) }
+        for h in Set(touched.rules) { add(catalogue.access.rules[h].map { element(h, $0) }) }
+        for h in Set(touched.completedBases) { add(catalogue.completedBase[h].map { element(h, completedBase: $0) }) }
+        if touched.mode { add(element(catalogue.access.mode)) }
         return (sum, count)
     }
 

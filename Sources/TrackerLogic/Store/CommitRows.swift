@@ -79,28 +79,12 @@ public struct CommitRows: Hashable, Sendable {
     /// The rows a catalogue change wrote, read from `catalogue` right after it: a cluster
     /// node's commit, or a standalone node's change to its kept operator data.
     public static func rows(of change: CatalogueChange, in catalogue: Catalogue) -> [Change] {
-        var torrents: [InfoHash] = [], rules: [InfoHash] = [], bases: [InfoHash] = [], mode = false
-        switch change {
-        case .register(let t): torrents = [t.infoHash]
-        case .unregister(let hash): torrents = [hash]
-        case .setAccessMode: mode = true
-        case .setAccessRule(_, let hashes), .removeAccessRules(let hashes): rules = hashes
-        case .restore(let entries):
-            for e in entries {
-                switch e {
-                case .torrent(let t, _): torrents.append(t.infoHash)
-                case .torrentRemoved(let h, _): torrents.append(h)
-                case .rule(let h, _, _), .ruleRemoved(let h, _): rules.append(h)
-                case .mode: mode = true
-                case .completed(let h, _): bases.append(h)
-                }
-            }
-        }
+        let touched = change.touched
         var out: [Change] = []
-        for h in torrents { out += [.torrent(h, catalogue.torrents[h]), .torrentStamp(h, catalogue.stamps.torrents[h])] }
-        for h in rules { out += [.accessRule(h, catalogue.access.rules[h]), .ruleStamp(h, catalogue.stamps.rules[h])] }
-        if mode { out += [.accessMode(catalogue.access.mode), .modeStamp(catalogue.stamps.mode)] }
-        for h in bases { out.append(.completedBase(h, catalogue.completedBase[h])) }
+        for h in touched.torrents { out += [.torrent(h, catalogue.torrents[h]), .torrentStamp(h, catalogue.stamps.torrents[h])] }
+        for h in touched.rules { out += [.accessRule(h, catalogue.access.rules[h]), .ruleStamp(h, catalogue.stamps.rules[h])] }
+        if touched.mode { out += [.accessMode(catalogue.access.mode), .modeStamp(catalogue.stamps.mode)] }
+        for h in touched.completedBases { out.append(.completedBase(h, catalogue.completedBase[h])) }
         out.append(.pruneTombstones)
         return out
     }

@@ -34,7 +34,35 @@ public enum CatalogueChange: Hashable, Sendable {
     case restore([KeptEntry])
 }
 
+/// The catalogue entries a change may touch, in the change's order (a hash may repeat):
+/// what the digest recounts and what a store rewrites.
+struct TouchedEntries {
+    var torrents: [InfoHash] = [], rules: [InfoHash] = [], completedBases: [InfoHash] = []
+    var mode = false
+}
+
 extension CatalogueChange {
+    var touched: TouchedEntries {
+        var t = TouchedEntries()
+        switch self {
+        case .register(let torrent): t.torrents = [torrent.infoHash]
+        case .unregister(let hash): t.torrents = [hash]
+        case .setAccessMode: t.mode = true
+        case .setAccessRule(_, let hashes), .removeAccessRules(let hashes): t.rules = hashes
+        case .restore(let entries):
+            for e in entries {
+                switch e {
+                case .torrent(let torrent, _): t.torrents.append(torrent.infoHash)
+                case .torrentRemoved(let h, _): t.torrents.append(h)
+                case .rule(let h, _, _), .ruleRemoved(let h, _): t.rules.append(h)
+                case .mode: t.mode = true
+                case .completed(let h, _): t.completedBases.append(h)
+                }
+            }
+        }
+        return t
+    }
+
     /// Why `catalogue` cannot take this change, if it cannot.
     public func refusal(in catalogue: Catalogue) -> String? {
         switch self {
