@@ -535,11 +535,13 @@ public final class SQLiteRepository {
     /// a cluster node's load).
     public func operatorData() throws -> Catalogue {
         do {
-            let (torrents, access) = try db.read { db in (try Self.torrents(db), try Self.access(db)) }
+            let (torrents, access, bases) = try db.read { db in (try Self.torrents(db), try Self.access(db), try Self.completedBases(db)) }
             var catalogue = Catalogue()
             for t in torrents where catalogue.refusal(t) == nil { catalogue.apply(.register(t)) }
             for change in AccessPolicy().missing(access.sortedRules) { catalogue.apply(change) }
             catalogue.apply(.setAccessMode(access.mode))
+            let counts = bases.sorted { $0.key < $1.key }.map { KeptEntry.completed($0.key, $0.value) }
+            for change in Catalogue.restoring(counts) { catalogue.apply(change) }
             return catalogue
         } catch {
             throw RepositoryError("cannot read operator data from \(path): \(error)")

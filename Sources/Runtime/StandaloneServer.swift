@@ -185,7 +185,9 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     func stopService() async {
         let closing = (try? await loop.submit { [self] () -> [Channel] in
             defer { channels = [] }
-            if let catalogue = service.withLockedValue({ $0?.tracker.store.catalogue }) { keptCatalogue = catalogue }
+            if let kept = service.withLockedValue({ $0.map { $0.tracker.store.catalogue.keepingCompletions(of: $0.tracker.store) } }) {
+                keptCatalogue = kept
+            }
             if let stats = service.withLockedValue({ service in defer { service = nil }; return service?.stats }) {
                 logger.info("served peers", metadata: ["datagrams": "\(stats.datagrams)", "error-replies": "\(stats.errorReplies)"])
                 history.note(WallClock.now(), kind: "service", text: "service stopped")
@@ -193,6 +195,17 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
             return channels
         }.get()) ?? []
         for channel in closing { try? await channel.close() }
+        // With --db, the completion counts of registered torrents go to the file too (the
+        // catalogue's other entries were written as they changed).
+        guard let repository, let writer, let kept = try? await loop.submit({ [self] in keptCatalogue }).get() else { return }
+        let counts = kept.completedBase.sorted { $0.key < $1.key }.map { KeptEntry.completed($0.key, $0.value) }
+        for change in Catalogue.restoring(counts) {
+            do {
+                try await writer.runIfActive(eventLoop: loop) { try repository.record(change, in: kept) }.get()
+            } catch {
+                logger.error("completion counts not stored", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     func startTimers() {

@@ -3,9 +3,10 @@
 
 1. Through `tracker admin`: a .torrent registered, two hashes allowed and one denied,
    mode allow. An announce for an unlisted hash is refused; a listed one is answered.
+   Two peers complete the torrent.
 2. The dashboard's Stop then Start: the service forgets its swarms, not that data.
 3. SIGTERM, then the same command again: the torrent, the rules and the mode are back,
-   and the unlisted hash is still refused.
+   the unlisted hash is still refused, and a scrape still counts the 2 completions.
 4. A rule removed, then kill -9 right after the command returned: the removal was on disk.
 5. A node started without --db on another port keeps nothing (the default is unchanged).
 """
@@ -52,6 +53,15 @@ def announce(udp, info_hash):
     out = subprocess.run([tracker_binary(), "client", "announce", f"udp://127.0.0.1:{udp}", "--info-hash", info_hash],
                          capture_output=True, text=True, timeout=30)
     return out.returncode, (out.stdout + out.stderr).strip()
+
+
+def completions(udp, info_hash):
+    out = subprocess.run([tracker_binary(), "client", "scrape", f"udp://127.0.0.1:{udp}", info_hash],
+                         capture_output=True, text=True, timeout=30)
+    for word in out.stdout.replace(",", " ").split():
+        if word.startswith("completed="):
+            return int(word.split("=", 1)[1])
+    fail(f"scrape of {info_hash}: {out.stdout!r} {out.stderr!r}")
 
 
 def policy(http, token):
@@ -115,6 +125,11 @@ def main():
         admin(http, token, "deny", denied)
         admin(http, token, "mode", "allow")
         expect_kept(http, token, udp, info_hash, listed, denied, unlisted, "as set")
+        for peer in ("completer-one", "completer-two"):
+            subprocess.run([tracker_binary(), "client", "announce", f"udp://127.0.0.1:{udp}", "--info-hash", info_hash,
+                            "--peer-id", peer, "--event", "completed", "--left", "0"], capture_output=True, timeout=30, check=True)
+        if completions(udp, info_hash) != 2:
+            fail(f"two completions before the stop, scrape says {completions(udp, info_hash)}")
 
         for control in ("stop", "start"):
             out = subprocess.run(["curl", "-sf", "-X", "POST", "-H", f"Authorization: Bearer {open(token).read().strip()}",
@@ -128,6 +143,8 @@ def main():
             fail(f"SIGTERM: exit {proc.returncode}")
         proc = start("second.log")
         expect_kept(http, token, udp, info_hash, listed, denied, unlisted, "after SIGTERM and a restart")
+        if completions(udp, info_hash) < 2:
+            fail(f"the completions after the restart: scrape says {completions(udp, info_hash)}")
         with open(os.path.join(work, "second.log")) as f:
             if "operator data restored" not in f.read():
                 fail("the restart did not log the restored operator data")
@@ -152,7 +169,7 @@ def main():
                 fail("a node without --db kept its access mode")
             stop(p)
         print(f"standalone --db: the torrent {info_hash[:8]}…, 3 rules and mode allow survive the dashboard's Stop and "
-              "Start, SIGTERM and kill -9")
+              "Start, SIGTERM and kill -9; its 2 completions survive SIGTERM")
     finally:
         for p in procs:
             stop(p)

@@ -237,7 +237,20 @@ public struct Catalogue: Hashable, Sendable {
     /// mode, last, so no announce is refused for a rule not yet there. What a standalone
     /// node's kept operator data is put back with when its service starts.
     public var rebuildingChanges: [CatalogueChange] {
-        sorted.map(CatalogueChange.register) + AccessPolicy().missing(access.sortedRules)
-            + (access.mode == .open ? [] : [.setAccessMode(access.mode)])
+        let counts = completedBase.sorted { $0.key < $1.key }.map { KeptEntry.completed($0.key, $0.value) }
+        return sorted.map(CatalogueChange.register) + AccessPolicy().missing(access.sortedRules)
+            + (access.mode == .open ? [] : [.setAccessMode(access.mode)]) + Catalogue.restoring(counts)
+    }
+
+    /// This catalogue with `store`'s completions of registered torrents' swarms taken in
+    /// as bases (`completedBase`): what a standalone node keeps when its service stops.
+    public func keepingCompletions(of store: SwarmStore) -> Catalogue {
+        let counts = torrents.values.flatMap(\.metadata.swarmHashes).compactMap { h -> KeptEntry? in
+            let n = store.completedTotal(h)
+            return n > 0 ? .completed(h, n) : nil
+        }
+        var kept = self
+        for change in Catalogue.restoring(counts.sorted { $0.key < $1.key }) { kept.apply(change) }
+        return kept
     }
 }
