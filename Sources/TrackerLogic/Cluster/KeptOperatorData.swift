@@ -21,12 +21,8 @@ extension TrackerNode {
     /// each registered torrent's swarms' completion counts (the highest).
     func keptAtStop() -> [KeptEntry] {
         let store = ctx.replica.store
-        let counts: [KeptEntry] = store.catalogue.torrents.values.flatMap(\.metadata.swarmHashes).compactMap { h in
-            let n = store.completedTotal(h)
-            return n > 0 ? .completed(h, n) : nil
-        }
         var newest: [KeptEntry.Key: KeptEntry] = [:]
-        for e in ctx.kept + store.catalogue.keptEntries + counts {
+        for e in ctx.kept + store.catalogue.keptEntries + store.keptCompletionCounts {
             guard let old = newest[e.key] else { newest[e.key] = e; continue }
             if case .completed(let h, let n) = e, case .completed(_, let m) = old {
                 newest[e.key] = .completed(h, max(n, m))

@@ -133,6 +133,15 @@ public struct SwarmStore: Sendable {
         (completed(in: infoHash) ?? 0) + (catalogue.completedBase[infoHash] ?? 0)
     }
 
+    /// The completion counts of registered torrents' swarms, as a stop keeps them, in
+    /// hash order.
+    public var keptCompletionCounts: [KeptEntry] {
+        Set(catalogue.torrents.values.flatMap(\.metadata.swarmHashes)).sorted().compactMap { h in
+            let n = completedTotal(h)
+            return n > 0 ? .completed(h, n) : nil
+        }
+    }
+
     public var swarmCount: Int { swarms.count }
 
     /// The whole repository as merge values, in a canonical order: what a snapshot carries.

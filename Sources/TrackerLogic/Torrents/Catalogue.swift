@@ -245,12 +245,8 @@ public struct Catalogue: Hashable, Sendable {
     /// This catalogue with `store`'s completions of registered torrents' swarms taken in
     /// as bases (`completedBase`): what a standalone node keeps when its service stops.
     public func keepingCompletions(of store: SwarmStore) -> Catalogue {
-        let counts = torrents.values.flatMap(\.metadata.swarmHashes).compactMap { h -> KeptEntry? in
-            let n = store.completedTotal(h)
-            return n > 0 ? .completed(h, n) : nil
-        }
         var kept = self
-        for change in Catalogue.restoring(counts.sorted { $0.key < $1.key }) { kept.apply(change) }
+        for change in Catalogue.restoring(store.keptCompletionCounts) { kept.apply(change) }
         return kept
     }
 }
