@@ -141,7 +141,13 @@ extension Simulator {
 
     /// A node process ends (or the scenario does): its path counts join the total. The
     /// node itself is left in place; the caller drops it.
+    /// The process ends (crash or clean stop). A dead process is not paused: its sockets
+    /// went with it, so what reaches its node until a restart is lost, not held for the
+    /// end of the pause (seed 67343508225671411: a request sent while s3 was down after a
+    /// pause-then-crash was read by its next process 2.6 s later, long after another
+    /// master had answered it, and answered again).
     mutating func retire(_ slot: Int) {
+        slots[slot].pausedUntil = nil
         guard let node = slots[slot].node else { return }
         if slots[slot].held.servingSince != nil { endServingSpan(slot) }
         coverage.nodes.add(node.paths)

@@ -83,10 +83,14 @@ struct RandomizedScenarioTests {
     /// merged as diverged, they could vote on nothing until their merge committed, which
     /// needed their votes. A master with no commit of its own now recovers again for such a
     /// commit (RecoveryTests).
+    /// 67343508225671411 (sweep of 24efdaa): the simulator's mistake. s3 was paused, then
+    /// crashed: a request that reached its node while it was down waited for the end of the
+    /// pause and was read by its next process 2.6 s later, after another master had
+    /// answered it. A dead process is not paused (`Simulator.retire`).
     @Test(arguments: [201_891, 7_528_329_571_238_363, 24_626_623_335_572_833, 59_173_201_733_146_931,
                       7_158_042_588_230_730, 57_029_967_662_365_281, 57_029_967_662_418_143, 57_029_967_662_266_243,
                       57_029_967_662_505_678, 40_962_941_174_097_513, 57_029_967_662_419_115,
-                      57_029_967_662_539_837] as [UInt64])
+                      57_029_967_662_539_837, 67_343_508_225_671_411] as [UInt64])
     func formerFailures(seed: UInt64) {
         let report = Simulator.run(seed: seed)
         #expect(report.passed, "\(report)")
