@@ -251,6 +251,12 @@ class Cluster:
                 n.proc.wait()
 
 
+def three_nodes(cluster):
+    """Nodes 1, 2 and 3 added to `cluster`, and the master they converge on."""
+    nodes = [cluster.add(i) for i in (1, 2, 3)]
+    return nodes, cluster.wait_converged(30)
+
+
 class GroupClient:
     """A BEP 15 client that sends to an address (the group) and keeps every reply, so a
     test can tell one reply from two."""

@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import Cluster, GroupClient, fail, free_udp_port, log, make_torrent  # noqa: E402
+from _harness import Cluster, GroupClient, fail, free_udp_port, log, make_torrent, three_nodes  # noqa: E402
 from admin_cli import admin  # noqa: E402
 from common import tracker_binary  # noqa: E402
 
@@ -48,8 +48,7 @@ def main():
     cluster = Cluster(f"access{os.getpid()}", free_udp_port())
     work = tempfile.mkdtemp(prefix="access-policy-")
     try:
-        nodes = [cluster.add(i) for i in (1, 2, 3)]
-        master = cluster.wait_converged(30)
+        nodes, master = three_nodes(cluster)
         slaves = [n for n in nodes if n is not master]
         token = cluster.admin_token_file
         listed = [os.urandom(20).hex() for _ in range(1500)]  # two changes of at most 1,000

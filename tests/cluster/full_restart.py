@@ -20,7 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import Cluster, GroupClient, fail, free_udp_port, log, make_torrent  # noqa: E402
+from _harness import Cluster, GroupClient, fail, free_udp_port, log, make_torrent, three_nodes  # noqa: E402
 from access_policy import outcome, policy  # noqa: E402
 from admin_cli import admin  # noqa: E402
 
@@ -49,8 +49,7 @@ def main():
     cluster = Cluster(f"restart{os.getpid()}", free_udp_port())
     work = tempfile.mkdtemp(prefix="full-restart-")
     try:
-        nodes = [cluster.add(i) for i in (1, 2, 3)]
-        master = cluster.wait_converged(30)
+        nodes, master = three_nodes(cluster)
         token = cluster.admin_token_file
         paths, hashes = [], []
         for name in ("kept-first.bin", "kept-second.bin"):
