@@ -218,6 +218,13 @@ extension Simulator {
     /// The operator stops the node cleanly: it tells the others and empties its store.
     mutating func shutDown(_ s: Int) {
         let wasRunning = slots[s].isRunning
+        // A failing store takes neither the kept data nor the wipe: what memory held
+        // beyond the disk is lost, as in a crash (seed 7805815623691140: a registration
+        // committed while the store failed, then a clean stop).
+        if slots[s].disk.failing, let node = slots[s].node, slots[s].disk.lastTxid < node.replica.lastCommitted.txid {
+            slots[s].generation += 1
+            slots[s].operatorGeneration += 1
+        }
         step(s, .shutdown, label: "shutdown")
         retire(s)
         slots[s].node = nil
