@@ -540,8 +540,7 @@ public final class SQLiteRepository {
             for t in torrents where catalogue.refusal(t) == nil { catalogue.apply(.register(t)) }
             for change in AccessPolicy().missing(access.sortedRules) { catalogue.apply(change) }
             catalogue.apply(.setAccessMode(access.mode))
-            let counts = bases.sorted { $0.key < $1.key }.map { KeptEntry.completed($0.key, $0.value) }
-            for change in Catalogue.restoring(counts) { catalogue.apply(change) }
+            for change in Catalogue.restoring(KeptEntry.completions(bases)) { catalogue.apply(change) }
             return catalogue
         } catch {
             throw RepositoryError("cannot read operator data from \(path): \(error)")

@@ -198,8 +198,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         // With --db, the completion counts of registered torrents go to the file too (the
         // catalogue's other entries were written as they changed).
         guard let repository, let writer, let kept = try? await loop.submit({ [self] in keptCatalogue }).get() else { return }
-        let counts = kept.completedBase.sorted { $0.key < $1.key }.map { KeptEntry.completed($0.key, $0.value) }
-        for change in Catalogue.restoring(counts) {
+        for change in Catalogue.restoring(kept.keptCompletionBases) {
             do {
                 try await writer.runIfActive(eventLoop: loop) { try repository.record(change, in: kept) }.get()
             } catch {

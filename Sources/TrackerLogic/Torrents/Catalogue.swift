@@ -237,10 +237,12 @@ public struct Catalogue: Hashable, Sendable {
     /// mode, last, so no announce is refused for a rule not yet there. What a standalone
     /// node's kept operator data is put back with when its service starts.
     public var rebuildingChanges: [CatalogueChange] {
-        let counts = completedBase.sorted { $0.key < $1.key }.map { KeptEntry.completed($0.key, $0.value) }
-        return sorted.map(CatalogueChange.register) + AccessPolicy().missing(access.sortedRules)
-            + (access.mode == .open ? [] : [.setAccessMode(access.mode)]) + Catalogue.restoring(counts)
+        sorted.map(CatalogueChange.register) + AccessPolicy().missing(access.sortedRules)
+            + (access.mode == .open ? [] : [.setAccessMode(access.mode)]) + Catalogue.restoring(keptCompletionBases)
     }
+
+    /// The completion bases as kept entries, in hash order.
+    public var keptCompletionBases: [KeptEntry] { KeptEntry.completions(completedBase) }
 
     /// This catalogue with `store`'s completions of registered torrents' swarms taken in
     /// as bases (`completedBase`): what a standalone node keeps when its service stops.

@@ -87,6 +87,11 @@ public enum KeptEntry: Hashable, Sendable {
         }
     }
 
+    /// Completion counts by swarm hash as kept entries, in hash order.
+    public static func completions(_ counts: [InfoHash: Int]) -> [KeptEntry] {
+        counts.sorted { $0.key < $1.key }.map { .completed($0.key, $0.value) }
+    }
+
     /// The bytes of the torrent file it carries, if any (what bounds a change's size).
     var fileBytes: Int { if case .torrent(let t, _) = self { t.file.count } else { 0 } }
 }
