@@ -47,6 +47,25 @@ struct StatementBinder {
         bind(r.lastAnnounce.milliseconds)
     }
 
+    /// An address as the text every reader of the repository sees (`IPAddress.description`).
+    /// An IPv4 address, nearly every peer's, is formatted on the stack: the string the
+    /// description builds was a fifth of the peer log's CPU.
+    mutating func bind(_ ip: IPAddress) {
+        guard case .v4(let v) = ip else { return bind(ip.description) }
+        let rc = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 16) { text in
+            var n = 0
+            for shift in [24, 16, 8, 0] as [UInt32] {
+                if shift != 24 { text[n] = 0x2E; n += 1 }  // "."
+                let octet = Int(v >> shift & 0xFF)
+                if octet >= 100 { text[n] = CChar(0x30 + octet / 100); n += 1 }
+                if octet >= 10 { text[n] = CChar(0x30 + octet / 10 % 10); n += 1 }
+                text[n] = CChar(0x30 + octet % 10); n += 1
+            }
+            return sqlite3_bind_text(handle, index, text.baseAddress, Int32(n), Self.transient)
+        }
+        next(rc)
+    }
+
     mutating func bind(_ value: String) {
         var value = value
         let rc = value.withUTF8 { utf8 in

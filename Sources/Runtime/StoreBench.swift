@@ -61,7 +61,7 @@ public enum StoreBench {
         guard !peers.isEmpty else { throw RepositoryError("no peers to announce") }
         var rng = SeededGenerator(seed: seed &+ 1)
         var txid = snapshot.lastCommitted.txid
-        var wall = 0.0, cpu = 0.0, writes = 0, transactions = 0, done = 0
+        var wall = 0.0, cpu = 0.0, writes = 0, transactions = 0, done = 0, logged = 0
         while done < announces {
             var group: [StoreWrite] = []
             for _ in 0..<perWrite where done < announces {
@@ -79,7 +79,14 @@ public enum StoreBench {
                 txid += 1
                 let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: updates)
                 guard replica.commit(tx) else { throw RepositoryError("transaction \(txid) did not commit") }
-                group.append(.commit(CommitRows(tx, replica: replica)))
+                let rows = CommitRows(tx, replica: replica)
+                group.append(.commit(rows))
+                // As a node does (`NodeContext.commitLocally`): an image once the log is long.
+                logged += rows.peerRows
+                if PeerImage.isDue(loggedRows: logged, peerCount: replica.store.peerCount, minimumRows: ClusterConfig().peerImageMinimumRows) {
+                    group.append(.peerImage(PeerImage(lastCommitted: tx.ref, store: replica.store)))
+                    logged = 0
+                }
                 done += count
                 transactions += 1
             }

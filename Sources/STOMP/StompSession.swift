@@ -13,6 +13,10 @@ public enum StompEvent {
 public struct StompStats: Sendable, Equatable {
     public var sent = 0
     public var received = 0
+    /// The bodies of the frames counted in `sent` and `received`, in bytes: what the
+    /// cluster's messages cost the broker, apart from STOMP's headers.
+    public var bodyBytesSent = 0
+    public var bodyBytesReceived = 0
     public var droppedWhileDown = 0
     public var connectionsLost = 0
     public var errorFrames = 0
@@ -158,6 +162,7 @@ public struct StompSession {
         headers += extra
         headers.append(("content-length", "\(body.readableBytes)"))
         stats.sent += 1
+        stats.bodyBytesSent &+= body.readableBytes
         lastSent = now
         return [.write(.frame(StompFrame("SEND", headers: headers, body: body)), on: a)]
     }
@@ -263,6 +268,7 @@ public struct StompSession {
             }
         case "MESSAGE":
             stats.received += 1
+            stats.bodyBytesReceived &+= frame.body.readableBytes
             out.append(.deliver(.message(destination: frame["destination"] ?? "", headers: frame.headers, body: frame.body)))
         case "ERROR":
             stats.errorFrames += 1
@@ -361,9 +367,15 @@ public struct StompSession {
         out.append(.deliver(.ready))
     }
 
+    /// `activemq.noLocal`: the broker does not hand a connection back what it sent itself.
+    /// A node's own frames on the cluster topic (a master's PREPARE and COMMIT, every
+    /// keepalive) would otherwise cross the broker once more and be parsed only to be
+    /// dropped (a third of a PREPARE's deliveries in a 3-node cluster). A broker that does
+    /// not know the header ignores it; the reader still drops its own by their sender.
     mutating func sendSubscribe(_ destination: String, id: String, on attempt: Attempt) {
         out.append(.write(.frame(StompFrame("SUBSCRIBE", headers: [("destination", destination), ("id", id), ("ack", "auto"),
-                                                                   ("receipt", "r-\(id)")])), on: attempt))
+                                                                   ("activemq.noLocal", "true"), ("receipt", "r-\(id)")])),
+                          on: attempt))
     }
 
     /// Heart-beats as negotiated by `StompHeartbeat` (every value from the broker clamped).

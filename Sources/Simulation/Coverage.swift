@@ -25,6 +25,8 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case largeStrictClusterPartitioned
     /// Every node was down at once, the last of them stopped cleanly.
     case clusterStopped
+    /// A node handed its disk an image of its peers, and it held exactly what the disk did.
+    case peerImageWritten
 
     public var description: String {
         switch self {
@@ -39,6 +41,7 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .pauseRightAfterStart: return "pause within a second of a start"
         case .largeStrictClusterPartitioned: return "strict cluster of 6+ partitioned"
         case .clusterStopped: return "whole cluster stopped, then restarted"
+        case .peerImageWritten: return "peer image written"
         }
     }
 }

@@ -32,6 +32,21 @@ struct SimDisk {
         }
     }
 
+    /// `PeerImage`'s invariant: the image is of the commit the disk holds last, and it
+    /// holds exactly the disk's peers (the runtime writes its peer rows from it). It
+    /// changes no row, and settles nothing: a crash may still take the commits before it,
+    /// queued with it in the runtime's writer.
+    func holds(_ image: PeerImage) -> Bool {
+        var rows = settled
+        for r in recent { rows.apply(r) }
+        guard rows.lastCommitted == image.lastCommitted else { return false }
+        var peers: [InfoHash: [PeerKey: PeerRecord]] = [:]
+        for swarm in image.store.content() where !swarm.peers.isEmpty {
+            peers[swarm.infoHash] = Dictionary(swarm.peers.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        }
+        return rows.peers == peers
+    }
+
     mutating func replace(with snapshot: Snapshot) {
         settled.replace(with: snapshot)
         recent = []
@@ -71,6 +86,11 @@ extension Simulator {
                 slots[slot].disk.write(rows)
             case .persistSnapshot(let s):
                 slots[slot].disk.replace(with: s)
+            case .persistPeerImage(let image):
+                guard slots[slot].disk.holds(image) else {
+                    return fail("s\(slot) handed its disk a peer image of \(image.lastCommitted) that is not what the disk holds")
+                }
+                coverage.count(.peerImageWritten)
             case .persistEpoch(let e):
                 slots[slot].disk.epoch = max(slots[slot].disk.epoch, e)
             case .wipeStore:

@@ -174,7 +174,8 @@ extension Simulator {
             let bytes = BEP15Codec.encode(response)
             if network.lost() { return }
             queue.push(now + network.delay(slot), .reply(p, bytes))
-        case .persist, .persistSnapshot, .persistEpoch, .wipeStore, .probeStore, .keepOperatorData, .dropKeptOperatorData:
+        case .persist, .persistSnapshot, .persistPeerImage, .persistEpoch, .wipeStore, .probeStore, .keepOperatorData,
+             .dropKeptOperatorData:
             performStore(action, from: slot)
         case .committed(let quorum, _):
             if let id = slots[slot].nodeID, let v = checker.committed(quorum, by: id) { fail(v) }

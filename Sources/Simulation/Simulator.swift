@@ -144,6 +144,9 @@ public struct Simulator {
             return 0
         }.max() ?? 0
         c.receiveSkew = Milliseconds(scenario.maxDelay - scenario.minDelay + slowest + 2)
+        // Images as often as a scenario's few peers allow, so each one is checked
+        // (`SimDisk.holds`); a real node logs 65,536 rows first.
+        c.peerImageMinimumRows = 4
         self.config = c
         var t = TrackerConfig()
         t.announceInterval = scenario.announceInterval

@@ -20,6 +20,7 @@ extension Simulator {
             }
         case .persist(let rows): return "persist \(rows.lastCommitted)"
         case .persistSnapshot(let s): return "persist snapshot \(s.lastCommitted)"
+        case .persistPeerImage(let image): return "persist peer image \(image.lastCommitted) (\(image.store.peerCount) peers)"
         case .persistEpoch(let e): return "persist epoch \(e)"
         case .wipeStore: return "wipe store"
         case .keepOperatorData(let entries): return "keep \(entries.count) operator entries"

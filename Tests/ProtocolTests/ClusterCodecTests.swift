@@ -19,6 +19,39 @@ struct ClusterCodecTests {
         #expect(try ClusterCodec.decode(ByteBuffer(bytes: expected)).get() == env)
     }
 
+    /// A PREPARE's announce in its compact form (kind 9): the counters and the instant as
+    /// LEB128 varints. The fixed-width form (kind 1) of older masters still reads.
+    @Test func prepareCarriesCompactAnnounces() throws {
+        let announce = Announce(infoHash: InfoHash(a: 1, b: 2, c: 3), peerID: PeerID(a: 4, b: 5, c: 6),
+                                endpoint: PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881), uploaded: 0, downloaded: 300,
+                                left: -1, event: .started, at: Instant(milliseconds: 1_700_000_000_000))
+        let env = ClusterEnvelope(from: NodeID(2), incarnation: 9, epoch: epoch, to: nil, message: .prepare(
+            Transaction(ref: TxRef(epoch: epoch, txid: 11), updates: [.announce(announce)]),
+            previous: TxRef(epoch: epoch, txid: 10), previousDigest: 7))
+        let header = "544b 01 06 00000002 0000000000000009 0000000300000002 00000000 0000000300000002 000000000000000b 00000001"
+        let tail = "0000000300000002 000000000000000a 0000000000000007"
+        let compact = bytes(header + """
+            09 0000000000000001 0000000000000002 00000003 02
+            0000000000000004 0000000000000005 00000006 04 0a000001 1ae1
+            00 ac02 ffffffffffffffffff01 80d095ffbc31
+            """ + tail)
+        #expect(ClusterCodec.encode(env).allBytes == compact)
+        #expect(try ClusterCodec.decode(ByteBuffer(bytes: compact)).get() == env)
+        let fixedWidth = bytes(header + """
+            01 0000000000000001 0000000000000002 00000003 02
+            0000000000000004 0000000000000005 00000006 04 0a000001 1ae1
+            0000000000000000 000000000000012c ffffffffffffffff 0000018bcfe56800
+            """ + tail)
+        #expect(try ClusterCodec.decode(ByteBuffer(bytes: fixedWidth)).get() == env)
+        // One value, one encoding: a trailing zero byte and an eleventh byte are refused.
+        var padded = compact
+        padded.replaceSubrange(padded.count - 30..<padded.count - 24, with: bytes("80d095ffbcb100"))
+        #expect(ClusterCodec.decode(ByteBuffer(bytes: padded)) == .failure(ClusterDecodingError("varint with a trailing zero byte")))
+        var long = compact
+        long.replaceSubrange(long.count - 40..<long.count - 30, with: bytes("ffffffffffffffffff03"))
+        #expect(ClusterCodec.decode(ByteBuffer(bytes: long)) == .failure(ClusterDecodingError("varint beyond 64 bits")))
+    }
+
     @Test func voteAndCommitBytes() throws {
         let vote = ClusterEnvelope(from: NodeID(1), incarnation: 1, epoch: epoch, to: NodeID(2),
                                    message: .vote(txid: 11, digest: 0xABCD, verdict: .storeFailed))

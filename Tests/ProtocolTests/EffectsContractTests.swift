@@ -23,6 +23,32 @@ struct EffectsContractTests: MasterFixture {
         #expect(NodeAction.exit(reason: .leftCluster).storeOutcome(ok: false) == nil)
     }
 
+    /// A node asks its store for a peer image right after the rows of the commit that made
+    /// its log long enough (`PeerImage.isDue`), and then counts again from zero.
+    @Test func aPeerImageFollowsTheRowsOfTheCommitThatMadeTheLogLong() throws {
+        var (n, t) = masterWithTwoSlaves(peerImageMinimumRows: 3)
+        var persisted: [TxRef] = [], images: [PeerImage] = []
+        for tid in 1...7 as ClosedRange<UInt32> {
+            let tx = try announce(tid, peerNumber: 1, &n, at: &t)
+            for action in vote(1, tx, .ok, &n, at: t) {
+                switch action {
+                case .persist(let rows): persisted.append(rows.lastCommitted)
+                case .persistPeerImage(let image):
+                    #expect(persisted.last == image.lastCommitted, "right after the rows of the commit it is of")
+                    #expect(image.lastCommitted == n.replica.lastCommitted && image.store.peerCount == 1)
+                    images.append(image)
+                default: break
+                }
+            }
+        }
+        // One peer: due at 3 logged rows (the minimum is over twice the peers), then 3 more.
+        #expect(persisted.count == 7)
+        #expect(images.map { persisted.firstIndex(of: $0.lastCommitted) } == [2, 5])
+        #expect(PeerImage.isDue(loggedRows: 199, peerCount: 100, minimumRows: 10) == false)
+        #expect(PeerImage.isDue(loggedRows: 200, peerCount: 100, minimumRows: 10))
+        #expect(PeerImage.isDue(loggedRows: Int.max - 1, peerCount: Int.max, minimumRows: 10) == false, "no overflow")
+    }
+
     /// A host learns the node's status and its topic from the actions alone: each change
     /// is said once, in order, each starting where the last one ended, and the topic once.
     @Test func statusChangesAndTheTopicAreSaidOnce() {

@@ -50,8 +50,9 @@ protocol MasterFixture {
 extension MasterFixture {
     /// n3, master of a 3-node cluster (strict quorum: 2 of 3), followed by n1 and n2,
     /// both confirmed at the empty repository.
-    func masterWithTwoSlaves() -> (TrackerNode, Instant) {
+    func masterWithTwoSlaves(peerImageMinimumRows: Int = ClusterConfig().peerImageMinimumRows) -> (TrackerNode, Instant) {
         var config = ClusterConfig()
+        config.peerImageMinimumRows = peerImageMinimumRows
         config.quorum = .strict
         config.clusterSize = 3
         var n = TrackerNode(id: NodeID(3), incarnation: 3000, config: config,
@@ -82,10 +83,11 @@ extension MasterFixture {
     }
 
     /// An announce from `peer`, then the tick that sends its PREPARE: the transaction.
-    func announce(_ tid: UInt32, _ n: inout TrackerNode, at t: inout Instant) throws -> Transaction {
+    /// `peerNumber` names the peer (by default, each transaction id is another peer).
+    func announce(_ tid: UInt32, peerNumber: UInt32? = nil, _ n: inout TrackerNode, at t: inout Instant) throws -> Transaction {
         let request = BEP15Codec.encode(.announce(AnnounceRequest(
             connectionID: ids.issue(for: peer.ip, now: t), transactionID: tid,
-            infoHash: InfoHash(a: 1, b: 2, c: 3), peerID: PeerID(a: 4, b: 5, c: tid), downloaded: 0, left: 100, uploaded: 0,
+            infoHash: InfoHash(a: 1, b: 2, c: 3), peerID: PeerID(a: 4, b: 5, c: peerNumber ?? tid), downloaded: 0, left: 100, uploaded: 0,
             event: .started, key: 1, numWant: 10, port: peer.port)))
         var actions = n.step(.peer(request, from: peer), now: t)
         t = t + Milliseconds(5)

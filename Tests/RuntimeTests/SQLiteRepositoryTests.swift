@@ -67,7 +67,7 @@ import TrackerRuntime
     @Test(arguments: [1, 2, 3, 4, 5] as [UInt64], [1, 7, SQLiteRepository.defaultFoldThreshold])
     func commitsLandAsTheReplicaHoldsThem(seed: UInt64, foldThreshold: Int) throws {
         let path = tempPath()
-        let repo = try SQLiteRepository(path: path, foldThreshold: foldThreshold)
+        let repo = try SQLiteRepository(path: path, foldThreshold: foldThreshold, foldRatio: 0)
         var replica = Replica()
         // The simulator's disk: the same rows, kept as values.
         var model = RepositoryRows()
@@ -90,7 +90,7 @@ import TrackerRuntime
         #expect(replica.history.runs.count == 2)
         try expectSame(repo, replica)
         // A process that restarts on the file reads the log it left and goes on from it.
-        let reopened = try SQLiteRepository(path: path, foldThreshold: foldThreshold)
+        let reopened = try SQLiteRepository(path: path, foldThreshold: foldThreshold, foldRatio: 0)
         try expectSame(reopened, replica)
         for txid in 301...330 as ClosedRange<UInt64> {
             let tx = Transaction(ref: TxRef(epoch: Epoch(term: 2, master: NodeID(2)), txid: txid),
@@ -105,7 +105,7 @@ import TrackerRuntime
     /// left in the log: its latest row decides.
     @Test(arguments: [1, 2, 3, 100])
     func theLatestLoggedRowOfAPeerWins(foldThreshold: Int) throws {
-        let repo = try SQLiteRepository(path: tempPath(), foldThreshold: foldThreshold)
+        let repo = try SQLiteRepository(path: tempPath(), foldThreshold: foldThreshold, foldRatio: 0)
         var replica = Replica()
         var txid: UInt64 = 0
         func announce(_ n: UInt32, _ event: AnnounceEvent, at t: Int64) -> SwarmUpdate {
@@ -124,6 +124,77 @@ import TrackerRuntime
         try commit([announce(1, .none, at: 40)])
         try expectSame(repo, replica)
         #expect(try repo.counts() == (1, 2))
+    }
+
+    /// An IPv4 address goes in as the text `IPAddress.description` gives (formatted on the
+    /// stack, not by it), every octet width included.
+    @Test func addressesAreStoredAsTheirText() throws {
+        let path = tempPath()
+        let repo = try SQLiteRepository(path: path)
+        var replica = Replica()
+        let ips: [IPAddress] = [.v4(0), .v4(0xFFFF_FFFF), .v4(0x0A00_6409), .v4(0x0102_0304), .v4(0x6463_0A01), .v6(0x2001_0DB8_0000_0000, 1)]
+        let tx = Transaction(ref: TxRef(epoch: epoch, txid: 1), updates: ips.enumerated().map { i, ip in .announce(Announce(
+            infoHash: hash(1), peerID: PeerID(a: 1, b: 1, c: UInt32(i)), endpoint: PeerEndpoint(ip: ip, port: 6881),
+            uploaded: 0, downloaded: 0, left: 10, event: .started, at: Instant(milliseconds: 5))) })
+        replica.commit(tx)
+        try repo.perform(.commit(CommitRows(tx, replica: replica)))
+        let stored = try DatabaseQueue(path: path).read { try String.fetchAll($0, sql: "SELECT ip FROM peer_log ORDER BY seq") }
+        #expect(stored == ips.map(\.description))
+        #expect(stored.prefix(5) == ["0.0.0.0", "255.255.255.255", "10.0.100.9", "1.2.3.4", "100.99.10.1"])
+        try expectSame(repo, replica)
+    }
+
+    /// A peer image rewrites the peers from memory and empties the log, over the commit it
+    /// is of only; the rows read back are the replica's.
+    @Test func aPeerImageRewritesThePeersOverItsCommitOnly() throws {
+        let path = tempPath()
+        let repo = try SQLiteRepository(path: path)
+        var replica = Replica()
+        var rng = SeededGenerator(seed: 77)
+        func logRows() throws -> Int { try DatabaseQueue(path: path).read { try Int.fetchOne($0, sql: "SELECT count(*) FROM peer_log") ?? -1 } }
+        for txid in 1...40 as ClosedRange<UInt64> {
+            let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: (0..<5).map { _ in randomUpdate(&rng, at: 1000 + Int64(txid)) })
+            replica.commit(tx)
+            try repo.perform(.commit(CommitRows(tx, replica: replica)))
+        }
+        // An image of an earlier commit than the file holds changes nothing.
+        let stale = PeerImage(lastCommitted: TxRef(epoch: epoch, txid: 39), store: replica.store)
+        let before = try logRows()
+        try repo.perform(.peerImage(stale))
+        #expect(try logRows() == before && before > 0)
+        try repo.perform(.peerImage(PeerImage(lastCommitted: replica.lastCommitted, store: replica.store)))
+        #expect(try logRows() == 0)
+        try expectSame(repo, replica)
+        // Commits after it log again, over the image's rows.
+        for txid in 41...50 as ClosedRange<UInt64> {
+            let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: (0..<5).map { _ in randomUpdate(&rng, at: 1000 + Int64(txid)) })
+            replica.commit(tx)
+            try repo.perform(.commit(CommitRows(tx, replica: replica)))
+        }
+        try expectSame(repo, replica)
+        try expectSame(try SQLiteRepository(path: path), replica)
+    }
+
+    /// A fold comes due by the base's size: the log grows to `foldRatio` times the rows
+    /// the base held after the last fold (a fold costs what the base's pages cost, so a
+    /// longer log pays for it over more announces), and never below the threshold.
+    @Test func theNextFoldIsDueAtARatioOfTheBase() throws {
+        let path = tempPath()
+        let repo = try SQLiteRepository(path: path, foldThreshold: 2, foldRatio: 4)
+        var replica = Replica()
+        func logRows() throws -> Int { try DatabaseQueue(path: path).read { try Int.fetchOne($0, sql: "SELECT count(*) FROM peer_log") ?? -1 } }
+        var seen: [Int] = []
+        for n in 1...11 as ClosedRange<UInt32> {
+            let tx = Transaction(ref: TxRef(epoch: epoch, txid: UInt64(n)), updates: [.announce(Announce(
+                infoHash: hash(1), peerID: PeerID(a: 1, b: 1, c: n), endpoint: PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881),
+                uploaded: 0, downloaded: 0, left: 10, event: .started, at: Instant(milliseconds: Int64(n))))])
+            replica.commit(tx)
+            try repo.perform(.commit(CommitRows(tx, replica: replica)))
+            seen.append(try logRows())
+        }
+        // Folded at 2 rows (the threshold: the base was empty), then at 4 × 2 = 8.
+        #expect(seen == [1, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1])
+        try expectSame(repo, replica)
     }
 
     @Test func severalCommitsOfOneStepConvergeOnTheLastState() throws {

@@ -29,6 +29,30 @@ import Testing
         return s
     }
 
+    /// What crossed the broker, in frames and in body bytes (the benchmark's per-announce figures).
+    @Test func countsTheBodyBytesItSendsAndReceives() {
+        var s = ready()
+        _ = s.send(to: "/topic/cluster", body: ByteBuffer(string: "abcd"), now: t0)
+        _ = s.received(frame("MESSAGE", [("destination", "/topic/cluster")], body: "xyz"), on: 1, now: t0)
+        #expect(s.stats.sent == 1 && s.stats.bodyBytesSent == 4)
+        #expect(s.stats.received == 1 && s.stats.bodyBytesReceived == 3)
+    }
+
+    /// Our own frames must not come back through the broker: each SUBSCRIBE asks for that.
+    @Test func subscriptionsAskTheBrokerNotToEchoOurOwnFrames() {
+        var s = StompSession(settings: settings())
+        _ = s.subscribe("/topic/a")
+        _ = s.start(now: t0)
+        _ = s.connected(1, now: t0)
+        let subscribes = s.received(frame("CONNECTED", [("heart-beat", "1000,1000")]), on: 1, now: t0).compactMap { action -> StompFrame? in
+            if case .write(.frame(let f), _) = action, f.command == "SUBSCRIBE" { return f }
+            return nil
+        }
+        #expect(subscribes.count == 1)
+        #expect(subscribes.first?["activemq.noLocal"] == "true")
+        #expect(subscribes.first?["destination"] == "/topic/a")
+    }
+
     @Test func connectsSubscribesAndIsReadyOnceEveryReceiptIsIn() {
         var s = StompSession(settings: settings())
         #expect(lines(s.subscribe("/topic/a")) == [])

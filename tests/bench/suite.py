@@ -7,7 +7,9 @@ each concurrency level. Rounds alternate the targets (A B C, A B C, …) so that
 the machine (thermal, other tenants) spreads over all of them; each figure is the median
 over the rounds. For each target and concurrency it prints responses/s, p50/p99 latency,
 CPU microseconds per response (utime + stime of the serving processes from /proc, the
-broker included for the cluster) and peak RSS (VmHWM), then the ratios the issue asks for,
+broker included for the cluster; for the cluster also by process, and the frames and body
+bytes through the broker per response from the nodes' /metrics) and peak RSS (VmHWM),
+then the ratios the issue asks for,
 the repository's resident bytes per tracked peer (`tracker bench --memory`: 100,000
 swarms of 10 peers, without and with 10 % completions), and the time a node that joins
 empty takes to receive a master's 1,000,000 peers (tests/bench/transfer.py).
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
@@ -67,12 +70,30 @@ def peak_rss_kib(pid):
 class Target:
     """A tracker under test: where to send, which processes serve, how to stop them."""
 
-    def __init__(self, name, address, pids, stop, bench_args=(), parts=()):
+    def __init__(self, name, address, pids, stop, bench_args=(), parts=(), metrics=()):
         self.name, self.address, self.pids, self.stop = name, address, pids, stop
         self.bench_args = list(bench_args)
+        # The cluster nodes' /metrics URLs: what crossed the broker, summed over the nodes.
+        self.metrics = list(metrics)
         # (label, pid, tid or None): the CPU of each, reported apart (the cluster's
         # master, followers, broker and each node's store writer thread).
         self.parts = list(parts)
+
+
+BROKER_COUNTERS = ("tracker_broker_frames_sent_total", "tracker_broker_frames_received_total",
+                   "tracker_broker_bytes_sent_total", "tracker_broker_bytes_received_total")
+
+
+def broker_counters(urls):
+    """Each node's frames and body bytes to and from the broker, summed over `urls`."""
+    totals = dict.fromkeys(BROKER_COUNTERS, 0.0)
+    for url in urls:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                name, _, value = line.partition(" ")
+                if name in totals:
+                    totals[name] += float(value)
+    return totals
 
 
 def wait_udp(address, seconds=15):
@@ -152,18 +173,21 @@ def start_cluster(started_broker):
         parts.append((f"{role} n{n.node_id}", n.proc.pid, None))
         parts += [(f"  n{n.node_id} store writer", n.proc.pid, tid) for tid in thread_ids(n.proc.pid, "store-writer")]
     parts.append(("broker", broker, None))
-    return Target("3-node cluster (ActiveMQ, SQLite)", address, pids, cluster.stop, parts=parts), cluster
+    metrics = [f"http://127.0.0.1:{n.http}/metrics" for n in cluster.nodes]
+    return Target("3-node cluster (ActiveMQ, SQLite)", address, pids, cluster.stop, parts=parts, metrics=metrics), cluster
 
 
 def measure(target, seconds, concurrency):
     before = {pid: cpu_seconds(pid) for pid in target.pids}
     parts_before = [cpu_seconds(pid, tid) for _, pid, tid in target.parts]
+    broker_before = broker_counters(target.metrics) if target.metrics else None
     out = subprocess.run([tracker_binary(), "bench", "--target", target.address, "--duration", str(seconds),
                           "--concurrency", str(concurrency), "--torrents", str(TORRENTS),
                           "--scrape-every", str(SCRAPE_EVERY), *target.bench_args],
                          capture_output=True, text=True, timeout=seconds + 60)
     after = {pid: cpu_seconds(pid) for pid in target.pids}
     parts_after = [cpu_seconds(pid, tid) for _, pid, tid in target.parts]
+    broker_after = broker_counters(target.metrics) if target.metrics else None
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
         fail(f"bench against {target.name} failed: {out.stdout[-500:]} {out.stderr[-500:]}")
@@ -172,6 +196,11 @@ def measure(target, seconds, concurrency):
     result["cpu_us_per_response"] = cpu * 1e6 / max(result["responses"], 1)
     result["breakdown_us_per_response"] = {label: (a - b) * 1e6 / max(result["responses"], 1)
                                            for (label, _, _), b, a in zip(target.parts, parts_before, parts_after)}
+    if broker_before:
+        # Frames and bytes into the broker (what the nodes sent) and out of it (what they
+        # received), per response: the cost of replication the broker carries.
+        result["broker_per_response"] = {k: (broker_after[k] - broker_before[k]) / max(result["responses"], 1)
+                                          for k in BROKER_COUNTERS}
     return result
 
 
@@ -280,6 +309,12 @@ def report(targets, levels, runs, rss, memory, transfer, json_path):
         for label, _, _ in t.parts:
             cells = (statistics.median(r["breakdown_us_per_response"][label] for r in runs[(t.name, c)]) for c in levels)
             print(f"{label:24}" + "".join(f"{cell:>10.2f}" for cell in cells))
+        if all("broker_per_response" in r for c in levels for r in runs[(t.name, c)]):
+            print("through the broker, per response (every node's frames and body bytes, median over the rounds):")
+            for key, label in (("tracker_broker_frames_sent_total", "frames in"), ("tracker_broker_frames_received_total", "frames out"),
+                               ("tracker_broker_bytes_sent_total", "bytes in"), ("tracker_broker_bytes_received_total", "bytes out")):
+                cells = (statistics.median(r["broker_per_response"][key] for r in runs[(t.name, c)]) for c in levels)
+                print(f"{label:24}" + "".join(f"{cell:>10.3f}" if "frames" in key else f"{cell:>10.1f}" for cell in cells))
     print()
     if ot and st:
         print(f"standalone / opentracker (best of each): responses/s {st[0] / ot[0]:.2f}× (target ≥ 1.3×), "

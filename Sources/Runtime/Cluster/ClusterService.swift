@@ -227,6 +227,8 @@ public final class ClusterService: @unchecked Sendable {
             store(.commit(rows), for: action)
         case .persistSnapshot(let snapshot):
             store(.snapshot(snapshot), for: action)
+        case .persistPeerImage(let image):
+            store(.peerImage(image), for: action)
         case .persistEpoch(let epoch):
             store(.epoch(epoch), for: action)
         case .wipeStore:

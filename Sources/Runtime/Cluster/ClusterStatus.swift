@@ -42,6 +42,7 @@ extension ClusterService {
         s.protocolPaths = Dictionary(uniqueKeysWithValues: ProtocolPath.allCases.map { ($0.description, node.paths[$0]) })
         s.broker = NodeStatus.BrokerStatus(
             connected: stomp?.isReady ?? false, connectedTo: stomp?.connectedTo?.url, problem: stomp?.problem, sent: stomp?.stats.sent ?? 0, received: stomp?.stats.received ?? 0,
+            bytesSent: stomp?.stats.bodyBytesSent ?? 0, bytesReceived: stomp?.stats.bodyBytesReceived ?? 0,
             droppedWhileDown: stomp?.stats.droppedWhileDown ?? 0, connectionsLost: stomp?.stats.connectionsLost ?? 0,
             errorFrames: stomp?.stats.errorFrames ?? 0, badFrames: stomp?.stats.badFrames ?? 0,
             badClusterMessages: stats.rejected.values.reduce(0, +),

@@ -77,7 +77,7 @@ public final class StoreWriter: @unchecked Sendable {
         let promise = loop.makePromise(of: Void.self)
         let start = queue.withLockedValue { q -> Start in
             q.writes.append((write, promise))
-            if case .commit = write {} else { q.urgent = true }
+            if !write.mayWait { q.urgent = true }
             return nextStart(&q)
         }
         begin(start)
@@ -129,8 +129,8 @@ public final class StoreWriter: @unchecked Sendable {
                     return []
                 }
                 var n = 1
-                if case .commit = q.writes[0].0 {
-                    while n < min(q.writes.count, Self.maxBatch), case .commit = q.writes[n].0 { n += 1 }
+                if q.writes[0].0.mayWait {
+                    while n < min(q.writes.count, Self.maxBatch), q.writes[n].0.mayWait { n += 1 }
                 }
                 defer { q.writes.removeFirst(n) }
                 return Array(q.writes.prefix(n))
@@ -191,4 +191,15 @@ public final class StoreWriter: @unchecked Sendable {
     }
 
     public func shutdown() { try? pool.syncShutdownGracefully() }
+}
+
+extension StoreWrite {
+    /// Commits, and the peer image that follows one, gather for `commitInterval` and go
+    /// to SQLite together; anything else goes at once.
+    var mayWait: Bool {
+        switch self {
+        case .commit, .peerImage: true
+        case .snapshot, .epoch, .wipe, .keep, .probe: false
+        }
+    }
 }

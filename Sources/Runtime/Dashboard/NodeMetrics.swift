@@ -51,6 +51,8 @@ public final class NodeMetrics: Sendable {
                 ("tracker_held_requests_answered_total", [], status.heldAnswered, "Requests received while no master served, answered after the election"),
                 ("tracker_broker_frames_sent_total", [], status.broker.sent, "Frames sent to the broker"),
                 ("tracker_broker_frames_received_total", [], status.broker.received, "Frames received from the broker"),
+                ("tracker_broker_bytes_sent_total", [], status.broker.bytesSent, "Bytes of the bodies of frames sent to the broker"),
+                ("tracker_broker_bytes_received_total", [], status.broker.bytesReceived, "Bytes of the bodies of frames received from the broker"),
                 ("tracker_broker_connections_lost_total", [], status.broker.connectionsLost, "Broker connections lost"),
             ]
             counters += status.broker.rejectedClusterMessages.sorted { $0.key < $1.key }.map {

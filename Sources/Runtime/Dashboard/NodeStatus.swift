@@ -28,6 +28,8 @@ public struct NodeStatus: Codable, Sendable {
         var problem: String?
         var sent = 0
         var received = 0
+        var bytesSent = 0
+        var bytesReceived = 0
         var droppedWhileDown = 0
         var connectionsLost = 0
         var errorFrames = 0

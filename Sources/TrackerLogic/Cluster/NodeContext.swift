@@ -38,6 +38,8 @@
     @usableFromInline var paths = PathCounts()
     /// The catalogue changed in this step (`NodeAction.catalogueChanged` at its end).
     var catalogueChanged = false
+    /// Peer rows persisted since the store last got a `PeerImage`.
+    var loggedPeerRows = 0
     /// What the disk holds while the replica is not it: a recovering master's own diverged
     /// state, replaced in memory by the state it fetched. Written over before the merge
     /// that carries it back has committed, a crash of every node holding it loses what only
@@ -154,7 +156,15 @@
     mutating func commitLocally(_ tx: Transaction) {
         guard replica.commit(tx) else { return }
         // While the store fails, writes are skipped; it is rewritten whole once it heals.
-        if storeHealthy && durableDiverged == nil { out.append(.persist(CommitRows(tx, replica: replica))) }
+        if storeHealthy && durableDiverged == nil {
+            let rows = CommitRows(tx, replica: replica)
+            out.append(.persist(rows))
+            loggedPeerRows &+= rows.peerRows
+            if PeerImage.isDue(loggedRows: loggedPeerRows, peerCount: replica.store.peerCount, minimumRows: config.peerImageMinimumRows) {
+                out.append(.persistPeerImage(PeerImage(lastCommitted: replica.lastCommitted, store: replica.store)))
+                loggedPeerRows = 0
+            }
+        }
         if !catalogueChanged { catalogueChanged = tx.updates.contains { if case .catalogue = $0 { true } else { false } } }
     }
 

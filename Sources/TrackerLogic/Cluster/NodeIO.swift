@@ -42,6 +42,10 @@ public enum NodeAction: Hashable, Sendable {
     case persist(CommitRows)
     /// Replace the whole stored repository (after a snapshot or a store repair).
     case persistSnapshot(Snapshot)
+    /// Write the stored peers afresh from this image of the replica, taken right after
+    /// the commit persisted last, and drop the logged rows that led there (`PeerImage`).
+    /// A store that does not hold that commit ignores it.
+    case persistPeerImage(PeerImage)
     /// Record the highest epoch seen, so a restarted node never reuses one.
     case persistEpoch(Epoch)
     /// Empty the stored repository (clean shutdown; a merged-away diverged state).
@@ -131,7 +135,7 @@ extension NodeAction {
     /// epoch is durable) and a probe's: a committed transaction's write needs no answer.
     public func storeOutcome(ok: Bool, detail: String = "") -> NodeEvent? {
         switch self {
-        case .persist, .persistSnapshot, .wipeStore, .keepOperatorData, .dropKeptOperatorData:
+        case .persist, .persistSnapshot, .persistPeerImage, .wipeStore, .keepOperatorData, .dropKeptOperatorData:
             return ok ? nil : .storeResult(ok: false, detail: detail)
         case .persistEpoch(let epoch): return ok ? .epochStored(epoch) : .storeResult(ok: false, detail: detail)
         case .probeStore: return .storeResult(ok: ok, detail: detail)
@@ -169,6 +173,9 @@ public struct ClusterConfig: Sendable, Hashable {
     public var voteTimeout = Milliseconds(250)
     /// Re-sends of a PREPARE before silent voters count as down.
     public var voteRetries = 2
+    /// A node hands its store an image of its peers (`PeerImage`) once it has logged
+    /// this many peer rows since the last one (and twice its peers).
+    public var peerImageMinimumRows = 65_536
     /// Peer requests a non-serving node holds for a new master to answer (see
     /// `HeldRequests`): at most this many…
     public var heldRequests = 4096
@@ -206,6 +213,7 @@ public struct ClusterConfig: Sendable, Hashable {
         c.batchDelay = Milliseconds(min(max(batchDelay.value, 0), 60_000))
         c.voteTimeout = Milliseconds(min(max(voteTimeout.value, 1), 60_000))
         c.voteRetries = min(max(voteRetries, 0), 100)
+        c.peerImageMinimumRows = min(max(peerImageMinimumRows, 1), 1 << 40)
         c.heldRequests = min(max(heldRequests, 0), 1 << 20)
         c.heldRequestWindow = Milliseconds(min(max(heldRequestWindow.value, 0), 600_000))
         c.receiveSkew = Milliseconds(min(max(receiveSkew.value, 0), 60_000))

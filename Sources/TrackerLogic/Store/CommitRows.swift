@@ -49,6 +49,8 @@ public struct CommitRows: Hashable, Sendable {
     /// Whether any change is an expiry (rows then come and go in bulk).
     public var expires = false
     public var swarms: [SwarmRow] = []
+    /// How many of `changes` are peer rows (what a store logs).
+    public var peerRows = 0
 
     /// The rows `tx` changed, read from `replica` right after it committed `tx`.
     public init(_ tx: Transaction, replica: Replica) {
@@ -61,6 +63,7 @@ public struct CommitRows: Hashable, Sendable {
             case .announce(let a):
                 let record = replica.store.peer(a.key, in: a.infoHash)
                 changes.append(.peer(a.infoHash, a.key, record))
+                peerRows += 1
                 if a.event == .completed { changes.append(.completion(a.infoHash, a.key)) }
                 if record == nil || a.event == .completed { recount.insert(a.infoHash) }
             case .merge(let m):
