@@ -138,9 +138,9 @@ public struct PeerRequestHandler: Sendable {
     /// Why a new announce cannot be held: the tracker or the swarm is full.
     func capacityProblem(_ r: AnnounceRequest, source: PeerEndpoint, store: SwarmStore) -> String? {
         let ip = config.trustAnnouncedIP && r.ip != 0 && source.ip.family == .v4 ? IPAddress.v4(r.ip) : source.ip
-        let occupancy = store.occupancy(of: r.infoHash, holding: PeerKey(peerID: r.peerID, ip: ip))
-        return capacityProblem(peers: occupancy?.peers, swarms: store.swarmCount, totalPeers: store.peerCount,
-                               holdsPeer: { occupancy?.holdsKey == true })
+        // Whether the peer is held is a lookup into its swarm: asked only at a limit.
+        return capacityProblem(peers: store.peerCount(in: r.infoHash), swarms: store.swarmCount, totalPeers: store.peerCount,
+                               holdsPeer: { store.peer(PeerKey(peerID: r.peerID, ip: ip), in: r.infoHash) != nil })
     }
 
     /// The same, from the announce's swarm: how many peers it holds (nil: no such swarm

@@ -118,9 +118,9 @@ struct SwarmTests {
                 return peers >= maxPeers && !holds() ? "swarm full" : nil
             }
             let outcome = oneAccess.announce(a, wanting: 5, rng: &rngA, admit: admit)
-            let occupancy = threeSteps.occupancy(of: hash, holding: a.key)
             let expected: AnnounceOutcome
-            if a.event != .stopped, let refusal = admit(occupancy?.peers, threeSteps.swarmCount, threeSteps.peerCount, { occupancy?.holdsKey == true }) {
+            if a.event != .stopped, let refusal = admit(threeSteps.peerCount(in: hash), threeSteps.swarmCount, threeSteps.peerCount,
+                                                        { threeSteps.peer(a.key, in: hash) != nil }) {
                 expected = .refused(refusal)
             } else {
                 threeSteps.apply(.announce(a))

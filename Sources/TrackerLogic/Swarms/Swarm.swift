@@ -49,8 +49,6 @@ public struct Swarm: Sendable {
 
     func holds(_ key: PeerKey) -> Bool { key.ip.family == .v4 ? v4.contains(key) : v6.contains(key) }
 
-    func occupancy(holding key: PeerKey) -> (peers: Int, holdsKey: Bool) { (peerCount, holds(key)) }
-
     /// What one change did to the swarm's digest sum and counts (the repository keeps
     /// the totals). `sum` wraps: it is a difference modulo 2^64.
     struct Change {

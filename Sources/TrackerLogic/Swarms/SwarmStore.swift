@@ -97,13 +97,10 @@ public struct SwarmStore: Sendable {
 
     public subscript(infoHash: InfoHash) -> Swarm? { swarms[infoHash] }
 
-    /// How many peers the swarm holds and whether `key` is one of them (nil: no such
-    /// swarm): all that the capacity check of every announce needs. The swarm is still
-    /// copied out of the dictionary to answer (a retain per table it holds);
-    /// `Dictionary` offers no borrowing read to avoid it.
-    public func occupancy(of infoHash: InfoHash, holding key: PeerKey) -> (peers: Int, holdsKey: Bool)? {
+    /// How many peers a swarm holds, read in place; nil when the store does not hold it.
+    public func peerCount(in infoHash: InfoHash) -> Int? {
         guard let i = swarms.index(forKey: infoHash) else { return nil }
-        return swarms.values[i].occupancy(holding: key)
+        return swarms.values[i].peerCount
     }
 
     /// One peer's record, read in place (`store[infoHash]?.peer(key)` copies the swarm
