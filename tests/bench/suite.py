@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Benchmark suite (issue 11): Debian's opentracker, `tracker run` standalone and a 3-node
-cluster over ActiveMQ under the same `tracker bench` load, in one run on this machine.
+cluster over ActiveMQ under the same `tracker bench` load, in one run on this machine; the
+cluster twice: behind a multicast group, and with floating addresses, where only the
+master receives peer datagrams.
 
 Load: 10,000 torrents of 20 peers, num_want 50, one scrape (5 hashes) per 100 requests, at
 each concurrency level. Rounds alternate the targets (A B C, A B C, …) so that drift of
@@ -15,8 +17,8 @@ swarms of 10 peers, without and with 10 % completions), and the time a node that
 empty takes to receive a master's 1,000,000 peers (tests/bench/transfer.py).
 
 Usage: suite.py [--seconds S] [--rounds N] [--concurrency 64,256,1024] [--threads 1,2]
-                [--smoke] [--json FILE] [--skip-cluster] [--skip-opentracker] [--skip-memory]
-                [--skip-transfer]
+                [--smoke] [--json FILE] [--skip-cluster] [--skip-floating] [--skip-opentracker]
+                [--skip-memory] [--skip-transfer]
 """
 # test.sh: quiet machine (it judges latency under load, so background builds are frozen while it runs)
 import argparse
@@ -155,16 +157,24 @@ def broker_pid():
         fail(f"cannot read the broker's pid from: {out}")
 
 
-def start_cluster(started_broker):
+def start_cluster(started_broker, floating=False):
+    """Three nodes behind a multicast group (every node receives every request), or with
+    `floating`, each bound to a floating address of its own on loopback, the load sent to
+    the master's: as on hosts where keepalived moves one address to the master, only the
+    master receives peer datagrams (keepalives then travel on the broker only)."""
     if subprocess.run([os.path.join(HERE, "..", "..", "scripts", "activemq.sh"), "status"],
                       capture_output=True).returncode != 0:
         activemq("start")
         started_broker.append(True)
-    cluster = Cluster(f"bench{os.getpid()}", free_udp_port())
+    port = free_udp_port()
+    cluster = Cluster(f"bench{os.getpid()}{'f' if floating else ''}", port)
     for node_id in (1, 2, 3):
-        cluster.add(node_id)
+        if floating:
+            cluster.add(node_id, peer_args=["--floating", f"127.0.0.{10 + node_id}:{port}"])
+        else:
+            cluster.add(node_id)
     master = cluster.wait_converged(30)
-    address = f"{cluster.group[0]}:{cluster.group[1]}"
+    address = f"127.0.0.{10 + master.node_id}:{port}" if floating else f"{cluster.group[0]}:{cluster.group[1]}"
     broker = broker_pid()
     pids = [n.proc.pid for n in cluster.nodes] + [broker]
     parts = []
@@ -174,7 +184,8 @@ def start_cluster(started_broker):
         parts += [(f"  n{n.node_id} store writer", n.proc.pid, tid) for tid in thread_ids(n.proc.pid, "store-writer")]
     parts.append(("broker", broker, None))
     metrics = [f"http://127.0.0.1:{n.http}/metrics" for n in cluster.nodes]
-    return Target("3-node cluster (ActiveMQ, SQLite)", address, pids, cluster.stop, parts=parts, metrics=metrics), cluster
+    name = "3-node cluster, floating address" if floating else "3-node cluster (ActiveMQ, SQLite)"
+    return Target(name, address, pids, cluster.stop, parts=parts, metrics=metrics), cluster
 
 
 def measure(target, seconds, concurrency):
@@ -212,6 +223,7 @@ def main():
     parser.add_argument("--threads", default="1")
     parser.add_argument("--smoke", action="store_true", help="seconds-long run, one round, one concurrency")
     parser.add_argument("--skip-cluster", action="store_true")
+    parser.add_argument("--skip-floating", action="store_true", help="no cluster in floating-address mode")
     parser.add_argument("--skip-opentracker", action="store_true")
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--skip-transfer", action="store_true")
@@ -228,9 +240,15 @@ def main():
         if not a.skip_opentracker:
             targets += [start_opentracker(work, 1), start_opentracker(work, 2)]
         targets += [start_standalone(work, t) for t in threads]
+        clusters = []
         if not a.skip_cluster:
             target, cluster = start_cluster(started_broker)
             targets.append(target)
+            clusters.append(cluster)
+            if not a.skip_floating:
+                target, floating = start_cluster(started_broker, floating=True)
+                targets.append(target)
+                clusters.append(floating)
         log(f"{len(targets)} targets, concurrency {levels}, {a.rounds} round(s) of {a.seconds} s each")
         runs = {}  # (name, concurrency) -> [result]
         for r in range(a.rounds):
@@ -300,7 +318,7 @@ def report(targets, levels, runs, rss, memory, transfer, json_path):
                   f"{cpu:>11.2f} {rss[t.name] / 1024:>12.1f}")
     ot = max((v for k, v in best.items() if k.startswith("opentracker")), default=None)
     st = max((v for k, v in best.items() if k.startswith("tracker standalone")), default=None)
-    cl = next((v for k, v in best.items() if k.startswith("3-node")), None)
+    clusters = [(k, v) for k, v in best.items() if k.startswith("3-node")]
     for t in targets:
         if not t.parts:
             continue
@@ -319,8 +337,8 @@ def report(targets, levels, runs, rss, memory, transfer, json_path):
     if ot and st:
         print(f"standalone / opentracker (best of each): responses/s {st[0] / ot[0]:.2f}× (target ≥ 1.3×), "
               f"CPU per response {st[1] / ot[1]:.2f}× (target ≤ 0.8×)")
-    if st and cl:
-        print(f"3-node cluster / standalone (best of each): responses/s {cl[0] / st[0]:.3f}×, "
+    for name, cl in clusters if st else []:
+        print(f"{name} / standalone (best of each): responses/s {cl[0] / st[0]:.3f}×, "
               f"CPU per response {cl[1] / st[1]:.2f}× (target ≤ 3.0×; every process, the broker included)")
     for m in memory:
         print(f"repository memory: {m['peers']} peers in {m['torrents']} swarms, {m['completed']} completions: "
