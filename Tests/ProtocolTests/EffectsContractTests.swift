@@ -23,6 +23,32 @@ struct EffectsContractTests: MasterFixture {
         #expect(NodeAction.exit(reason: .leftCluster).storeOutcome(ok: false) == nil)
     }
 
+    /// A master with more to propose lets its next PREPARE carry the commit point (its
+    /// `previous`): no COMMIT goes alone. With nothing queued, the COMMIT goes.
+    @Test func theNextPrepareCarriesTheCommitPointWhenTheMasterIsBusy() throws {
+        var (n, t) = masterWithTwoSlaves()
+        let first = try announce(1, &n, at: &t)
+        // A second announce arrives while the first is voted on: it waits in the queue.
+        let second = BEP15Codec.encode(.announce(AnnounceRequest(
+            connectionID: ids.issue(for: peer.ip, now: t), transactionID: 2, infoHash: InfoHash(a: 1, b: 2, c: 3),
+            peerID: PeerID(a: 4, b: 5, c: 2), downloaded: 0, left: 100, uploaded: 0, event: .started, key: 1, numWant: 10,
+            port: peer.port)))
+        #expect(n.step(.peer(second, from: peer), now: t).isEmpty)
+        func broadcasts(_ actions: [NodeAction]) -> [ClusterMessage] {
+            actions.compactMap { if case .broadcast(let e) = $0 { e.message } else { nil } }
+        }
+        let afterFirst = broadcasts(vote(1, first, .ok, &n, at: t))
+        #expect(!afterFirst.contains { if case .commit = $0 { true } else { false } }, "\(afterFirst)")
+        let next = try #require(afterFirst.compactMap { m -> (Transaction, TxRef, UInt64)? in
+            if case .prepare(let tx, let previous, let digest) = m { (tx, previous, digest) } else { nil }
+        }.first)
+        #expect(next.1 == first.ref && next.2 == first.digest)
+        #expect(n.paths[.commitCarriedByPrepare] == 1)
+        let afterSecond = broadcasts(vote(1, next.0, .ok, &n, at: t + Milliseconds(1)))
+        #expect(afterSecond.contains { $0 == .commit(next.0.ref, digest: next.0.digest) }, "idle: the COMMIT goes alone")
+        #expect(n.paths[.commitCarriedByPrepare] == 1)
+    }
+
     /// A node asks its store for a peer image right after the rows of the commit that made
     /// its log long enough (`PeerImage.isDue`), and then counts again from zero.
     @Test func aPeerImageFollowsTheRowsOfTheCommitThatMadeTheLogLong() throws {

@@ -201,6 +201,34 @@ extension HeldRequestTests {
         #expect(replies(actions).contains { $0.0.transactionID == 33 } == !masterNamesUnseenCommits)
     }
 
+    /// A PREPARE whose `previous` commits the transaction before it (a busy master sends no
+    /// COMMIT for it) decides that transaction's announces as its COMMIT would: a new
+    /// master does not answer them a second time.
+    @Test func aPrepareCarryingTheCommitPointIsTheDecision() {
+        var (n2, lastHeard) = slaveOfADeadMaster()
+        let heldAt = lastHeard + Milliseconds(100)
+        _ = n2.step(.peer(announce(33, from: announcer, at: heldAt), from: announcer), now: heldAt)
+        func update(_ source: PeerEndpoint, _ c: UInt32) -> SwarmUpdate {
+            .announce(Announce(infoHash: InfoHash(a: 1, b: 2, c: 3), peerID: PeerID(a: 4, b: 5, c: c), endpoint: source,
+                               uploaded: 0, downloaded: 0, left: 100, event: .started, at: heldAt))
+        }
+        let tx1 = Transaction(ref: TxRef(epoch: e3, txid: 1), updates: [update(announcer, 6)])
+        let tx2 = Transaction(ref: TxRef(epoch: e3, txid: 2), updates: [update(late, 7)])
+        func fromMaster(_ m: ClusterMessage) -> NodeEvent {
+            .cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil, message: m))
+        }
+        _ = n2.step(fromMaster(.prepare(tx1, previous: .zero, previousDigest: 0)), now: heldAt + Milliseconds(10))
+        _ = n2.step(fromMaster(.prepare(tx2, previous: tx1.ref, previousDigest: tx1.digest)), now: heldAt + Milliseconds(20))
+        #expect(n2.replica.lastCommitted == tx1.ref, "the PREPARE of tx2 committed tx1")
+        var (actions, t) = electUntilServing(&n2, from: heldAt + Milliseconds(20) + ClusterConfig().downAfter)
+        #expect(n2.isServing)
+        for _ in 0..<20 {
+            t = t + Milliseconds(10)
+            actions += n2.step(.tick, now: t)
+        }
+        #expect(!replies(actions).contains { $0.0.transactionID == 33 })
+    }
+
     /// An announce the master refuses at once (here by the access policy) was answered the
     /// moment it was read, as a connect is: any word of the master after it shows that, a
     /// keepalive as much as a COMMIT. Fresh seeds 57029967662365281 and 57029967662418143:

@@ -213,7 +213,7 @@ struct RandomizedScenarioTests {
     @Test func traceListsEveryEvent() {
         let report = Simulator.run(seed: 12, trace: true)
         #expect(report.trace.count >= report.events / 2)
-        #expect(report.trace.contains { $0.contains("PREPARE") && $0.contains("COMMIT") })
+        #expect(report.trace.contains { $0.contains("PREPARE") } && report.trace.contains { $0.contains("COMMIT") })
         #expect(report.replayCommand == "swift run tracker simulate --seed 12 --trace")
     }
 }

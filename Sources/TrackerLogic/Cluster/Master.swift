@@ -295,7 +295,14 @@ struct Master: NodeRole, Sendable {
         ctx.held.evidence.heard(committed: f.tx.ref, at: now, holding: f.tx.ref)
         lastDigest = f.tx.digest
         inFlight = nil
-        ctx.broadcast(.commit(f.tx.ref, digest: f.tx.digest))
+        // The commit point rides on the PREPARE that follows at once when the queue holds
+        // more (its `previous` and `previousDigest` commit this transaction at every
+        // replica that prepared it, as raft's leader carries its commit index; held
+        // requests count it as a decision, `HeldRequests.Evidence.heard`): a COMMIT goes
+        // alone only when the master has nothing more to propose now. Either leaves in the
+        // step that answers the transaction's announces.
+        let carried = !queue.isEmpty && retryAfter.map { now >= $0 } != false
+        if !carried { ctx.broadcast(.commit(f.tx.ref, digest: f.tx.digest)) }
         for (node, ok) in f.votes.sorted(by: { $0.key < $1.key }) where ok {
             ctx.membership.update(node) { $0.confirmed = f.tx.ref }
         }
@@ -312,6 +319,9 @@ struct Master: NodeRole, Sendable {
         }
         if !queue.isEmpty { batchDeadline = now }
         tryPrepare(in: &ctx, now)
+        if carried {
+            if inFlight?.previous == f.tx.ref { ctx.paths.count(.commitCarriedByPrepare) } else { ctx.broadcast(.commit(f.tx.ref, digest: f.tx.digest)) }
+        }
     }
 
     mutating func abortInFlight(reason: String, in ctx: inout NodeContext, _ now: Instant) {

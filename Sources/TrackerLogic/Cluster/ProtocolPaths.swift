@@ -38,6 +38,9 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case transactionCommitted
     /// A transaction missed its quorum and was aborted (the peers get a BEP 15 error).
     case transactionAborted
+    /// A master committed a transaction and its next PREPARE, sent at once, carried the
+    /// commit point: no COMMIT went alone.
+    case commitCarriedByPrepare
     /// A PREPARE was sent again because votes were missing at the timeout.
     case prepareResent
     /// Voters silent past every retry were counted as down.
@@ -52,7 +55,8 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     /// The master counted an OK from a slave it had not counted on as a voter (its
     /// previous OK came after that transaction committed).
     case unconfirmedVoteCounted
-    /// A slave learned from the next PREPARE of a COMMIT it missed, and applied it.
+    /// A slave committed the transaction it prepared on seeing the next PREPARE: the
+    /// commit point that PREPARE carried in place of a COMMIT, or a COMMIT it missed.
     case missedCommitApplied
     /// The master sent a node the tail of its log.
     case catchUpSent
@@ -106,13 +110,14 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .strictRecoveryHalted: return "strict-mode recovery halted"
         case .transactionCommitted: return "transaction committed"
         case .transactionAborted: return "transaction aborted"
+        case .commitCarriedByPrepare: return "commit carried by the next prepare"
         case .prepareResent: return "prepare resent"
         case .silentVotersDropped: return "silent voters dropped"
         case .voteNotInSync: return "vote not-in-sync sent"
         case .notInSyncVoteCounted: return "vote not-in-sync counted"
         case .voteStoreFailed: return "vote store-failed sent"
         case .unconfirmedVoteCounted: return "vote from a slave behind by one vote counted"
-        case .missedCommitApplied: return "missed commit applied"
+        case .missedCommitApplied: return "prepared transaction committed by the next prepare"
         case .catchUpSent: return "log-tail catch-up sent"
         case .catchUpApplied: return "log-tail catch-up applied"
         case .staleCatchUpIgnored: return "stale catch-up ignored"
