@@ -15,6 +15,11 @@ import TrackerRuntime
         FileManager.default.temporaryDirectory.appendingPathComponent("repo-\(UUID().uuidString).sqlite").path
     }
 
+    /// Rows in the peer log, read from the file.
+    func logRows(_ path: String) throws -> Int {
+        try DatabaseQueue(path: path).read { try Int.fetchOne($0, sql: "SELECT count(*) FROM peer_log") ?? -1 }
+    }
+
     func hash(_ n: UInt32) -> InfoHash { InfoHash(a: 0xABCD, b: UInt64(n), c: n) }
 
     func torrent(_ name: String) throws -> RegisteredTorrent {
@@ -151,7 +156,6 @@ import TrackerRuntime
         let repo = try SQLiteRepository(path: path)
         var replica = Replica()
         var rng = SeededGenerator(seed: 77)
-        func logRows() throws -> Int { try DatabaseQueue(path: path).read { try Int.fetchOne($0, sql: "SELECT count(*) FROM peer_log") ?? -1 } }
         for txid in 1...40 as ClosedRange<UInt64> {
             let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: (0..<5).map { _ in randomUpdate(&rng, at: 1000 + Int64(txid)) })
             replica.commit(tx)
@@ -159,11 +163,11 @@ import TrackerRuntime
         }
         // An image of an earlier commit than the file holds changes nothing.
         let stale = PeerImage(lastCommitted: TxRef(epoch: epoch, txid: 39), store: replica.store)
-        let before = try logRows()
+        let before = try logRows(path)
         try repo.perform(.peerImage(stale))
-        #expect(try logRows() == before && before > 0)
+        #expect(try logRows(path) == before && before > 0)
         try repo.perform(.peerImage(PeerImage(lastCommitted: replica.lastCommitted, store: replica.store)))
-        #expect(try logRows() == 0)
+        #expect(try logRows(path) == 0)
         try expectSame(repo, replica)
         // Commits after it log again, over the image's rows.
         for txid in 41...50 as ClosedRange<UInt64> {
@@ -182,7 +186,6 @@ import TrackerRuntime
         let path = tempPath()
         let repo = try SQLiteRepository(path: path, foldThreshold: 2, foldRatio: 4)
         var replica = Replica()
-        func logRows() throws -> Int { try DatabaseQueue(path: path).read { try Int.fetchOne($0, sql: "SELECT count(*) FROM peer_log") ?? -1 } }
         var seen: [Int] = []
         for n in 1...11 as ClosedRange<UInt32> {
             let tx = Transaction(ref: TxRef(epoch: epoch, txid: UInt64(n)), updates: [.announce(Announce(
@@ -190,7 +193,7 @@ import TrackerRuntime
                 uploaded: 0, downloaded: 0, left: 10, event: .started, at: Instant(milliseconds: Int64(n))))])
             replica.commit(tx)
             try repo.perform(.commit(CommitRows(tx, replica: replica)))
-            seen.append(try logRows())
+            seen.append(try logRows(path))
         }
         // Folded at 2 rows (the threshold: the base was empty), then at 4 × 2 = 8.
         #expect(seen == [1, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1])
