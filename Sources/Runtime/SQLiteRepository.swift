@@ -378,9 +378,12 @@ public final class SQLiteRepository {
         var rows = 0
         let sql = PeerRowTarget.base.sql
         let base = try db.cachedStatement(sql: sql)
-        for swarm in image.store.content() {
+        // Swarm by swarm, not `content()`: that would hold every peer a second time.
+        let swarms = image.store.swarms
+        for hash in swarms.keys.sorted() {
+            guard let swarm = swarms[hash] else { continue }
             for record in swarm.peers.sorted(by: { ($0.peerID, $0.endpoint.ip) < ($1.peerID, $1.endpoint.ip) }) {
-                try write(swarm.infoHash, record.key, record, into: base, sql: sql, db)
+                try write(hash, record.key, record, into: base, sql: sql, db)
                 rows += 1
             }
         }
