@@ -340,6 +340,15 @@ def report(targets, levels, runs, rss, memory, transfer, json_path):
     for name, cl in clusters if st else []:
         print(f"{name} / standalone (best of each): responses/s {cl[0] / st[0]:.3f}×, "
               f"CPU per response {cl[1] / st[1]:.2f}× (target ≤ 3.0×; every process, the broker included)")
+    for name, _ in clusters:
+        # The latency targets: p99 at about half the cluster's best load, p50 at the lightest.
+        rps = {c: median(runs[(name, c)], "responses_per_second") for c in levels}
+        best_rps = max(rps.values())
+        at_half = min(levels, key=lambda c: abs(rps[c] - best_rps / 2))
+        lightest = min(levels)
+        print(f"{name}: p99 {median(runs[(name, at_half)], 'p99_us') / 1000:.1f} ms at c={at_half} "
+              f"({rps[at_half] / best_rps:.2f} of its best responses/s; target ≤ 10 ms at half), "
+              f"p50 {median(runs[(name, lightest)], 'p50_us') / 1000:.1f} ms at c={lightest} (target ≤ 7 ms)")
     for m in memory:
         print(f"repository memory: {m['peers']} peers in {m['torrents']} swarms, {m['completed']} completions: "
               f"{m['bytes_per_peer']:.1f} bytes per peer")
