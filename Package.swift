@@ -37,6 +37,8 @@ let package = Package(
             name: "STOMP",
             dependencies: [.product(name: "NIOCore", package: "swift-nio")]
         ),
+        // recvmmsg(2) and sendmmsg(2), which Glibc's module hides (they need _GNU_SOURCE).
+        .target(name: "CBatchedUDP"),
         // Deterministic simulator: virtual time, simulated network and stores.
         .target(
             name: "Simulation",
@@ -48,6 +50,7 @@ let package = Package(
             dependencies: [
                 "TrackerLogic",
                 "STOMP",
+                "CBatchedUDP",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -8,18 +8,36 @@ extension PeerEndpoint {
     /// The logic's view of a socket address; `nil` for Unix-domain addresses.
     public init?(_ address: SocketAddress) {
         switch address {
-        case .v4(let a):
-            self.init(ip: .v4(UInt32(bigEndian: a.address.sin_addr.s_addr)), port: UInt16(bigEndian: a.address.sin_port))
-        case .v6(let a):
-            var addr = a.address.sin6_addr
-            let (hi, lo) = withUnsafeBytes(of: &addr) { raw -> (UInt64, UInt64) in
-                var hi: UInt64 = 0, lo: UInt64 = 0
-                for i in 0..<8 { hi = hi << 8 | UInt64(raw[i]) }
-                for i in 8..<16 { lo = lo << 8 | UInt64(raw[i]) }
-                return (hi, lo)
-            }
-            self.init(ip: .v6(hi, lo), port: UInt16(bigEndian: a.address.sin6_port))
-        case .unixDomainSocket:
+        case .v4(let a): self.init(a.address)
+        case .v6(let a): self.init(a.address)
+        case .unixDomainSocket: return nil
+        }
+    }
+
+    init(_ sin: sockaddr_in) {
+        self.init(ip: .v4(UInt32(bigEndian: sin.sin_addr.s_addr)), port: UInt16(bigEndian: sin.sin_port))
+    }
+
+    init(_ sin6: sockaddr_in6) {
+        var addr = sin6.sin6_addr
+        let (hi, lo) = withUnsafeBytes(of: &addr) { raw -> (UInt64, UInt64) in
+            var hi: UInt64 = 0, lo: UInt64 = 0
+            for i in 0..<8 { hi = hi << 8 | UInt64(raw[i]) }
+            for i in 8..<16 { lo = lo << 8 | UInt64(raw[i]) }
+            return (hi, lo)
+        }
+        self.init(ip: .v6(hi, lo), port: UInt16(bigEndian: sin6.sin6_port))
+    }
+
+    /// A source address as recvmsg(2) filled it in, read without building a string;
+    /// `nil` for a family other than IPv4 and IPv6, or a length too short for its family.
+    public init?(_ storage: UnsafePointer<sockaddr_storage>, length: socklen_t) {
+        switch Int32(storage.pointee.ss_family) {
+        case AF_INET where Int(length) >= MemoryLayout<sockaddr_in>.size:
+            self.init(UnsafeRawPointer(storage).loadUnaligned(as: sockaddr_in.self))
+        case AF_INET6 where Int(length) >= MemoryLayout<sockaddr_in6>.size:
+            self.init(UnsafeRawPointer(storage).loadUnaligned(as: sockaddr_in6.self))
+        default:
             return nil
         }
     }

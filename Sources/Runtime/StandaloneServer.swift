@@ -7,30 +7,6 @@ import NIOCore
 import NIOPosix
 import TrackerLogic
 
-/// Hands datagrams to the host and writes its replies, on the loop of its socket.
-final class StandaloneHandler: ChannelInboundHandler {
-    typealias InboundIn = AddressedEnvelope<ByteBuffer>
-    typealias OutboundOut = AddressedEnvelope<ByteBuffer>
-
-    let host: StandaloneHost
-
-    init(host: StandaloneHost) { self.host = host }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let envelope = unwrapInboundIn(data)
-        guard let response = host.receive(envelope.data, from: envelope.remoteAddress) else { return }
-        var buffer = context.channel.allocator.buffer(capacity: BEP15Codec.encodedSize(response))
-        BEP15Codec.encode(response, into: &buffer)
-        context.write(wrapOutboundOut(AddressedEnvelope(remoteAddress: envelope.remoteAddress, data: buffer)), promise: nil)
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) { context.flush() }
-
-    func errorCaught(context: ChannelHandlerContext, error: Error) {
-        // A UDP socket reports ICMP errors (peer gone) here; they are not fatal.
-    }
-}
-
 /// The tracker while its service runs, shared by the serving loops.
 struct StandaloneService {
     var tracker: StandaloneTracker
@@ -42,12 +18,13 @@ struct StandaloneService {
 /// the sockets and forgets the swarms, Start binds them again, a provoked failure drops
 /// every request.
 ///
-/// With `threads` > 1 each event loop reads its own SO_REUSEPORT socket on the same
-/// address (the kernel spreads sources over them), and all of them answer from one
-/// tracker under one lock: a peer sees the same swarms whichever socket its address
-/// hashed to. The lock covers deciding and applying a request; reading, encoding and
-/// sending, most of the cost of a datagram, run in parallel. Everything else (config,
-/// sockets, history, timers) lives on the first loop.
+/// Each of `threads` serving threads reads its own socket (`BatchedUDPSocket`; with more
+/// than one, SO_REUSEPORT sockets on the same address, the kernel spreading sources over
+/// them), and all of them answer from one tracker under one lock, taken once per batch:
+/// a peer sees the same swarms whichever socket its address hashed to. The lock covers
+/// deciding and applying requests; reading, encoding and sending, most of the cost of a
+/// datagram, run in parallel. Everything else (config, history, timers, the dashboard)
+/// lives on one event loop.
 public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     let bind: PeerEndpoint
     let threads: Int
@@ -59,7 +36,11 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     let loop: EventLoop
     let logger: Logger
     let service = NIOLockedValueBox<StandaloneService?>(nil)
-    var channels: [Channel] = []
+    /// The serving sockets while the service runs (on the loop), and what completes when
+    /// each one's thread has returned.
+    var sockets: [(socket: BatchedUDPSocket, served: EventLoopFuture<Void>)] = []
+    /// One thread per socket.
+    let servers: NIOThreadPool
     var history = ServiceHistory()
     public let metrics: NodeMetrics
     var timers: [RepeatedTask] = []
@@ -80,10 +61,12 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         self.repository = repository
         writer = repository.map { _ in NIOThreadPool(numberOfThreads: 1) }
         writer?.start()
+        servers = NIOThreadPool(numberOfThreads: threads)
+        servers.start()
     }
 
     /// Binds the sockets and serves until SIGINT or SIGTERM.
-    /// `threads`: event loops, each with its own socket (from `--threads`, at least 1).
+    /// `threads`: serving threads, each with its own socket (from `--threads`, at least 1).
     /// `connectionIDKeys`: from `--connection-id-key-file`; nil draws a random key, so ids
     /// are secret and last as long as the process.
     /// `database`: `--db`, the SQLite file the operator data is kept in.
@@ -106,7 +89,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
             logger.info("operator data restored", metadata: ["torrents": "\(kept.torrents.count)", "access-rules": "\(kept.access.rules.count)",
                                                              "access-mode": "\(kept.access.mode)"])
         }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let host = StandaloneHost(bind: bind, threads: threads, config: config, connectionIDKeys: keys, group: group, logger: logger,
                                   metrics: NodeMetrics(version: monitoring.version, commit: monitoring.commit), repository: repository)
         host.keptCatalogue = kept
@@ -126,11 +109,12 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         await host.stopService()
         try? await host.loop.submit { host.timers.forEach { $0.cancel() } }.get()
         try? await host.writer?.shutdownGracefully()
+        try? await host.servers.shutdownGracefully()
         try? await group.shutdownGracefully()
         logger.info("stopped")
     }
 
-    /// More loops than this only add lock contention.
+    /// More threads than this only add lock contention.
     public static let maxThreads = 64
 
     /// SIGHUP: the live settings of `fresh` apply from the next request on, sockets,
@@ -148,23 +132,15 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
             try await loop.submit { [self] in self.config = fresh }.get()
         }
         let config = try await loop.submit { [self] in self.config }.get()
-        var bound: [Channel] = []
+        var bound: [BatchedUDPSocket] = []
         do {
-            // One socket per loop: the first binds, the others join its address (port 0 included).
+            // One socket per thread: the first binds, the others join its address (port 0 included).
             for _ in 0..<threads {
-                let address = bound.first?.localAddress ?? bind.socketAddress()
-                bound.append(try await DatagramBootstrap(group: group.next())
-                    .channelOption(.socketOption(.so_reuseaddr), value: 1)
-                    .channelOption(.socket(SocketOptionLevel(SOL_SOCKET), SocketOptionName(SO_REUSEPORT)), value: threads > 1 ? 1 : 0)
-                    .channelOption(.datagramVectorReadMessageCount, value: 32)
-                    .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))
-                    .channelInitializer { [self] channel in
-                        channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(StandaloneHandler(host: self)) }
-                    }
-                    .bind(to: address).get())
+                let address = bound.first?.localEndpoint ?? bind
+                bound.append(try BatchedUDPSocket(binding: address, reusePort: threads > 1))
             }
         } catch {
-            for channel in bound { try? await channel.close() }
+            for socket in bound { socket.close() }
             throw ConfigurationError("cannot bind UDP \(bind): \(error)")
         }
         let fresh = StandaloneTracker(
@@ -173,8 +149,10 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         try await loop.submit { [self, bound] in
             var tracker = fresh
             if let keptCatalogue { tracker.install(keptCatalogue) }
-            channels = bound
             service.withLockedValue { $0 = StandaloneService(tracker: tracker) }
+            sockets = bound.map { socket in
+                (socket, servers.runIfActive(eventLoop: loop) { [self] in socket.serve { answer(&$0) } })
+            }
             history.resetCounters()
             history.note(WallClock.now(), kind: "service", text: "service started")
         }.get()
@@ -183,8 +161,8 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     }
 
     func stopService() async {
-        let closing = (try? await loop.submit { [self] () -> [Channel] in
-            defer { channels = [] }
+        let closing = (try? await loop.submit { [self] () -> [(socket: BatchedUDPSocket, served: EventLoopFuture<Void>)] in
+            defer { sockets = [] }
             if let kept = service.withLockedValue({ $0.map { $0.tracker.store.catalogue.keepingCompletions(of: $0.tracker.store) } }) {
                 keptCatalogue = kept
             }
@@ -192,9 +170,13 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
                 logger.info("served peers", metadata: ["datagrams": "\(stats.datagrams)", "error-replies": "\(stats.errorReplies)"])
                 history.note(WallClock.now(), kind: "service", text: "service stopped")
             }
-            return channels
+            return sockets
         }.get()) ?? []
-        for channel in closing { try? await channel.close() }
+        for (socket, _) in closing { socket.stop() }
+        for (socket, served) in closing {
+            try? await served.get()
+            socket.close()
+        }
         // With --db, the completion counts of registered torrents go to the file too (the
         // catalogue's other entries were written as they changed).
         guard let repository, let writer, let kept = try? await loop.submit({ [self] in keptCatalogue }).get() else { return }
@@ -217,31 +199,34 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         })
     }
 
-    /// On the loop of the socket that read the datagram, from the handler.
-    func receive(_ datagram: ByteBuffer, from address: SocketAddress) -> TrackerResponse? {
-        let source = PeerEndpoint(address)
+    /// On the thread of the socket that read the batch: one lock for the whole batch,
+    /// one reading of the clock.
+    func answer(_ batch: inout BatchedUDPSocket.Batch) {
         let now = WallClock.now()
-        let response = service.withLockedValue { service -> TrackerResponse? in
-            service?.stats.datagrams += 1
-            guard let source, service?.silenced == false else { return nil }
-            service?.stats.traffic.received(datagram, from: source)
-            guard let response = service?.tracker.receive(datagram, from: source, now: now) else { return nil }
-            switch response {
-            case .error: service?.stats.errorReplies += 1
-            case .announce: service?.stats.replies += 1; service?.stats.announces += 1
-            default: service?.stats.replies += 1
+        service.withLockedValue { service in
+            service?.stats.datagrams += batch.received
+            guard service?.silenced == false else { return }
+            for (slot, datagram, source) in batch.requests {
+                service?.stats.traffic.received(datagram, from: source)
+                guard let response = service?.tracker.receive(datagram, from: source, now: now) else { continue }
+                switch response {
+                case .error: service?.stats.errorReplies += 1
+                case .announce: service?.stats.replies += 1; service?.stats.announces += 1
+                default: service?.stats.replies += 1
+                }
+                service?.stats.traffic.replied(response, to: source)
+                batch.replies.append((slot, response))
             }
-            service?.stats.traffic.replied(response, to: source)
-            return response
         }
-        if case .error(let e) = response, let source {
-            logger.debug("peer error reply", metadata: ["peer": "\(source)", "message": "\(e.message)"])
+        guard logger.logLevel <= .debug else { return }
+        for (slot, response) in batch.replies {
+            guard case .error(let e) = response, let request = batch.requests.first(where: { $0.slot == slot }) else { continue }
+            logger.debug("peer error reply", metadata: ["peer": "\(request.source)", "message": "\(e.message)"])
         }
-        return response
     }
 
     func statusOnLoop() -> NodeStatus {
-        let running = !channels.isEmpty
+        let running = !sockets.isEmpty
         var s = NodeStatus()
         s.mode = "standalone"
         s.role = running ? "standalone" : "stopped"
@@ -338,7 +323,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
 
     public func control(_ request: ServiceControl) async throws(ControlRefusal) -> String {
         let state = try? await loop.submit { [self] in
-            (running: !channels.isEmpty, silenced: service.withLockedValue { $0?.silenced ?? false })
+            (running: !sockets.isEmpty, silenced: service.withLockedValue { $0?.silenced ?? false })
         }.get()
         guard let state else { throw ControlRefusal("the node is shutting down") }
         switch request {

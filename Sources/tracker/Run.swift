@@ -112,7 +112,7 @@ struct Run: AsyncParsableCommand {
     @Option(help: "UDP address to serve peers on (standalone node), e.g. 127.0.0.1:6969 or [::1]:6969.")
     var udp: String?
 
-    @Option(help: "Standalone node: event loops, each reading its own SO_REUSEPORT socket on the --udp address (1-\(StandaloneHost.maxThreads)).")
+    @Option(help: "Standalone node: serving threads, each reading its own SO_REUSEPORT socket on the --udp address (1-\(StandaloneHost.maxThreads)).")
     var threads: Int = 1
 
     @Option(help: "Cluster node id (1…4294967295), or 'auto' to get one from the master.")
