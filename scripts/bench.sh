@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark suite (tests/bench/suite.py): Debian's opentracker (1 and 2 UDP workers),
 # `tracker run` standalone at each --threads setting and a 3-node cluster over ActiveMQ,
-# same `tracker bench` load, alternating rounds; prints responses/s, p50/p99, CPU µs per
+# same `tracker bench` load, alternating rounds, then opentracker and standalone again under
+# a second generator (tests/bench/udpgen.c); prints responses/s, p50/p99, CPU µs per
 # response, peak RSS and the ratios.
 # Usage: scripts/bench.sh [--seconds S] [--rounds N] [--concurrency 64,256,1024]
 #                         [--threads 1,2] [--smoke] [--json FILE] [--skip-cluster]

@@ -11,14 +11,17 @@ over the rounds. For each target and concurrency it prints responses/s, p50/p99 
 CPU microseconds per response (utime + stime of the serving processes from /proc, the
 broker included for the cluster; for the cluster also by process, and the frames and body
 bytes through the broker per response from the nodes' /metrics) and peak RSS (VmHWM),
-then the ratios the issue asks for,
+then the ratios the issue asks for. Opentracker and the standalone node are then measured
+again under a second load generator, tests/bench/udpgen.c (plain C, recvmmsg, 4 and 8
+sockets, 128 and 512 announces in flight, the same torrents and peers), so that the
+standalone ratios do not rest on one generator's own costs. Then
 the repository's resident bytes per tracked peer (`tracker bench --memory`: 100,000
 swarms of 10 peers, without and with 10 % completions), and the time a node that joins
 empty takes to receive a master's 1,000,000 peers (tests/bench/transfer.py).
 
 Usage: suite.py [--seconds S] [--rounds N] [--concurrency 64,256,1024] [--threads 1,2]
                 [--smoke] [--json FILE] [--skip-cluster] [--skip-floating] [--skip-opentracker]
-                [--skip-memory] [--skip-transfer]
+                [--skip-memory] [--skip-transfer] [--skip-udpgen]
 """
 # test.sh: quiet machine (it judges latency under load, so background builds are frozen while it runs)
 import argparse
@@ -215,6 +218,45 @@ def measure(target, seconds, concurrency):
     return result
 
 
+# udpgen settings: (sockets, announces in flight over all of them).
+UDPGEN_LOADS = ((4, 128), (8, 512))
+
+
+def build_udpgen(work):
+    """Compiles tests/bench/udpgen.c with the system's C compiler (the Swift toolchain's
+    clang if there is no other), and writes the workload's info hashes beside it."""
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not compiler:
+        fail("no C compiler for tests/bench/udpgen.c")
+    binary = os.path.join(work, "udpgen")
+    out = subprocess.run([compiler, "-O2", "-o", binary, os.path.join(HERE, "udpgen.c")], capture_output=True, text=True)
+    if out.returncode != 0:
+        fail(f"udpgen.c does not build: {out.stderr[-800:]}")
+    hashes = os.path.join(work, "udpgen-hashes.txt")
+    with open(hashes, "w") as f:
+        f.write(subprocess.run([tracker_binary(), "bench", "--torrents", str(TORRENTS), "--print-info-hashes"],
+                               capture_output=True, text=True, check=True).stdout)
+    return binary, hashes
+
+
+def measure_udpgen(target, udpgen, seconds, sockets, inflight):
+    """One run of udpgen against `target`: its JSON line, with the target's CPU per response."""
+    binary, hashes = udpgen
+    host, port = target.address.rsplit(":", 1)
+    before = sum(cpu_seconds(pid) for pid in target.pids)
+    out = subprocess.run([binary, host, port, str(sockets), str(max(inflight // sockets, 1)), str(seconds), hashes],
+                         capture_output=True, text=True, timeout=seconds + 60)
+    after = sum(cpu_seconds(pid) for pid in target.pids)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        fail(f"udpgen against {target.name} failed: {out.stdout[-300:]} {out.stderr[-300:]}")
+    result = json.loads(lines[-1])
+    if result["error_replies"] + result["invalid_replies"] > result["responses"] // 100:
+        fail(f"udpgen against {target.name}: {result}")
+    result["cpu_us_per_response"] = (after - before) * 1e6 / max(result["responses"], 1)
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=10)
@@ -227,6 +269,7 @@ def main():
     parser.add_argument("--skip-opentracker", action="store_true")
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--skip-transfer", action="store_true")
+    parser.add_argument("--skip-udpgen", action="store_true", help="no second load generator")
     parser.add_argument("--json", help="write every measurement to this file")
     a = parser.parse_args()
     if a.smoke:
@@ -258,13 +301,25 @@ def main():
                     runs.setdefault((t.name, c), []).append(result)
                     log(f"round {r + 1} c={c} {t.name}: {result['responses_per_second']} resp/s, "
                         f"p99 {result['p99_us'] / 1000:.1f} ms, {result['cpu_us_per_response']:.1f} µs CPU/resp")
+        # The same single trackers under the second generator, alternating as above.
+        generated = {}  # (name, sockets, inflight) -> [result]
+        single = [t for t in targets if not t.parts]
+        if not a.skip_udpgen and any(t.name.startswith("opentracker") for t in single):
+            udpgen = build_udpgen(work)
+            for r in range(a.rounds):
+                for sockets, inflight in UDPGEN_LOADS:
+                    for t in single:
+                        result = measure_udpgen(t, udpgen, a.seconds, sockets, inflight)
+                        generated.setdefault((t.name, sockets, inflight), []).append(result)
+                        log(f"round {r + 1} udpgen {sockets}×{inflight // sockets} {t.name}: {result['responses_per_second']} resp/s, "
+                            f"{result['cpu_us_per_response']:.1f} µs CPU/resp")
         rss = {t.name: sum(peak_rss_kib(p) for p in t.pids) for t in targets}
         for t in targets:
             t.stop()
         targets_stopped = True
         memory = [] if a.skip_memory else measure_memory(100000 if not a.smoke else 10000)
         transfer = None if a.skip_transfer else measure_transfer(1_000_000 if not a.smoke else 50_000)
-        report(targets, levels, runs, rss, memory, transfer, a.json)
+        report(targets, levels, runs, rss, memory, transfer, a.json, generated)
     finally:
         for t in targets if not targets_stopped else []:
             t.stop()
@@ -304,7 +359,7 @@ def median(results, key):
     return statistics.median(r[key] for r in results)
 
 
-def report(targets, levels, runs, rss, memory, transfer, json_path):
+def report(targets, levels, runs, rss, memory, transfer, json_path, generated):
     print(f"\n{'target':44} {'conc':>5} {'resp/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU µs/resp':>11} {'peak RSS MiB':>12}")
     best = {}
     for t in targets:
@@ -333,10 +388,24 @@ def report(targets, levels, runs, rss, memory, transfer, json_path):
                                ("tracker_broker_bytes_sent_total", "bytes in"), ("tracker_broker_bytes_received_total", "bytes out")):
                 cells = (statistics.median(r["broker_per_response"][key] for r in runs[(t.name, c)]) for c in levels)
                 print(f"{label:24}" + "".join(f"{cell:>10.3f}" if "frames" in key else f"{cell:>10.1f}" for cell in cells))
+    if generated:
+        print(f"\nunder udpgen (tests/bench/udpgen.c), median over the rounds:")
+        print(f"{'target':44} {'load':>9} {'resp/s':>8} {'CPU µs/resp':>11}")
+    generated_best = {}
+    for (name, sockets, inflight), rs in generated.items():
+        rps, cpu = median(rs, "responses_per_second"), median(rs, "cpu_us_per_response")
+        if rps > generated_best.get(name, (0, 0))[0]:
+            generated_best[name] = (rps, cpu)
+        print(f"{name:44} {f'{sockets}×{inflight // sockets}':>9} {rps:>8.0f} {cpu:>11.2f}")
     print()
     if ot and st:
         print(f"standalone / opentracker (best of each): responses/s {st[0] / ot[0]:.2f}× (target ≥ 1.3×), "
               f"CPU per response {st[1] / ot[1]:.2f}× (target ≤ 0.8×)")
+    got = max((v for k, v in generated_best.items() if k.startswith("opentracker")), default=None)
+    gst = max((v for k, v in generated_best.items() if k.startswith("tracker standalone")), default=None)
+    if got and gst:
+        print(f"standalone / opentracker under udpgen (best of each): responses/s {gst[0] / got[0]:.2f}× (target ≥ 1.3×), "
+              f"CPU per response {gst[1] / got[1]:.2f}× (target ≤ 0.8×)")
     for name, cl in clusters if st else []:
         print(f"{name} / standalone (best of each): responses/s {cl[0] / st[0]:.3f}×, "
               f"CPU per response {cl[1] / st[1]:.2f}× (target ≤ 3.0×; every process, the broker included)")
@@ -358,6 +427,7 @@ def report(targets, levels, runs, rss, memory, transfer, json_path):
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"runs": [{"target": k[0], "concurrency": k[1], "results": v} for k, v in runs.items()],
+                       "udpgen": [{"target": k[0], "sockets": k[1], "inflight": k[2], "results": v} for k, v in generated.items()],
                        "peak_rss_kib": rss, "memory": memory, "transfer": transfer}, f, indent=1)
 
 
