@@ -101,7 +101,7 @@ import TrackerRuntime
             #expect(PeerEndpoint(p, length: socklen_t(MemoryLayout<sockaddr_in>.size - 1)) == nil)
         }
         let v6 = try #require(PeerEndpoint("[2001:db8::8a2e:370:7334]:6969"))
-        _ = SocketAddress(v6).withSockAddr { sockaddr, length in
+        SocketAddress(v6).withSockAddr { sockaddr, length in
             withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: sockaddr, count: length)) }
         }
         withUnsafePointer(to: &storage) { p in

@@ -1,21 +1,26 @@
-// recvmmsg(2) and sendmmsg(2) for Swift: Glibc's module map compiles <sys/socket.h>
-// without _GNU_SOURCE, which hides them and struct mmsghdr. This header defines it
-// for its own module only.
+// recvmmsg(2) and sendmmsg(2) for Swift. Glibc declares them, and struct mmsghdr, only
+// under _GNU_SOURCE, which this header must not define: every C module that includes
+// <sys/socket.h> has to see the same declarations (clang refuses two definitions of
+// fd_set), so the feature macro lives in CBatchedUDP.c alone and this header declares
+// a struct of the same layout, checked there.
 #ifndef CBATCHEDUDP_H
 #define CBATCHEDUDP_H
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <netinet/in.h>
 
-/// One datagram of a batch: where its bytes are, and (received) where it came from or
-/// (sent) where it goes.
-typedef struct mmsghdr cbatched_message;
+/// One datagram of a batch (struct mmsghdr): where its bytes are, and (received) where it
+/// came from or (sent) where it goes; `msg_len` is the bytes the kernel moved.
+typedef struct {
+    struct msghdr msg_hdr;
+    unsigned int msg_len;
+} cbatched_message;
 
+/// recvmmsg with MSG_WAITFORONE: blocks for the first datagram only, then takes what is
+/// already queued, up to `count`. Returns how many, or -1 with errno.
 int cbatched_recvmmsg(int fd, cbatched_message *messages, unsigned int count);
+
+/// sendmmsg: returns how many were sent, or -1 with errno.
 int cbatched_sendmmsg(int fd, cbatched_message *messages, unsigned int count);
 
 #endif
