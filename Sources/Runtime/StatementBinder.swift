@@ -38,6 +38,17 @@ struct StatementBinder {
         next(rc)
     }
 
+    /// A peer row: its key, then its values, or NULLs (a removal, in the log only).
+    mutating func bind(_ hash: InfoHash, _ key: PeerKey, _ r: PeerRecord?) {
+        bind(hash)
+        bind(key.peerID)
+        bind(key.ip)
+        if let r { bindValues(of: r) } else { index += Self.valueCount }  // cleared bindings are NULL
+    }
+
+    /// How many values `bindValues` binds.
+    static let valueCount: Int32 = 5
+
     /// A peer row's values after its key: port, byte counts, last announce.
     mutating func bindValues(of r: PeerRecord) {
         bind(Int64(r.endpoint.port))

@@ -106,6 +106,32 @@ import TrackerRuntime
         try expectSame(reopened, replica)
     }
 
+    /// Commits of up to 80 updates: their peer rows go into the log 16 to a statement, the
+    /// rest one by one, merges and expiries between them (which fold the log) in their
+    /// place; a peer's rows in one commit may straddle two statements.
+    @Test(arguments: [11, 12, 13] as [UInt64], [7, SQLiteRepository.defaultFoldThreshold])
+    func largeCommitsLandInTheirOrder(seed: UInt64, foldThreshold: Int) throws {
+        let path = tempPath()
+        let repo = try SQLiteRepository(path: path, foldThreshold: foldThreshold, foldRatio: 0)
+        var replica = Replica()
+        var model = RepositoryRows()
+        var rng = SeededGenerator(seed: seed)
+        var t: Int64 = 1_000_000
+        for txid in 1...60 as ClosedRange<UInt64> {
+            t += Int64(rng.below(20))
+            let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: (0..<(1 + rng.below(80))).map { _ in randomUpdate(&rng, at: t) })
+            replica.commit(tx)
+            let rows = CommitRows(tx, replica: replica)
+            try repo.perform(.commit(rows))
+            model.apply(rows)
+            if txid % 20 == 0 {
+                try expectSame(repo, replica)
+                #expect(try repo.load().snapshot == model.snapshot, "SQLite and the simulator's disk read back alike")
+            }
+        }
+        try expectSame(try SQLiteRepository(path: path, foldThreshold: foldThreshold, foldRatio: 0), replica)
+    }
+
     /// A peer's rows in the log in every order of removal and return, folded at once or
     /// left in the log: its latest row decides.
     @Test(arguments: [1, 2, 3, 100])
