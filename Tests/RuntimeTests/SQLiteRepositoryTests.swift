@@ -67,6 +67,34 @@ import TrackerRuntime
         #expect(counts.swarms == replica.store.swarmCount && counts.peers == replica.store.peerCount, sourceLocation: sourceLocation)
     }
 
+    /// Commits `count` transactions (txids 1...count) of 1...`maxUpdates` random updates
+    /// each into `repo` and `replica`; every `checkEvery` transactions, the file reads back
+    /// as the replica and as the simulator's disk holding the same rows.
+    /// Returns the generator and the clock as they end, for more commits to follow.
+    @discardableResult
+    func commitRandomly(_ count: UInt64, ofUpTo maxUpdates: Int, checkingEvery checkEvery: UInt64, seed: UInt64,
+                        into repo: SQLiteRepository, _ replica: inout Replica,
+                        epoch: (UInt64) -> Epoch) throws -> (rng: SeededGenerator, t: Int64) {
+        // The simulator's disk: the same rows, kept as values.
+        var model = RepositoryRows()
+        var rng = SeededGenerator(seed: seed)
+        var t: Int64 = 1_000_000
+        for txid in 1...count {
+            t += Int64(rng.below(20))
+            let tx = Transaction(ref: TxRef(epoch: epoch(txid), txid: txid),
+                                 updates: (0..<(1 + rng.below(maxUpdates))).map { _ in randomUpdate(&rng, at: t) })
+            replica.commit(tx)
+            let rows = CommitRows(tx, replica: replica)
+            try repo.perform(.commit(rows))
+            model.apply(rows)
+            if txid % checkEvery == 0 {
+                try expectSame(repo, replica)
+                #expect(try repo.load().snapshot == model.snapshot, "SQLite and the simulator's disk read back alike")
+            }
+        }
+        return (rng, t)
+    }
+
     /// Folding after every row, every few rows and (almost) never: the log, the base and
     /// the merge of the two read back the same peers.
     @Test(arguments: [1, 2, 3, 4, 5] as [UInt64], [1, 7, SQLiteRepository.defaultFoldThreshold])
@@ -74,23 +102,8 @@ import TrackerRuntime
         let path = tempPath()
         let repo = try SQLiteRepository(path: path, foldThreshold: foldThreshold, foldRatio: 0)
         var replica = Replica()
-        // The simulator's disk: the same rows, kept as values.
-        var model = RepositoryRows()
-        var rng = SeededGenerator(seed: seed)
-        var t: Int64 = 1_000_000
-        for txid in 1...300 as ClosedRange<UInt64> {
-            t += Int64(rng.below(20))
-            let e = txid > 150 ? Epoch(term: 2, master: NodeID(2)) : epoch
-            let tx = Transaction(ref: TxRef(epoch: e, txid: txid),
-                                 updates: (0..<(1 + rng.below(6))).map { _ in randomUpdate(&rng, at: t) })
-            replica.commit(tx)
-            let rows = CommitRows(tx, replica: replica)
-            try repo.perform(.commit(rows))
-            model.apply(rows)
-            if txid % 50 == 0 {
-                try expectSame(repo, replica)
-                #expect(try repo.load().snapshot == model.snapshot, "SQLite and the simulator's disk read back alike")
-            }
+        var (rng, t) = try commitRandomly(300, ofUpTo: 6, checkingEvery: 50, seed: seed, into: repo, &replica) { txid in
+            txid > 150 ? Epoch(term: 2, master: NodeID(2)) : epoch
         }
         #expect(replica.history.runs.count == 2)
         try expectSame(repo, replica)
@@ -114,21 +127,7 @@ import TrackerRuntime
         let path = tempPath()
         let repo = try SQLiteRepository(path: path, foldThreshold: foldThreshold, foldRatio: 0)
         var replica = Replica()
-        var model = RepositoryRows()
-        var rng = SeededGenerator(seed: seed)
-        var t: Int64 = 1_000_000
-        for txid in 1...60 as ClosedRange<UInt64> {
-            t += Int64(rng.below(20))
-            let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: (0..<(1 + rng.below(80))).map { _ in randomUpdate(&rng, at: t) })
-            replica.commit(tx)
-            let rows = CommitRows(tx, replica: replica)
-            try repo.perform(.commit(rows))
-            model.apply(rows)
-            if txid % 20 == 0 {
-                try expectSame(repo, replica)
-                #expect(try repo.load().snapshot == model.snapshot, "SQLite and the simulator's disk read back alike")
-            }
-        }
+        try commitRandomly(60, ofUpTo: 80, checkingEvery: 20, seed: seed, into: repo, &replica) { _ in epoch }
         try expectSame(try SQLiteRepository(path: path, foldThreshold: foldThreshold, foldRatio: 0), replica)
     }
 
