@@ -7,7 +7,7 @@ import NIOCore
 import NIOPosix
 import TrackerLogic
 
-/// The tracker while its service runs, shared by the serving loops.
+/// The tracker while its service runs, shared by the serving threads.
 struct StandaloneService {
     var tracker: StandaloneTracker
     var silenced = false
