@@ -332,10 +332,15 @@ public final class ClusterService: @unchecked Sendable {
         for family in sockets.families { family.reply.flush() }
     }
 
+    /// Asked through `inout`: `node.nextWake(now:)` on the stored property copied the whole
+    /// node first (a retain and a release of each of its buffers), 1.4–1.7 % of a node's
+    /// CPU, after every step.
+    private static func nextWake(of node: inout TrackerNode, now: Instant) -> Instant { node.nextWake(now: now) }
+
     /// One timer, always at the node's next deadline.
     func armWake(_ now: Instant) {
         guard !stopping else { return }
-        let at = node.nextWake(now: now)
+        let at = Self.nextWake(of: &node, now: now)
         guard timer.arm(at: at) else { return }
         wake?.cancel()
         wake = loop.scheduleTask(in: .milliseconds(max(0, (at - now).value))) { [self] in
