@@ -136,6 +136,45 @@ import TrackerLogic
         let (actions, _) = electUntilServing(&n2, from: lastHeard + Milliseconds(100))
         #expect(replies(actions).map(\.0.transactionID) == Array(61...100))
     }
+
+    /// Held bytes stay with their request: through expiry that moves the ring's head,
+    /// growth of a ring that has wrapped, and a request too long for its slot (an
+    /// announce with BEP 41 options). Each reply answers the transaction its source sent.
+    @Test func eachHeldRequestKeepsItsOwnBytesThroughWrapGrowthAndLongRequests() throws {
+        var config = ClusterConfig()
+        config.heldRequests = 64
+        config.heldRequestWindow = Milliseconds(5000)
+        var (n2, heard) = slaveOfADeadMaster(config)
+        let start = heard + config.receiveSkew + Milliseconds(10)
+        func source(_ tid: UInt32) -> PeerEndpoint { PeerEndpoint(ip: .v4(0x0A00_1000 + tid), port: UInt16(20000 + tid)) }
+        func hold(_ tid: UInt32, at t: Instant) { _ = n2.step(.peer(connect(tid), from: source(tid)), now: t) }
+        // 10 that will expire, then 6: the ring's 16 slots are full.
+        for tid in UInt32(1)...10 { hold(tid, at: start) }
+        for tid in UInt32(11)...16 { hold(tid, at: start + Milliseconds(4000)) }
+        // The first 10 expire as the next arrives: the head moves to slot 10, the ring wraps,
+        // and at 16 held again it grows.
+        let later = start + Milliseconds(5100)
+        for tid in UInt32(17)...40 { hold(tid, at: later) }
+        // Longer than a slot: kept whole.
+        var long = announce(41, from: source(41), at: later)
+        long.writeBytes([2, 60] + [UInt8](repeating: 0x61, count: 60))
+        #expect(long.readableBytes > 128)
+        _ = n2.step(.peer(long, from: source(41)), now: later)
+        hold(42, at: later)
+
+        var (actions, t) = electUntilServing(&n2, from: later)
+        #expect(n2.isServing)
+        #expect(t < start + Milliseconds(9000), "the second ten must still be young")
+        for _ in 0..<20 where !replies(actions).contains(where: { $0.0.transactionID == 41 }) {
+            t = t + Milliseconds(10)
+            actions += n2.step(.tick, now: t)
+        }
+        let answered = replies(actions)
+        #expect(answered.map(\.0.transactionID).sorted() == Array(11...42))
+        for (reply, to) in answered { #expect(to == source(reply.transactionID)) }
+        let announced = try #require(answered.first { $0.0.transactionID == 41 })
+        guard case .announce = announced.0 else { Issue.record("expected an announce reply, got \(announced.0)"); return }
+    }
 }
 
 extension HeldRequestTests {

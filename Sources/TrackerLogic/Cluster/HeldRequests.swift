@@ -43,6 +43,13 @@ import NIOCore
 /// Bounded: only connects and announces (scrapes are cheap to resend and change nothing),
 /// at most `capacity` of them, none older than `window`; the oldest go first. A client
 /// retransmitting the same request (same source and transaction id) is answered once.
+///
+/// Cheap to hold: a node of a group holds every request the master answers, so holding
+/// allocates nothing per request. A request's bytes go into its ring slot's share of one
+/// byte array (`inlineBytes` each, enough for any connect or announce without options);
+/// only a longer one keeps a copy of its own. Allocating a buffer per request, and
+/// freeing it as the ring overwrote it, was 4.4 % of a follower's CPU (about 0.4 µs a
+/// request).
 struct HeldRequests: Sendable {
     struct Request: Sendable, Equatable {
         var datagram: ByteBuffer
@@ -93,8 +100,22 @@ struct HeldRequests: Sendable {
     /// and within one run of steps.
     let skew: Milliseconds
     let drain: Milliseconds
-    /// A ring: `slots[head]` is the oldest of `count` entries.
-    private var slots: [Request?] = []
+    /// A held request as the ring keeps it: its bytes are in `bytes` at its slot's
+    /// offset, or in `overflow` when longer than `inlineBytes`.
+    private struct Entry: Sendable {
+        var length: Int
+        var overflow: ByteBuffer?
+        var source: PeerEndpoint
+        var receivedAt: Instant
+        var isConnect: Bool
+        var transactionID: UInt32
+        var runStart: Instant
+    }
+
+    /// A ring: `slots[head]` is the oldest of `count` entries; slot `i`'s bytes are
+    /// `bytes[i * inlineBytes ..< i * inlineBytes + length]` unless it overflowed.
+    private var slots: [Entry] = []
+    private var bytes: [UInt8] = []
     private var head = 0
     private(set) var count = 0
     var evidence = Evidence()
@@ -106,6 +127,8 @@ struct HeldRequests: Sendable {
     /// A held datagram is at most this long: an announce with BEP 41 options fits; a
     /// larger one is not a request a client waits on.
     static let maxDatagram = 1024
+    /// Bytes of a slot: an announce without BEP 41 options is 98.
+    static let inlineBytes = 128
 
     init(capacity: Int, window: Milliseconds, skew: Milliseconds = Milliseconds(0), drain: Milliseconds = Milliseconds(0)) {
         self.capacity = max(capacity, 0)
@@ -127,12 +150,32 @@ struct HeldRequests: Sendable {
         }
         dropExpired(now)
         if count == capacity { removeOldest() }
-        // Copied: the runtime's receive buffer is not ours to keep.
-        let request = Request(datagram: ByteBuffer(bytes: datagram.readableBytesView), source: source,
-                              receivedAt: now, isConnect: isConnect, transactionID: header.transactionID, runStart: runStart)
         if count == slots.count { grow() }
-        slots[(head + count) % slots.count] = request
+        // Copied: the runtime's receive buffer is not ours to keep.
+        let slot = (head + count) % slots.count
+        let length = datagram.readableBytes
+        var entry = Entry(length: length, overflow: nil, source: source, receivedAt: now, isConnect: isConnect,
+                          transactionID: header.transactionID, runStart: runStart)
+        if length <= Self.inlineBytes {
+            let offset = slot * Self.inlineBytes
+            bytes.withUnsafeMutableBytes { ring in
+                datagram.withUnsafeReadableBytes { source in
+                    ring[offset ..< offset + length].copyBytes(from: source)
+                }
+            }
+        } else {
+            entry.overflow = ByteBuffer(bytes: datagram.readableBytesView)
+        }
+        slots[slot] = entry
         count += 1
+    }
+
+    /// The request in slot `slot`, its bytes in a buffer of their own.
+    private func request(at slot: Int) -> Request {
+        let e = slots[slot]
+        let datagram = e.overflow ?? ByteBuffer(bytes: bytes[slot * Self.inlineBytes ..< slot * Self.inlineBytes + e.length])
+        return Request(datagram: datagram, source: e.source, receivedAt: e.receivedAt, isConnect: e.isConnect,
+                       transactionID: e.transactionID, runStart: e.runStart)
     }
 
     /// The ring doubles up to `capacity` as requests come: most nodes hold a few between
@@ -140,11 +183,20 @@ struct HeldRequests: Sendable {
     /// default) cost the simulator more than holding them.
     private mutating func grow() {
         let size = min(max(slots.count * 2, 16), capacity)
-        var bigger: [Request?] = []
+        var bigger: [Entry] = []
         bigger.reserveCapacity(size)
-        for i in 0..<count { bigger.append(slots[(head + i) % slots.count]) }
-        bigger.append(contentsOf: repeatElement(nil, count: size - count))
+        var biggerBytes = [UInt8](repeating: 0, count: size * Self.inlineBytes)
+        for i in 0..<count {
+            let slot = (head + i) % slots.count
+            bigger.append(slots[slot])
+            let from = slot * Self.inlineBytes, to = i * Self.inlineBytes
+            biggerBytes[to ..< to + Self.inlineBytes] = bytes[from ..< from + Self.inlineBytes]
+        }
+        let empty = Entry(length: 0, overflow: nil, source: PeerEndpoint(ip: .v4(0), port: 0), receivedAt: Instant(milliseconds: 0),
+                          isConnect: false, transactionID: 0, runStart: Instant(milliseconds: 0))
+        bigger.append(contentsOf: repeatElement(empty, count: size - count))
         slots = bigger
+        bytes = biggerBytes
         head = 0
     }
 
@@ -155,8 +207,9 @@ struct HeldRequests: Sendable {
         var out: [Request] = []
         var seen = Set<Key>()
         for i in 0..<count {
-            guard let r = slots[(head + i) % slots.count] else { continue }
-            guard now - r.receivedAt <= window else { continue }
+            let slot = (head + i) % slots.count
+            guard now - slots[slot].receivedAt <= window else { continue }
+            let r = request(at: slot)
             let heard = r.isConnect || answeredAtOnce(r) ? evidence.alive : evidence.decided
             guard r.receivedAt > evidence.servedUntil, r.receivedAt - skew > heard,
                   heard < r.runStart || r.receivedAt - drain > heard else { continue }
@@ -172,6 +225,7 @@ struct HeldRequests: Sendable {
 
     mutating func removeAll() {
         slots.removeAll()
+        bytes.removeAll()
         head = 0
         count = 0
     }
@@ -183,12 +237,12 @@ struct HeldRequests: Sendable {
     }
 
     private mutating func dropExpired(_ now: Instant) {
-        while count > 0, let oldest = slots[head], now - oldest.receivedAt > window { removeOldest() }
+        while count > 0, now - slots[head].receivedAt > window { removeOldest() }
     }
 
     private mutating func removeOldest() {
         guard count > 0 else { return }
-        slots[head] = nil
+        if slots[head].overflow != nil { slots[head].overflow = nil }
         head = (head + 1) % slots.count
         count -= 1
         if count == 0 { head = 0 }
