@@ -206,10 +206,20 @@ extension Simulator {
     }
 
     /// The process stops (SIGSTOP, a paused VM) for `span` ms; it runs on afterwards.
+    /// A stopped process stopped again wakes at the later of the two ends, never the
+    /// earlier: what waits in its sockets is queued for its one wake, in arrival order
+    /// (seed 6710710821263200: a second, shorter pause woke the node early, and the
+    /// requests queued for the first pause's end reached it 1.3 s later, while it served).
     mutating func pause(_ s: Int, for span: Int64) {
         guard slots[s].isRunning else { return }
+        let until = now + Milliseconds(span)
+        if let current = slots[s].pausedUntil, current > now {
+            slots[s].pausedUntil = max(current, until)
+            slots[s].held.backlogUntil = max(slots[s].held.backlogUntil, until + config.keepaliveInterval)
+            return
+        }
         if now - slots[s].startedAt < Milliseconds(1000) { coverage.count(.pauseRightAfterStart) }
-        slots[s].pausedUntil = now + Milliseconds(span)
+        slots[s].pausedUntil = until
         slots[s].backlogDiscard = nil
         slots[s].backlogPosition = 0
         slots[s].held.backlogUntil = now + Milliseconds(span) + config.keepaliveInterval

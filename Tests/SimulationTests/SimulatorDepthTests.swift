@@ -270,6 +270,25 @@ struct SimulatorDepthTests {
         #expect(report.coverage[.pauseBacklogDiscarded] > 20)
     }
 
+    /// A stopped process stopped again wakes at the later end, and nothing reaches it
+    /// before: a second, shorter pause that woke it early left what arrived before it
+    /// queued for the first end, read out of order while the node already served (seed
+    /// 6710710821263200 answered a request a second time so).
+    @Test func aSecondPauseOfAPausedNodeNeverWakesItEarly() {
+        var s = Scenario.calm(seed: 5, nodes: 3, quorum: .live, peers: 40, faultSeconds: 20,
+                              faults: [(8_000, .pause(1, for: 4_000)), (8_500, .pause(1, for: 1_000))])
+        s.settle = Milliseconds.seconds(20)
+        var sim = Simulator(scenario: s, trace: true)
+        let report = sim.run()
+        #expect(report.passed, "\(report)")
+        let early = report.trace.filter { line in
+            guard line.contains(" s1 "), !line.contains(" -- "), let ms = Int(line.prefix { $0.isNumber }) else { return false }
+            return ms > 8_000 && ms < 12_000
+        }
+        #expect(early.count == 0, "s1 stepped while stopped: \(early.prefix(3))")
+        #expect(report.trace.contains { $0.hasPrefix("12") && $0.contains(" s1 ") })
+    }
+
     @Test func anImpostorWithATakenIDYields() {
         var sim = Simulator(scenario: calm(3, [(8_000, .impostor(1))]))
         let report = sim.run()
