@@ -7,23 +7,18 @@ import Synchronization
 import TrackerLogic
 
 /// A UDP socket served by one thread of its own: up to `batchSize` datagrams read with
-/// one recvmmsg(2), answered with one sendmmsg(2), through buffers allocated once.
-///
-/// Why not a NIO channel: for a request of 100 bytes, the channel's envelope, its
-/// `SocketAddress` (whose host string is formatted for every datagram), its buffers and
-/// its write promises cost as much CPU as the tracker's logic. Here a datagram is a slice
-/// of one buffer, its source is read from the `sockaddr` in place, and a reply goes back
-/// to that same `sockaddr`.
+/// one recvmmsg(2) (`DatagramSlots`), answered with one sendmmsg(2) (`ReplyBatch`),
+/// through buffers allocated once. A reply goes back to its request's `sockaddr` as the
+/// kernel filled it in.
 ///
 /// Invariants: `serve` runs on one thread at a time; `stop` may be called from any
 /// thread, after which `serve` returns within `stopLatency`; `close` only after `serve`
 /// returned.
 public final class BatchedUDPSocket: @unchecked Sendable {
     /// Datagrams per system call: what recvmmsg takes at once when peers keep it busy.
-    public static let batchSize = 32
-    /// Bytes kept for one datagram. The largest BEP 15 request (a scrape of 74 hashes)
-    /// is 1,496 bytes; a longer datagram is truncated by the kernel and dropped here.
-    public static let slotBytes = 2048
+    public static let batchSize = DatagramSlots.count
+    /// Bytes kept for one datagram (`DatagramSlots.slotBytes`).
+    public static let slotBytes = DatagramSlots.slotBytes
     /// How long a blocked read may take to notice `stop` if shutdown(2) did not wake it.
     static let stopLatency = timeval(tv_sec: 0, tv_usec: 200_000)
 
@@ -45,16 +40,9 @@ public final class BatchedUDPSocket: @unchecked Sendable {
 
     let fd: Int32
     private let stopping = Atomic<Bool>(false)
-    /// Where each slot's datagram came from, and where its reply goes.
-    private let names: UnsafeMutablePointer<sockaddr_storage>
-    private let nameLengths: UnsafeMutablePointer<socklen_t>
-    private let vectors: UnsafeMutablePointer<iovec>
-    private let messages: UnsafeMutablePointer<cbatched_message>
-    private var inbound: ByteBuffer
-    private var outbound: ByteBuffer
+    private let slots = DatagramSlots()
+    private let replies = ReplyBatch()
     private var batch = Batch()
-    /// Where each reply of the batch lies in `outbound`.
-    private var spans: [(slot: Int, offset: Int, length: Int)] = []
 
     /// Binds `endpoint` (`reusePort`: beside other sockets of this process on the same
     /// address, the kernel spreading sources over them).
@@ -74,24 +62,8 @@ public final class BatchedUDPSocket: @unchecked Sendable {
             throw SocketError(call: "bind", code: code)
         }
         self.fd = fd
-        let n = Self.batchSize
-        names = .allocate(capacity: n)
-        names.initialize(repeating: sockaddr_storage(), count: n)
-        nameLengths = .allocate(capacity: n)
-        nameLengths.initialize(repeating: 0, count: n)
-        vectors = .allocate(capacity: n)
-        vectors.initialize(repeating: iovec(), count: n)
-        messages = .allocate(capacity: n)
-        messages.initialize(repeating: cbatched_message(), count: n)
-        inbound = ByteBufferAllocator().buffer(capacity: n * Self.slotBytes)
-        outbound = ByteBufferAllocator().buffer(capacity: n * Self.slotBytes)
-        batch.requests.reserveCapacity(n)
-        batch.replies.reserveCapacity(n)
-        spans.reserveCapacity(n)
-    }
-
-    deinit {
-        names.deallocate(); nameLengths.deallocate(); vectors.deallocate(); messages.deallocate()
+        batch.requests.reserveCapacity(Self.batchSize)
+        batch.replies.reserveCapacity(Self.batchSize)
     }
 
     /// The address the socket is bound to (its port when it was bound to port 0).
@@ -123,71 +95,26 @@ public final class BatchedUDPSocket: @unchecked Sendable {
 
     public func close() { _ = Glibc.close(fd) }
 
-    /// One recvmmsg into the slots of `inbound`; fills `batch`. False when nothing came
-    /// (the timeout, a signal, an ICMP error reported on the socket, a shutdown).
+    /// One recvmmsg into the slots; fills `batch`. False when nothing came (the timeout,
+    /// a signal, an ICMP error reported on the socket, a shutdown).
     private func receive() -> Bool {
         batch.requests.removeAll(keepingCapacity: true)
         batch.replies.removeAll(keepingCapacity: true)
-        batch.received = 0
-        let n = Self.batchSize, slot = Self.slotBytes
-        inbound.clear()
-        let count = inbound.withUnsafeMutableWritableBytes { raw -> Int32 in
-            guard let base = raw.baseAddress, raw.count >= n * slot else { return -1 }
-            for i in 0..<n {
-                vectors[i] = iovec(iov_base: base + i * slot, iov_len: slot)
-                messages[i] = cbatched_message()
-                messages[i].msg_hdr.msg_name = UnsafeMutableRawPointer(names + i)
-                messages[i].msg_hdr.msg_namelen = socklen_t(MemoryLayout<sockaddr_storage>.size)
-                messages[i].msg_hdr.msg_iov = vectors + i
-                messages[i].msg_hdr.msg_iovlen = 1
-            }
-            return cbatched_recvmmsg(fd, messages, UInt32(n))
-        }
-        guard count > 0 else { return false }
-        inbound.moveWriterIndex(forwardBy: n * slot)
-        batch.received = Int(count)
-        for i in 0..<Int(count) {
-            let header = messages[i].msg_hdr
-            nameLengths[i] = header.msg_namelen
-            guard header.msg_flags & Int32(MSG_TRUNC) == 0, let source = PeerEndpoint(names + i, length: header.msg_namelen),
-                  let bytes = inbound.getSlice(at: i * slot, length: Int(messages[i].msg_len)) else { continue }
+        batch.received = slots.receive(from: fd)
+        guard batch.received > 0 else { return false }
+        for i in 0..<batch.received {
+            guard let (bytes, source) = slots.datagram(i) else { continue }
             batch.requests.append((i, bytes, source))
         }
         return true
     }
 
-    /// Encodes the batch's replies one after another into `outbound` and sends them with
-    /// sendmmsg, each to the address its request came from. A reply the kernel refuses
-    /// (unreachable, not permitted) is dropped, as the network might have.
+    /// Sends the batch's replies with one sendmmsg, each to the address its request came
+    /// from; at most one reply per slot of the batch.
     private func send() {
-        guard !batch.replies.isEmpty else { return }
-        outbound.clear()
-        spans.removeAll(keepingCapacity: true)
-        // At most one reply per slot: the vectors and messages hold one batch.
-        for reply in batch.replies.prefix(Self.batchSize) where (0..<batch.received).contains(reply.slot) {
-            let offset = outbound.writerIndex
-            BEP15Codec.encode(reply.response, into: &outbound)
-            spans.append((reply.slot, offset, outbound.writerIndex - offset))
+        for reply in batch.replies where (0..<batch.received).contains(reply.slot) {
+            guard replies.append(reply.response, toName: slots.names + reply.slot, length: slots.nameLengths[reply.slot]) else { break }
         }
-        outbound.withUnsafeReadableBytes { [spans] raw in
-            guard let base = raw.baseAddress else { return }
-            for (i, span) in spans.enumerated() {
-                vectors[i] = iovec(iov_base: UnsafeMutableRawPointer(mutating: base + span.offset), iov_len: span.length)
-                messages[i] = cbatched_message()
-                messages[i].msg_hdr.msg_name = UnsafeMutableRawPointer(names + span.slot)
-                messages[i].msg_hdr.msg_namelen = nameLengths[span.slot]
-                messages[i].msg_hdr.msg_iov = vectors + i
-                messages[i].msg_hdr.msg_iovlen = 1
-            }
-            var sent = 0
-            while sent < spans.count {
-                let r = cbatched_sendmmsg(fd, messages + sent, UInt32(spans.count - sent))
-                if r > 0 {
-                    sent += Int(r)
-                } else if errno != EINTR {
-                    sent += 1
-                }
-            }
-        }
+        replies.send(on: fd)
     }
 }

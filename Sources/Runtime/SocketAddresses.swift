@@ -79,21 +79,43 @@ extension SocketAddress {
     /// replies are built per datagram.
     public init(_ endpoint: PeerEndpoint) {
         switch endpoint.ip {
+        case .v4(let bits): self.init(PeerEndpoint.sockaddrV4(bits, port: endpoint.port), host: "")
+        case .v6(let hi, let lo): self.init(PeerEndpoint.sockaddrV6(hi, lo, port: endpoint.port), host: "")
+        }
+    }
+}
+
+extension PeerEndpoint {
+    static func sockaddrV4(_ bits: UInt32, port: UInt16) -> sockaddr_in {
+        var sin = sockaddr_in()
+        sin.sin_family = sa_family_t(AF_INET)
+        sin.sin_port = port.bigEndian
+        sin.sin_addr.s_addr = bits.bigEndian
+        return sin
+    }
+
+    static func sockaddrV6(_ hi: UInt64, _ lo: UInt64, port: UInt16) -> sockaddr_in6 {
+        var sin6 = sockaddr_in6()
+        sin6.sin6_family = sa_family_t(AF_INET6)
+        sin6.sin6_port = port.bigEndian
+        withUnsafeMutableBytes(of: &sin6.sin6_addr) { raw in
+            for i in 0..<8 { raw[i] = UInt8(truncatingIfNeeded: hi >> (56 - 8 * UInt64(i))) }
+            for i in 0..<8 { raw[8 + i] = UInt8(truncatingIfNeeded: lo >> (56 - 8 * UInt64(i))) }
+        }
+        return sin6
+    }
+
+    /// This endpoint as the `sockaddr` a system call takes, written into `storage`
+    /// without a `SocketAddress` (whose box is allocated per address); its length.
+    func store(in storage: UnsafeMutablePointer<sockaddr_storage>) -> socklen_t {
+        let raw = UnsafeMutableRawPointer(storage)
+        switch ip {
         case .v4(let bits):
-            var sin = sockaddr_in()
-            sin.sin_family = sa_family_t(AF_INET)
-            sin.sin_port = endpoint.port.bigEndian
-            sin.sin_addr.s_addr = bits.bigEndian
-            self.init(sin, host: "")
+            raw.storeBytes(of: Self.sockaddrV4(bits, port: port), as: sockaddr_in.self)
+            return socklen_t(MemoryLayout<sockaddr_in>.size)
         case .v6(let hi, let lo):
-            var sin6 = sockaddr_in6()
-            sin6.sin6_family = sa_family_t(AF_INET6)
-            sin6.sin6_port = endpoint.port.bigEndian
-            withUnsafeMutableBytes(of: &sin6.sin6_addr) { raw in
-                for i in 0..<8 { raw[i] = UInt8(truncatingIfNeeded: hi >> (56 - 8 * UInt64(i))) }
-                for i in 0..<8 { raw[8 + i] = UInt8(truncatingIfNeeded: lo >> (56 - 8 * UInt64(i))) }
-            }
-            self.init(sin6, host: "")
+            raw.storeBytes(of: Self.sockaddrV6(hi, lo, port: port), as: sockaddr_in6.self)
+            return socklen_t(MemoryLayout<sockaddr_in6>.size)
         }
     }
 }

@@ -72,6 +72,10 @@ public final class ClusterService: @unchecked Sendable {
     let rejectLog: RateLimitedLog
     var stomp: StompClient!
     var sockets: PeerSocketSet!
+    /// Each family's peer socket, read by the node itself (`PeerIntake`).
+    var intakes: [PeerIntake] = []
+    /// Each family's replies not yet sent (`flushReplies`).
+    var replyBatches: [ReplyBatch] = []
     /// A provoked failure (the dashboard's button): the node hears and says nothing, to
     /// peers or to the cluster, as if its link were cut; its timers run on, so it behaves
     /// as a partitioned node does.
@@ -88,6 +92,7 @@ public final class ClusterService: @unchecked Sendable {
     var storeFailing = false
     var inPeerRead = false
     var repliesPending = false
+    var wakePending = false
     /// Operators' catalogue changes waiting to show in this node's replica (at most
     /// `maxCatalogueWaiters`, each for at most 5 s).
     var catalogueWaiters: [(id: Int, change: CatalogueChange, promise: EventLoopPromise<Void>)] = []
@@ -159,6 +164,13 @@ public final class ClusterService: @unchecked Sendable {
         let peerSockets = try await PeerChannelBinder.bind(settings.peers, loop: loop) { [self] in PeerDatagramHandler(service: self) }
         try await loop.submit { [self] in
             sockets = peerSockets
+            intakes = peerSockets.families.map { family in
+                PeerIntake(channel: family.receive, descriptor: family.receiveDescriptor,
+                           deliver: { [self] bytes, source in peerDatagram(bytes, from: source) },
+                           turnEnded: { [self] in peerReadComplete() })
+            }
+            for intake in intakes { intake.start() }
+            replyBatches = peerSockets.families.map { _ in ReplyBatch() }
             stomp = StompClient(settings: settings.broker, tls: tls, loop: loop, logger: logger) { [self] event in brokerEvent(event) }
             stomp.subscribe(settings.topic)
             if let ownTopic { stomp.subscribe(settings.topic(for: ownTopic)) }
@@ -193,8 +205,14 @@ public final class ClusterService: @unchecked Sendable {
         let now = WallClock.now()
         let actions = node.step(event, now: now)
         for action in actions { perform(action) }
-        if repliesPending && !inPeerRead { flushReplies() }
-        armWake(now)
+        // Within a read of the peer socket, replies and the timer wait for its end
+        // (`peerReadComplete`): one sendmmsg and one look at the node's deadlines a burst.
+        if inPeerRead {
+            wakePending = true
+        } else {
+            if repliesPending { flushReplies() }
+            armWake(now)
+        }
     }
 
     func perform(_ action: NodeAction) {
@@ -212,16 +230,15 @@ public final class ClusterService: @unchecked Sendable {
             }
         case .reply(let response, let to):
             guard !silenced else { return }
-            let socket = sockets.reply(to: to)
-            var buffer = socket.allocator.buffer(capacity: BEP15Codec.encodedSize(response))
-            BEP15Codec.encode(response, into: &buffer)
+            let family = sockets.replyFamily(to: to)
+            if replyBatches[family].isFull { sendReplies(family) }
+            replyBatches[family].append(response, to: to)
             switch response {
             case .error: stats.errorReplies += 1
             case .announce: stats.replies += 1; stats.announces += 1
             default: stats.replies += 1
             }
             stats.traffic.replied(response, to: to)
-            socket.write(AddressedEnvelope(remoteAddress: SocketAddress(to), data: buffer), promise: nil)
             repliesPending = true
         case .persist(let rows):
             store(.commit(rows), for: action)
@@ -329,7 +346,14 @@ public final class ClusterService: @unchecked Sendable {
 
     func flushReplies() {
         repliesPending = false
-        for family in sockets.families { family.reply.flush() }
+        for family in replyBatches.indices { sendReplies(family) }
+    }
+
+    /// The descriptor is NIO's: nothing is sent once it closed the socket.
+    func sendReplies(_ family: Int) {
+        let socket = sockets.families[family]
+        guard socket.reply.isActive else { return }
+        replyBatches[family].send(on: socket.replyDescriptor)
     }
 
     /// Asked through `inout`: `node.nextWake(now:)` on the stored property copied the whole
@@ -352,11 +376,18 @@ public final class ClusterService: @unchecked Sendable {
 
     // MARK: inputs
 
+    /// A datagram NIO read (the first of a burst, or any on a socket the node does not
+    /// read itself).
     func peerDatagram(_ data: ByteBuffer, from source: SocketAddress) {
+        guard let endpoint = PeerEndpoint(source) else { stats.datagrams += 1; return }
+        peerDatagram(data, from: endpoint)
+    }
+
+    func peerDatagram(_ data: ByteBuffer, from endpoint: PeerEndpoint) {
         stats.datagrams += 1
         // Every node receives every request; only the serving master answers. The others
         // hold it, so that whoever serves next answers what arrived while nobody did.
-        guard !stopping, !silenced, let endpoint = PeerEndpoint(source) else { return }
+        guard !stopping, !silenced else { return }
         if ClusterChannel.isFrame(data) { return beaconReceived(data) }
         stats.traffic.received(data, from: endpoint)
         if var discard = backlogDiscard {
@@ -372,8 +403,18 @@ public final class ClusterService: @unchecked Sendable {
         inPeerRead = false
     }
 
+    /// NIO finished a read on `channel`: its intake, if the node reads it, polls from now on.
+    func nioReadComplete(on channel: Channel) {
+        peerReadComplete()
+        intakes.first { $0.channel === channel }?.readCompleted()
+    }
+
     func peerReadComplete() {
         if repliesPending { flushReplies() }
+        if wakePending {
+            wakePending = false
+            armWake(WallClock.now())
+        }
         // The socket is read in bursts; once what is still queued is less than a burst,
         // the rest arrived after the wake.
         if let discard = backlogDiscard, discard.isDrained(queuedBytes: sockets.receiveQueueBytes()) {
@@ -439,6 +480,7 @@ public final class ClusterService: @unchecked Sendable {
         wake?.cancel()
         wake = nil
         timer.disarm()
+        for intake in intakes { intake.stop() }
         // Writes first (the wipe of a clean shutdown), then the broker's receipt for our
         // LEAVING, then the sockets.
         writer.drain().flatMap { [self] in stomp.close() }.whenComplete { [self] _ in
@@ -524,7 +566,7 @@ final class PeerDatagramHandler: ChannelInboundHandler {
         service.peerDatagram(envelope.data, from: envelope.remoteAddress)
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) { service.peerReadComplete() }
+    func channelReadComplete(context: ChannelHandlerContext) { service.nioReadComplete(on: context.channel) }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         // ICMP port-unreachable from a vanished peer and the like: not fatal.

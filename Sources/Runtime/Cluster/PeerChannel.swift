@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CBatchedUDP
 import NIOCore
 import NIOPosix
 import TrackerLogic
@@ -79,7 +80,12 @@ public struct KeepaliveGroup: Sendable, Equatable {
 /// The sockets of the peer channel: where requests arrive and where replies leave.
 struct PeerSockets {
     var receive: Channel
+    /// `receive`'s descriptor: the node reads it itself (`PeerIntake`), NIO only waits
+    /// for it to become readable after it went quiet.
+    var receiveDescriptor: CInt
     var reply: Channel
+    /// `reply`'s descriptor: replies leave through `ReplyBatch`, not NIO's writes.
+    var replyDescriptor: CInt
     /// The node's own unicast address (for the dashboard and keepalives).
     var unicast: PeerEndpoint
     /// Where keepalives go on the peer network (the group), and the socket they leave
@@ -102,11 +108,11 @@ struct PeerSockets {
 struct PeerSocketSet {
     var families: [PeerSockets]
 
-    /// The sockets a reply to `peer` leaves from (its family's; the first when the node
-    /// does not serve that family, which cannot reach it: a datagram arrives only on a
-    /// socket of its own family).
-    func reply(to peer: PeerEndpoint) -> Channel {
-        (families.first { $0.unicast.ip.family == peer.ip.family } ?? families[0]).reply
+    /// Which family's sockets a reply to `peer` leaves from (its family's; the first when
+    /// the node does not serve that family, which cannot reach it: a datagram arrives only
+    /// on a socket of its own family).
+    func replyFamily(to peer: PeerEndpoint) -> Int {
+        families.firstIndex { $0.unicast.ip.family == peer.ip.family } ?? 0
     }
 
     var unicast: String { families.map { "\($0.unicast)" }.joined(separator: ", ") }
@@ -120,7 +126,7 @@ struct PeerSocketSet {
     var all: [Channel] { families.flatMap(\.all) }
 }
 
-enum PeerChannelBinder {
+package enum PeerChannelBinder {
     /// Linux delivers every group joined by *any* socket on the host to a socket bound to
     /// the port unless this is off.
     static let ipMulticastAll: CInt = 49
@@ -142,6 +148,11 @@ enum PeerChannelBinder {
     }
 
     static func bind(_ mode: PeerChannelMode, loop: EventLoop, handler: @escaping @Sendable () -> ChannelHandler) async throws -> PeerSockets {
+        /// The socket requests arrive on: made and bound here, NIO told not to read it.
+        func receiveChannel(_ endpoint: PeerEndpoint, freeBind: Bool = false) async throws -> (Channel, CInt) {
+            let fd = try boundSocket(endpoint, freeBind: freeBind)
+            return (try await bootstrap().channelOption(.autoRead, value: false).withBoundSocket(fd).get(), fd)
+        }
         func bootstrap() -> DatagramBootstrap {
             DatagramBootstrap(group: loop)
                 .channelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -154,14 +165,11 @@ enum PeerChannelBinder {
         }
         switch mode {
         case .udp(let endpoint):
-            let ch = try await bootstrap().bind(to: endpoint.socketAddress()).get()
-            return PeerSockets(receive: ch, reply: ch, unicast: endpoint)
+            let (ch, fd) = try await receiveChannel(endpoint)
+            return PeerSockets(receive: ch, receiveDescriptor: fd, reply: ch, replyDescriptor: fd, unicast: endpoint)
         case .floating(let endpoint, let keepalives):
-            let freeBind: ChannelOptions.Types.SocketOption = endpoint.ip.family == .v4
-                ? .socket(SocketOptionLevel(IPPROTO_IP), SocketOptionName(ipFreeBind))
-                : .socket(SocketOptionLevel(IPPROTO_IPV6), SocketOptionName(ipv6FreeBind))
-            let ch = try await bootstrap().channelOption(freeBind, value: 1).bind(to: endpoint.socketAddress()).get()
-            var sockets = PeerSockets(receive: ch, reply: ch, unicast: endpoint)
+            let (ch, fd) = try await receiveChannel(endpoint, freeBind: true)
+            var sockets = PeerSockets(receive: ch, receiveDescriptor: fd, reply: ch, replyDescriptor: fd, unicast: endpoint)
             if let keepalives {
                 let device = try multicastDevice(named: keepalives.interface, family: keepalives.group.ip.family)
                 try await bindKeepalives(&sockets, group: keepalives.group, device: device, bootstrap: bootstrap(), loop: loop)
@@ -169,30 +177,56 @@ enum PeerChannelBinder {
             return sockets
         case .group(let group, let interface):
             let device = try multicastDevice(named: interface, family: group.ip.family)
-            let ch = try await bootstrap().bind(to: group.socketAddress()).get()
+            let (ch, fd) = try await receiveChannel(group)
             try await join(ch, group: group, device: device)
             // Replies leave from the node's own address on that interface, any free port.
             let ip = try address(of: device)
+            let replyFD = try boundSocket(PeerEndpoint(ip: ip, port: 0), freeBind: false)
             let reply = try await DatagramBootstrap(group: loop)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler()) }
                 }
-                .bind(to: PeerEndpoint(ip: ip, port: 0).socketAddress()).get()
+                .withBoundSocket(replyFD).get()
             let port = UInt16(reply.localAddress?.port ?? 0)
             try await reply.setMulticastInterface(device).get()
-            return PeerSockets(receive: ch, reply: reply, unicast: PeerEndpoint(ip: ip, port: port),
+            return PeerSockets(receive: ch, receiveDescriptor: fd, reply: reply, replyDescriptor: replyFD, unicast: PeerEndpoint(ip: ip, port: port),
                                beaconTarget: group.socketAddress(), beaconSender: reply)
         case .vip(let vip, let group, let interface):
             guard vip.ip.family == group.ip.family else {
                 throw ConfigurationError("service address \(vip) and group \(group) are of different families")
             }
             let device = try multicastDevice(named: interface, family: group.ip.family)
-            let ch = try await bootstrap().bind(to: vip.socketAddress()).get()
+            let (ch, fd) = try await receiveChannel(vip)
             try await join(ch, group: group, device: device)
-            var sockets = PeerSockets(receive: ch, reply: ch, unicast: vip)
+            var sockets = PeerSockets(receive: ch, receiveDescriptor: fd, reply: ch, replyDescriptor: fd, unicast: vip)
             try await bindKeepalives(&sockets, group: group, device: device, bootstrap: bootstrap(), loop: loop)
             return sockets
         }
+    }
+
+    /// A non-blocking datagram socket bound to `endpoint`, for NIO to adopt: made here so
+    /// that the node knows its descriptor. SO_REUSEADDR before the bind, as NIO's own
+    /// bind does: the nodes of one host share the group's port (and a shared service
+    /// address); with `freeBind`, IP_FREEBIND (the floating address may not be here yet).
+    package static func boundSocket(_ endpoint: PeerEndpoint, freeBind: Bool) throws -> CInt {
+        let v4 = endpoint.ip.family == .v4
+        let fd = socket(v4 ? AF_INET : AF_INET6, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw ConfigurationError("cannot make a socket for \(endpoint): \(String(cString: strerror(errno)))") }
+        var one: CInt = 1
+        let size = socklen_t(MemoryLayout<CInt>.size)
+        var failed: String? = nil
+        if setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, size) != 0 {
+            failed = "SO_REUSEADDR"
+        } else if freeBind, (v4 ? setsockopt(fd, CInt(IPPROTO_IP), ipFreeBind, &one, size)
+                                : setsockopt(fd, CInt(IPPROTO_IPV6), ipv6FreeBind, &one, size)) != 0 {
+            failed = "IP_FREEBIND"
+        } else if SocketAddress(endpoint).withSockAddr({ Glibc.bind(fd, $0, socklen_t($1)) }) != 0 {
+            failed = "bind"
+        }
+        guard let failed else { return fd }
+        let reason = String(cString: strerror(errno))
+        close(fd)
+        throw ConfigurationError("cannot bind \(endpoint) (\(failed)): \(reason)")
     }
 
     /// Keepalives on the peer network when the service socket is bound to an address

@@ -1,0 +1,111 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CBatchedUDP
+import NIOCore
+import TrackerLogic
+
+/// Replies encoded one after another into one buffer allocated once, each with the
+/// `sockaddr` it goes to, and sent with one sendmmsg(2).
+///
+/// Why not a NIO channel's writes: each reply cost a `SocketAddress` (a boxed address),
+/// an envelope, a pending-write entry and its bookkeeping after the vector write, about a
+/// tenth of a serving node's loop. The standalone socket and a cluster node's replies
+/// both leave through this.
+///
+/// A reply the kernel refuses (unreachable, not permitted, the socket's send buffer full)
+/// is dropped, as the network might have; its client retransmits.
+///
+/// Invariants: used by one thread at a time; at most `capacity` replies between sends
+/// (`append` says when it is full).
+package final class ReplyBatch {
+    package static let capacity = DatagramSlots.count
+
+    private let names: UnsafeMutablePointer<sockaddr_storage>
+    private let nameLengths: UnsafeMutablePointer<socklen_t>
+    private let vectors: UnsafeMutablePointer<iovec>
+    private let messages: UnsafeMutablePointer<cbatched_message>
+    private var outbound: ByteBuffer
+    /// Where each reply lies in `outbound`.
+    private var spans: [(offset: Int, length: Int)] = []
+
+    package init() {
+        let n = Self.capacity
+        names = .allocate(capacity: n)
+        names.initialize(repeating: sockaddr_storage(), count: n)
+        nameLengths = .allocate(capacity: n)
+        nameLengths.initialize(repeating: 0, count: n)
+        vectors = .allocate(capacity: n)
+        vectors.initialize(repeating: iovec(), count: n)
+        messages = .allocate(capacity: n)
+        messages.initialize(repeating: cbatched_message(), count: n)
+        outbound = ByteBufferAllocator().buffer(capacity: n * DatagramSlots.slotBytes)
+        spans.reserveCapacity(n)
+    }
+
+    deinit {
+        names.deallocate(); nameLengths.deallocate(); vectors.deallocate(); messages.deallocate()
+    }
+
+    package var isEmpty: Bool { spans.isEmpty }
+    package var isFull: Bool { spans.count >= Self.capacity }
+
+    /// Adds a reply to `endpoint`; false (and nothing added) when the batch is full.
+    @discardableResult
+    package func append(_ response: TrackerResponse, to endpoint: PeerEndpoint) -> Bool {
+        guard !isFull else { return false }
+        nameLengths[spans.count] = endpoint.store(in: names + spans.count)
+        encode(response)
+        return true
+    }
+
+    /// Adds a reply to an address as recvmsg(2) filled it in; false when the batch is full.
+    @discardableResult
+    package func append(_ response: TrackerResponse, toName name: UnsafePointer<sockaddr_storage>, length: socklen_t) -> Bool {
+        guard !isFull else { return false }
+        names[spans.count] = name.pointee
+        nameLengths[spans.count] = length
+        encode(response)
+        return true
+    }
+
+    private func encode(_ response: TrackerResponse) {
+        let offset = outbound.writerIndex
+        BEP15Codec.encode(response, into: &outbound)
+        spans.append((offset, outbound.writerIndex - offset))
+    }
+
+    /// Sends every reply on `fd` and empties the batch; returns how many were dropped.
+    @discardableResult
+    package func send(on fd: CInt) -> Int {
+        guard !spans.isEmpty else { return 0 }
+        var dropped = 0
+        outbound.withUnsafeReadableBytes { [spans] raw in
+            guard let base = raw.baseAddress else { dropped = spans.count; return }
+            for (i, span) in spans.enumerated() {
+                vectors[i] = iovec(iov_base: UnsafeMutableRawPointer(mutating: base + span.offset), iov_len: span.length)
+                messages[i] = cbatched_message()
+                messages[i].msg_hdr.msg_name = UnsafeMutableRawPointer(names + i)
+                messages[i].msg_hdr.msg_namelen = nameLengths[i]
+                messages[i].msg_hdr.msg_iov = vectors + i
+                messages[i].msg_hdr.msg_iovlen = 1
+            }
+            var done = 0
+            while done < spans.count {
+                let r = cbatched_sendmmsg(fd, messages + done, UInt32(spans.count - done))
+                if r > 0 {
+                    done += Int(r)
+                } else if r < 0 && errno == EINTR {
+                    continue
+                } else {
+                    // The first of the rest was refused: skip it.
+                    done += 1
+                    dropped += 1
+                }
+            }
+        }
+        outbound.clear()
+        spans.removeAll(keepingCapacity: true)
+        return dropped
+    }
+}
