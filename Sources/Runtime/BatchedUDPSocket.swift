@@ -113,7 +113,7 @@ public final class BatchedUDPSocket: @unchecked Sendable {
     /// from; at most one reply per slot of the batch.
     private func send() {
         for reply in batch.replies where (0..<batch.received).contains(reply.slot) {
-            guard replies.append(reply.response, toName: slots.names + reply.slot, length: slots.nameLengths[reply.slot]) else { break }
+            guard replies.append(reply.response, toName: slots.vectors.names + reply.slot, length: slots.vectors.nameLengths[reply.slot]) else { break }
         }
         replies.send(on: fd)
     }

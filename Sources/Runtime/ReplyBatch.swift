@@ -21,31 +21,17 @@ import TrackerLogic
 package final class ReplyBatch {
     package static let capacity = DatagramSlots.count
 
-    private let names: UnsafeMutablePointer<sockaddr_storage>
-    private let nameLengths: UnsafeMutablePointer<socklen_t>
-    private let vectors: UnsafeMutablePointer<iovec>
-    private let messages: UnsafeMutablePointer<cbatched_message>
+    private let vectors = MessageVectors(count: capacity)
     private var outbound: ByteBuffer
     /// Where each reply lies in `outbound`.
     private var spans: [(offset: Int, length: Int)] = []
 
     package init() {
-        let n = Self.capacity
-        names = .allocate(capacity: n)
-        names.initialize(repeating: sockaddr_storage(), count: n)
-        nameLengths = .allocate(capacity: n)
-        nameLengths.initialize(repeating: 0, count: n)
-        vectors = .allocate(capacity: n)
-        vectors.initialize(repeating: iovec(), count: n)
-        messages = .allocate(capacity: n)
-        messages.initialize(repeating: cbatched_message(), count: n)
-        outbound = ByteBufferAllocator().buffer(capacity: n * DatagramSlots.slotBytes)
-        spans.reserveCapacity(n)
+        outbound = ByteBufferAllocator().buffer(capacity: Self.capacity * DatagramSlots.slotBytes)
+        spans.reserveCapacity(Self.capacity)
     }
 
-    deinit {
-        names.deallocate(); nameLengths.deallocate(); vectors.deallocate(); messages.deallocate()
-    }
+    deinit { vectors.deallocate() }
 
     package var isEmpty: Bool { spans.isEmpty }
     package var isFull: Bool { spans.count >= Self.capacity }
@@ -54,7 +40,7 @@ package final class ReplyBatch {
     @discardableResult
     package func append(_ response: TrackerResponse, to endpoint: PeerEndpoint) -> Bool {
         guard !isFull else { return false }
-        nameLengths[spans.count] = endpoint.store(in: names + spans.count)
+        vectors.nameLengths[spans.count] = endpoint.store(in: vectors.names + spans.count)
         encode(response)
         return true
     }
@@ -63,8 +49,8 @@ package final class ReplyBatch {
     @discardableResult
     package func append(_ response: TrackerResponse, toName name: UnsafePointer<sockaddr_storage>, length: socklen_t) -> Bool {
         guard !isFull else { return false }
-        names[spans.count] = name.pointee
-        nameLengths[spans.count] = length
+        vectors.names[spans.count] = name.pointee
+        vectors.nameLengths[spans.count] = length
         encode(response)
         return true
     }
@@ -83,16 +69,11 @@ package final class ReplyBatch {
         outbound.withUnsafeReadableBytes { [spans] raw in
             guard let base = raw.baseAddress else { dropped = spans.count; return }
             for (i, span) in spans.enumerated() {
-                vectors[i] = iovec(iov_base: UnsafeMutableRawPointer(mutating: base + span.offset), iov_len: span.length)
-                messages[i] = cbatched_message()
-                messages[i].msg_hdr.msg_name = UnsafeMutableRawPointer(names + i)
-                messages[i].msg_hdr.msg_namelen = nameLengths[i]
-                messages[i].msg_hdr.msg_iov = vectors + i
-                messages[i].msg_hdr.msg_iovlen = 1
+                vectors.point(i, at: UnsafeMutableRawPointer(mutating: base + span.offset), length: span.length, nameLength: vectors.nameLengths[i])
             }
             var done = 0
             while done < spans.count {
-                let r = cbatched_sendmmsg(fd, messages + done, UInt32(spans.count - done))
+                let r = cbatched_sendmmsg(fd, vectors.messages + done, UInt32(spans.count - done))
                 if r > 0 {
                     done += Int(r)
                 } else if r < 0 && errno == EINTR {
