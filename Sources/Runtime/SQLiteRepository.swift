@@ -24,23 +24,21 @@ public struct RepositoryError: Error, CustomStringConvertible {
 /// (highest epoch, last committed transaction, epoch history). Not thread-safe on
 /// purpose: one serial writer owns it.
 ///
-/// Peers live in two tables behind the `peers` view. A commit appends each peer it
-/// writes (or removes: a row without a port) to `peer_log`, in order; `peer_base` holds
-/// everything older. An announce replacing its row in place dirtied a random B-tree page
-/// of `peer_base`, and every dirty page went to the WAL whole at each commit: a page
-/// written per announce of a hundred bytes. Appends fill the log's pages
-/// in order. A fold moves the log into `peer_base` in key order, in one statement,
-/// writing each page it touches once, when the log is long (or before a write that
-/// rewrites peers in bulk: a merge, an expiry, a snapshot). Both key peers by the bytes
-/// of the info hash and peer id (shorter rows and keys than hex make a cheaper fold);
-/// the `peers` view shows them as hex, like every other table.
+/// Peers live in two tables. A commit appends the peers it writes or removes to
+/// `peer_log`, in order, as one row per commit (`PeerLogRecord`: a blob of its peer
+/// rows); `peer_base` holds everything older, a row per peer keyed by the bytes of the
+/// info hash and peer id. An announce replacing its row in place dirtied a random B-tree
+/// page of `peer_base`, and every dirty page went to the WAL whole at each commit; a row
+/// appended per announce cost a bind, a VM step and a B-tree insert each. A fold moves
+/// the log into `peer_base` in key order, each peer's latest row once, when the log is
+/// long (or before a write that rewrites peers in bulk: a merge, an expiry, a snapshot);
+/// a peer image (`PeerImage`) rewrites the base and empties the log.
 ///
-/// Reading the merge of the two (`peer_rows`: a restart's load, every reader of `peers`)
-/// must cost time linear in their rows: the base rows the log replaces are found by a
-/// lookup into the log's latest rows, never by scanning the log for each base row. (SQLite
-/// evaluates a row-value `NOT IN (subquery)` by such a scan, quadratic in the rows: a node
-/// restarting under load took tens of seconds to come back. `SQLiteRepositoryCostTests`
-/// counts SQLite's steps to hold it.)
+/// Reading the two together (a restart's load) costs time linear in their rows: each
+/// logged peer's latest row is found in one pass over the log, and each base row is looked
+/// up in those (a dictionary), never the log scanned per base row. A reader outside the
+/// process reads `peer_base` and lays the log's records over it
+/// (`tests/cluster/_harness.py` does).
 public final class SQLiteRepository {
     let db: DatabaseQueue
     public let path: String
@@ -92,7 +90,7 @@ public final class SQLiteRepository {
             db = try DatabaseQueue(path: path, configuration: config)
             state.logRows = try db.write { db in
                 try Self.createSchema(db)
-                return try Int.fetchOne(db, sql: "SELECT count(*) FROM peer_log") ?? 0
+                return try Int.fetchOne(db, sql: "SELECT coalesce(sum(rows), 0) FROM peer_log") ?? 0
             }
         } catch {
             throw RepositoryError("cannot open repository \(path): \(error)")
@@ -103,6 +101,10 @@ public final class SQLiteRepository {
         // A file written before the log had `peers` as its table, keyed by hex digits.
         let legacyPeers = try String.fetchOne(db, sql: "SELECT type FROM sqlite_master WHERE name = 'peers'") == "table"
         if legacyPeers { try db.execute(sql: "ALTER TABLE peers RENAME TO legacy_peers") }
+        // Views over the log of a row per peer, from before `PeerLogRecord`.
+        try db.execute(sql: "DROP VIEW IF EXISTS peers; DROP VIEW IF EXISTS peer_rows")
+        let rowLog = try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM pragma_table_info('peer_log') WHERE name = 'info_hash'") ?? false
+        if rowLog { try db.execute(sql: "ALTER TABLE peer_log RENAME TO row_log") }
         try db.execute(sql: """
             CREATE TABLE IF NOT EXISTS swarms(
                 info_hash TEXT PRIMARY KEY NOT NULL,
@@ -121,28 +123,8 @@ public final class SQLiteRepository {
                 PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS peer_log(
                 seq INTEGER PRIMARY KEY,
-                info_hash BLOB NOT NULL,
-                peer_id BLOB NOT NULL,
-                ip TEXT NOT NULL,
-                port INTEGER,
-                uploaded INTEGER,
-                downloaded INTEGER,
-                "left" INTEGER,
-                last_announce INTEGER);
-            DROP VIEW IF EXISTS peers;
-            DROP VIEW IF EXISTS peer_rows;
-            CREATE VIEW peer_rows AS
-                WITH latest AS MATERIALIZED (
-                    SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce, max(seq) FROM peer_log
-                    GROUP BY info_hash, peer_id, ip)
-                SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce FROM peer_base b
-                WHERE NOT EXISTS (SELECT 1 FROM latest l WHERE l.info_hash = b.info_hash AND l.peer_id = b.peer_id AND l.ip = b.ip)
-                UNION ALL
-                SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce FROM latest
-                WHERE port IS NOT NULL;
-            CREATE VIEW peers AS
-                SELECT lower(hex(info_hash)) AS info_hash, lower(hex(peer_id)) AS peer_id, ip, port, uploaded, downloaded,
-                    "left", last_announce FROM peer_rows;
+                rows INTEGER NOT NULL,
+                record BLOB NOT NULL);
             CREATE TABLE IF NOT EXISTS completions(
                 info_hash TEXT NOT NULL,
                 peer_id TEXT NOT NULL,
@@ -181,6 +163,27 @@ public final class SQLiteRepository {
                 PRIMARY KEY(term, master));
             """)
         if legacyPeers { try migrate(fromLegacyPeers: db) }
+        if rowLog { try migrate(fromRowLog: db) }
+    }
+
+    /// Folds a log of a row per peer (a version before `PeerLogRecord`) into `peer_base`,
+    /// each peer's latest row once (SQLite takes a bare column from the row that holds the
+    /// group's max()), then drops it.
+    static func migrate(fromRowLog db: Database) throws {
+        try db.execute(sql: """
+            INSERT INTO peer_base(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
+            SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce FROM (
+                SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce, max(seq) FROM row_log
+                GROUP BY info_hash, peer_id, ip)
+            WHERE port IS NOT NULL
+            ON CONFLICT DO UPDATE SET port = excluded.port, uploaded = excluded.uploaded, downloaded = excluded.downloaded,
+                "left" = excluded."left", last_announce = excluded.last_announce;
+            DELETE FROM peer_base WHERE (info_hash, peer_id, ip) IN (
+                SELECT info_hash, peer_id, ip FROM (
+                    SELECT info_hash, peer_id, ip, port, max(seq) FROM row_log GROUP BY info_hash, peer_id, ip)
+                WHERE port IS NULL);
+            DROP TABLE row_log;
+            """)
     }
 
     /// Moves a legacy `peers` table into `peer_base`, hex keys turned into bytes. A key
@@ -291,12 +294,12 @@ public final class SQLiteRepository {
     static func apply(_ rows: CommitRows, _ db: Database, _ state: inout WriterState) throws {
         // A peer written needs its swarm's row to exist; rows.swarms says how the others stand.
         var unknown: [InfoHash] = []
-        var log = try PeerRowAppender(.log, db)
+        var log = PeerLogRecord(capacity: rows.peerRows)
         for change in rows.changes {
-            if case .peer = change {} else { try log.flush() }
+            if case .peer = change {} else { try append(&log, db) }
             switch change {
             case .peer(let hash, let key, let record):
-                try log.append(hash, key, record)
+                log.append(hash, key, record)
                 state.logRows += 1
                 if record != nil && !state.knownSwarms.contains(hash) { unknown.append(hash) }
             case .completion(let hash, let key):
@@ -313,7 +316,7 @@ public final class SQLiteRepository {
                 try writeCatalogue(change, db)
             }
         }
-        try log.flush()
+        try append(&log, db)
         if !rows.expires {
             for row in rows.swarms { try setSwarm(row.infoHash, completed: row.completed, db, &state) }
             for hash in unknown where !state.knownSwarms.contains(hash) {
@@ -339,29 +342,70 @@ public final class SQLiteRepository {
         try setLastCommitted(rows.lastCommitted, history: rows.history, db)
     }
 
-    /// Moves the log into `peer_base`: each peer's latest row (SQLite takes a bare column
-    /// from the row that holds the group's max()), in key order so the base's pages are
-    /// visited in order, written once however many rows the peer has in the log; then
-    /// each peer whose latest row is a removal goes (only keys with a removal are grouped
-    /// for that). Learns the base's size, which sets when the next fold is due.
+    /// Appends the record's rows to `peer_log` as one row, and starts the next record
+    /// (a commit's rows are split only where another kind of change comes between them,
+    /// so the log keeps the transaction's order).
+    static func append(_ log: inout PeerLogRecord, _ db: Database) throws {
+        guard !log.isEmpty else { return }
+        let sql = "INSERT INTO peer_log(rows, record) VALUES (?, ?)"
+        var row = StatementBinder(try db.cachedStatement(sql: sql), in: db)
+        row.bind(Int64(log.rows))
+        row.bind(log.bytes)
+        try row.step(sql: sql)
+        log = PeerLogRecord()
+    }
+
+    /// A peer's place in the repository: what a later row of the log replaces.
+    struct PeerSlot: Hashable, Comparable {
+        var infoHash: InfoHash
+        var key: PeerKey
+        static func < (l: PeerSlot, r: PeerSlot) -> Bool {
+            (l.infoHash, l.key.peerID, l.key.ip) < (r.infoHash, r.key.peerID, r.key.ip)
+        }
+    }
+
+    /// Each logged peer's latest row (nil: removed), read in the log's order: one
+    /// dictionary insert per row, so a restart reads the log in time linear in it. A
+    /// record no writer of ours leaves is corruption.
+    static func latestLogRows(_ db: Database) throws -> [PeerSlot: PeerRecord?] {
+        var latest: [PeerSlot: PeerRecord?] = [:]
+        let records = try Row.fetchCursor(db, sql: "SELECT seq, record FROM peer_log ORDER BY seq")
+        while let row = try records.next() {
+            let seq = try row.decode(Int64?.self, forColumn: "seq")
+            guard let bytes = try row.decode(Data?.self, forColumn: "record") else {
+                throw RepositoryError("corrupt peer log record \(seq ?? -1): no bytes")
+            }
+            let decoded = bytes.withUnsafeBytes { PeerLogRecord.decode($0) }
+            guard case .success(let rows) = decoded else {
+                if case .failure(let error) = decoded { throw RepositoryError("corrupt peer log record \(seq ?? -1): \(error)") }
+                continue
+            }
+            for r in rows { latest.updateValue(r.record, forKey: PeerSlot(infoHash: r.infoHash, key: r.key)) }
+        }
+        return latest
+    }
+
+    /// Moves the log into `peer_base`: each peer's latest row, in key order so the base's
+    /// pages are visited in order, written once however many rows the peer has in the
+    /// log; a peer whose latest row is a removal goes. Learns the base's size, which sets
+    /// when the next fold is due.
     static func fold(_ db: Database, _ state: inout WriterState) throws {
         guard state.logRows > 0 else { return }
-        try db.execute(sql: """
-            INSERT INTO peer_base(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
-            SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce FROM (
-                SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce, max(seq) FROM peer_log
-                GROUP BY info_hash, peer_id, ip)
-            WHERE port IS NOT NULL
-            ON CONFLICT DO UPDATE SET port = excluded.port, uploaded = excluded.uploaded, downloaded = excluded.downloaded,
-                "left" = excluded."left", last_announce = excluded.last_announce;
-            DELETE FROM peer_base WHERE (info_hash, peer_id, ip) IN (
-                SELECT info_hash, peer_id, ip FROM (
-                    SELECT info_hash, peer_id, ip, port, max(seq) FROM peer_log
-                    WHERE (info_hash, peer_id, ip) IN (SELECT info_hash, peer_id, ip FROM peer_log WHERE port IS NULL)
-                    GROUP BY info_hash, peer_id, ip)
-                WHERE port IS NULL);
-            DELETE FROM peer_log;
-            """)
+        let latest = try latestLogRows(db)
+        var base = try PeerRowAppender(db)
+        let remove = "DELETE FROM peer_base WHERE info_hash = ? AND peer_id = ? AND ip = ?"
+        let removal = try db.cachedStatement(sql: remove)
+        for slot in latest.keys.sorted() {
+            if let record = latest[slot] ?? nil {
+                try base.append(slot.infoHash, record)
+            } else {
+                var row = StatementBinder(removal, in: db)
+                row.bind(slot.infoHash, slot.key)
+                try row.step(sql: remove)
+            }
+        }
+        try base.flush()
+        try db.execute(sql: "DELETE FROM peer_log")
         state.logRows = 0
         state.baseRows = try Int.fetchOne(db, sql: "SELECT count(*) FROM peer_base") ?? 0
     }
@@ -377,13 +421,13 @@ public final class SQLiteRepository {
         guard stored == image.lastCommitted else { return }
         try db.execute(sql: "DELETE FROM peer_log; DELETE FROM peer_base")
         var rows = 0
-        var base = try PeerRowAppender(.base, db)
+        var base = try PeerRowAppender(db)
         // Swarm by swarm, not `content()`: that would hold every peer a second time.
         let swarms = image.store.swarms
         for hash in swarms.keys.sorted() {
             guard let swarm = swarms[hash] else { continue }
             for record in swarm.peers.sorted(by: { ($0.peerID, $0.endpoint.ip) < ($1.peerID, $1.endpoint.ip) }) {
-                try base.append(hash, record.key, record)
+                try base.append(hash, record)
                 rows += 1
             }
         }
@@ -406,79 +450,60 @@ public final class SQLiteRepository {
         }
     }
 
-    /// Where a peer row goes: appended to the log (a row without a record is a removal),
-    /// or straight into the base, only after a fold or a wipe, when the log holds nothing
-    /// that a later fold would lay over it.
-    enum PeerRowTarget {
-        case log, base
-
-        var sql: String { sql(rows: 1) }
-
-        /// One statement that writes `rows` rows (a later row of the same key wins).
-        func sql(rows: Int) -> String {
-            let values = Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?)", count: max(rows, 1)).joined(separator: ", ")
-            let columns = #"(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)"#
-            switch self {
-            case .log: return "INSERT INTO peer_log\(columns) VALUES \(values)"
-            case .base: return "INSERT OR REPLACE INTO peer_base\(columns) VALUES \(values)"
-            }
-        }
+    /// One statement that writes `rows` peers into the base (a later row of the same key
+    /// wins). Only after a fold, an image or a wipe, or for a swarm rewritten whole after
+    /// a fold: when the log holds nothing that a later fold would lay over it.
+    static func baseSQL(rows: Int) -> String {
+        let values = Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?)", count: max(rows, 1)).joined(separator: ", ")
+        return #"INSERT OR REPLACE INTO peer_base(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce) VALUES "#
+            + values
     }
 
-    /// Writes peer rows to one target, `batch` rows per statement: one statement per row
-    /// spent as much CPU in stepping, resetting and clearing it as in the row (`tracker
-    /// bench --store`). Rows are written in the order they come; what is held back is
-    /// written by `flush`, which a commit runs before any other kind of change and at its
-    /// end, so the log keeps the transaction's order.
+    /// Writes peers into the base, `batch` rows per statement: one statement per row spent
+    /// as much CPU in stepping, resetting and clearing it as in the row (`tracker bench
+    /// --store`). What is held back is written by `flush`.
     struct PeerRowAppender {
         static let batch = 16
+        static let sql = (single: baseSQL(rows: 1), batch: baseSQL(rows: batch))
         private let db: Database
-        private let sql: (single: String, batch: String)
         // Looked up once: GRDB's cache finds a statement by hashing its SQL text.
         private let single: Statement
         private let many: Statement
-        private var held: [(InfoHash, PeerKey, PeerRecord?)] = []
+        private var held: [(InfoHash, PeerRecord)] = []
 
-        init(_ target: PeerRowTarget, _ db: Database) throws {
+        init(_ db: Database) throws {
             self.db = db
-            sql = (target.sql, target.sql(rows: Self.batch))
-            single = try db.cachedStatement(sql: sql.single)
-            many = try db.cachedStatement(sql: sql.batch)
+            single = try db.cachedStatement(sql: Self.sql.single)
+            many = try db.cachedStatement(sql: Self.sql.batch)
             held.reserveCapacity(Self.batch)
         }
 
-        mutating func append(_ hash: InfoHash, _ key: PeerKey, _ record: PeerRecord?) throws {
-            held.append((hash, key, record))
+        mutating func append(_ hash: InfoHash, _ record: PeerRecord) throws {
+            held.append((hash, record))
             guard held.count == Self.batch else { return }
             var rows = StatementBinder(many, in: db)
-            for (hash, key, record) in held { rows.bind(hash, key, record) }
-            try rows.step(sql: sql.batch)
+            for (hash, record) in held { rows.bind(hash, record) }
+            try rows.step(sql: Self.sql.batch)
             held.removeAll(keepingCapacity: true)
         }
 
         mutating func flush() throws {
-            for (hash, key, record) in held { try write(hash, key, record, into: single, sql: sql.single, db) }
+            for (hash, record) in held {
+                var row = StatementBinder(single, in: db)
+                row.bind(hash, record)
+                try row.step(sql: Self.sql.single)
+            }
             held.removeAll(keepingCapacity: true)
         }
-    }
-
-    /// A peer's row as memory holds it (nil: removed, for the log only).
-    static func write(_ hash: InfoHash, _ key: PeerKey, _ r: PeerRecord?, to target: PeerRowTarget, _ db: Database) throws {
-        try write(hash, key, r, into: try db.cachedStatement(sql: target.sql), sql: target.sql, db)
-    }
-
-    static func write(_ hash: InfoHash, _ key: PeerKey, _ r: PeerRecord?, into statement: Statement, sql: String,
-                      _ db: Database) throws {
-        var row = StatementBinder(statement, in: db)
-        row.bind(hash, key, r)
-        try row.step(sql: sql)
     }
 
     /// A swarm written whole into `peer_base` and `completions`; its swarms row follows
     /// from the content (memory keeps a swarm while it has a peer or a completion).
     static func insert(_ content: SwarmMerge, _ db: Database) throws {
         let hash = content.infoHash.hex
-        for r in content.peers { try write(content.infoHash, r.key, r, to: .base, db) }
+        var base = try PeerRowAppender(db)
+        for r in content.peers { try base.append(content.infoHash, r) }
+        try base.flush()
         for key in content.completed {
             try run(db, "INSERT OR IGNORE INTO completions(info_hash, peer_id, ip) VALUES (?, ?, ?)", [hash, key.peerID.hex, key.ip.description])
         }
@@ -763,8 +788,10 @@ public final class SQLiteRepository {
     static func content(_ db: Database) throws -> [SwarmMerge] {
         var peers: [InfoHash: [PeerRecord]] = [:]
         var completed: [InfoHash: [PeerKey]] = [:]
+        // The log's latest rows replace the base's: a base row the log holds is skipped.
+        let latest = try latestLogRows(db)
         let peerRows = try Row.fetchCursor(db, sql: """
-            SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce FROM peer_rows
+            SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce FROM peer_base
             """)
         while let row = try peerRows.next() {
             guard let hash = try row.decode(Data?.self, forColumn: "info_hash").flatMap(InfoHash.init(bytes:)),
@@ -777,9 +804,13 @@ public final class SQLiteRepository {
                   let lastAnnounce = try row.decode(Int64?.self, forColumn: "last_announce") else {
                 throw RepositoryError("corrupt peer row \(row)")
             }
+            if !latest.isEmpty, latest[PeerSlot(infoHash: hash, key: PeerKey(peerID: id, ip: ip))] != nil { continue }
             peers[hash, default: []].append(PeerRecord(peerID: id, endpoint: PeerEndpoint(ip: ip, port: port),
                                                        uploaded: uploaded, downloaded: downloaded,
                                                        left: left, lastAnnounce: Instant(milliseconds: lastAnnounce)))
+        }
+        for (slot, record) in latest {
+            if let record { peers[slot.infoHash, default: []].append(record) }
         }
         let completionRows = try Row.fetchCursor(db, sql: "SELECT info_hash, peer_id, ip FROM completions")
         while let row = try completionRows.next() {
@@ -818,11 +849,18 @@ public final class SQLiteRepository {
         }
     }
 
-    /// Row counts, for logs and tests.
+    /// Row counts, for logs and tests: the swarms, and the peers the base and the log
+    /// hold together.
     public func counts() throws -> (swarms: Int, peers: Int) {
         try db.read { db in
-            (try Int.fetchOne(db, sql: "SELECT count(*) FROM swarms") ?? 0,
-             try Int.fetchOne(db, sql: "SELECT count(*) FROM peer_rows") ?? 0)
+            var peers = try Int.fetchOne(db, sql: "SELECT count(*) FROM peer_base") ?? 0
+            let inBase = try db.makeStatement(sql: "SELECT count(*) FROM peer_base WHERE info_hash = ? AND peer_id = ? AND ip = ?")
+            for (slot, record) in try Self.latestLogRows(db) {
+                var key = StatementBinder(inBase, in: db)
+                key.bind(slot.infoHash, slot.key)
+                peers += (record == nil ? 0 : 1) - (try key.count())
+            }
+            return (try Int.fetchOne(db, sql: "SELECT count(*) FROM swarms") ?? 0, peers)
         }
     }
 }

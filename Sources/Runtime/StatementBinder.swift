@@ -1,5 +1,6 @@
 import GRDB
 import GRDBSQLite
+import NIOCore
 import TrackerLogic
 
 /// Binds one row's values straight into a prepared statement and runs it. The peer log
@@ -38,16 +39,26 @@ struct StatementBinder {
         next(rc)
     }
 
-    /// A peer row: its key, then its values, or NULLs (a removal, in the log only).
-    mutating func bind(_ hash: InfoHash, _ key: PeerKey, _ r: PeerRecord?) {
+    /// A peer's key: its info hash, peer id and address.
+    mutating func bind(_ hash: InfoHash, _ key: PeerKey) {
         bind(hash)
         bind(key.peerID)
         bind(key.ip)
-        if let r { bindValues(of: r) } else { index += Self.valueCount }  // cleared bindings are NULL
     }
 
-    /// How many values `bindValues` binds.
-    static let valueCount: Int32 = 5
+    /// A peer row: its key, then its values.
+    mutating func bind(_ hash: InfoHash, _ r: PeerRecord) {
+        bind(hash, r.key)
+        bindValues(of: r)
+    }
+
+    /// A buffer's readable bytes as a blob.
+    mutating func bind(_ bytes: ByteBuffer) {
+        let rc = bytes.withUnsafeReadableBytes { raw in
+            sqlite3_bind_blob(handle, index, raw.baseAddress, Int32(clamping: raw.count), Self.transient)
+        }
+        next(rc)
+    }
 
     /// A peer row's values after its key: port, byte counts, last announce.
     mutating func bindValues(of r: PeerRecord) {
@@ -83,6 +94,17 @@ struct StatementBinder {
             utf8.withMemoryRebound(to: CChar.self) { sqlite3_bind_text(handle, index, $0.baseAddress, Int32(clamping: $0.count), Self.transient) }
         }
         next(rc)
+    }
+
+    /// Runs a statement that selects one integer (a count), once.
+    func count() throws -> Int {
+        let rc = failure == SQLITE_OK ? sqlite3_step(handle) : failure
+        defer { sqlite3_reset(handle) }
+        guard rc == SQLITE_ROW else {
+            let message = connection.flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) }
+            throw DatabaseError(resultCode: ResultCode(rawValue: rc), message: message)
+        }
+        return Int(sqlite3_column_int64(handle, 0))
     }
 
     /// Runs the statement once; an error (a full disk, a bad bind) comes back as a

@@ -15,9 +15,9 @@ import TrackerRuntime
         FileManager.default.temporaryDirectory.appendingPathComponent("repo-\(UUID().uuidString).sqlite").path
     }
 
-    /// Rows in the peer log, read from the file.
+    /// Peer rows in the log, read from the file (each record says how many it holds).
     func logRows(_ path: String) throws -> Int {
-        try DatabaseQueue(path: path).read { try Int.fetchOne($0, sql: "SELECT count(*) FROM peer_log") ?? -1 }
+        try DatabaseQueue(path: path).read { try Int.fetchOne($0, sql: "SELECT coalesce(sum(rows), 0) FROM peer_log") ?? -1 }
     }
 
     func hash(_ n: UInt32) -> InfoHash { InfoHash(a: 0xABCD, b: UInt64(n), c: n) }
@@ -167,8 +167,8 @@ import TrackerRuntime
             infoHash: hash(1), peerID: PeerID(a: 1, b: 1, c: UInt32(i)), endpoint: PeerEndpoint(ip: ip, port: 6881),
             uploaded: 0, downloaded: 0, left: 10, event: .started, at: Instant(milliseconds: 5))) })
         replica.commit(tx)
-        try repo.perform(.commit(CommitRows(tx, replica: replica)))
-        let stored = try DatabaseQueue(path: path).read { try String.fetchAll($0, sql: "SELECT ip FROM peer_log ORDER BY seq") }
+        try repo.perform([.commit(CommitRows(tx, replica: replica)), .peerImage(PeerImage(lastCommitted: tx.ref, store: replica.store))])
+        let stored = try DatabaseQueue(path: path).read { try String.fetchAll($0, sql: "SELECT ip FROM peer_base ORDER BY peer_id") }
         #expect(stored == ips.map(\.description))
         #expect(stored.prefix(5) == ["0.0.0.0", "255.255.255.255", "10.0.100.9", "1.2.3.4", "100.99.10.1"])
         try expectSame(repo, replica)
@@ -424,6 +424,52 @@ import TrackerRuntime
         try expectSame(try SQLiteRepository(path: path), replica)
     }
 
+    /// A file whose log holds a row per peer (before `PeerLogRecord`) keeps its peers: the
+    /// log's latest row of each peer lands in the base (a later row over an earlier one,
+    /// a removal taking a base row), and commits go on in the log of records.
+    @Test func aFileWithALogOfRowsKeepsItsPeers() throws {
+        let path = tempPath()
+        _ = try SQLiteRepository(path: path)
+        let (a, b, c) = (PeerID(a: 1, b: 1, c: 1), PeerID(a: 2, b: 2, c: 2), PeerID(a: 3, b: 3, c: 3))
+        try DatabaseQueue(path: path).write { db in
+            try db.execute(sql: """
+                DROP TABLE peer_log;
+                CREATE TABLE peer_log(seq INTEGER PRIMARY KEY, info_hash BLOB NOT NULL, peer_id BLOB NOT NULL, ip TEXT NOT NULL,
+                    port INTEGER, uploaded INTEGER, downloaded INTEGER, "left" INTEGER, last_announce INTEGER);
+                CREATE VIEW peer_rows AS SELECT * FROM peer_log;
+                CREATE VIEW peers AS SELECT * FROM peer_rows;
+                """)
+            let h = Data(hash(1).bytes)
+            for (id, uploaded) in [(a, 1), (b, 1)] as [(PeerID, Int64)] {
+                try db.execute(sql: "INSERT INTO peer_base VALUES (?, ?, '10.0.0.7', 6881, ?, 0, 5, 500)",
+                               arguments: [h, Data(id.bytes), uploaded])
+            }
+            try db.execute(sql: """
+                INSERT INTO peer_log(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce) VALUES
+                    (?1, ?2, '10.0.0.7', 6881, 10, 0, 5, 600), (?1, ?2, '10.0.0.7', 6881, 20, 0, 5, 700),
+                    (?1, ?3, '10.0.0.7', NULL, NULL, NULL, NULL, NULL), (?1, ?4, '10.0.0.7', 6881, 30, 0, 0, 800)
+                """, arguments: [h, Data(a.bytes), Data(b.bytes), Data(c.bytes)])
+            try db.execute(sql: "INSERT INTO swarms(info_hash, completed) VALUES (?, 0)", arguments: [hash(1).hex])
+            try db.execute(sql: "INSERT INTO cluster_meta VALUES ('last_epoch', ?), ('last_txid', 9)", arguments: [Int64(bitPattern: epoch.packed)])
+        }
+        let repo = try SQLiteRepository(path: path)
+        let loaded = try #require(try repo.load().snapshot)
+        var replica = Replica()
+        replica.install(loaded)
+        let swarm = try #require(replica.store[hash(1)])
+        #expect(replica.store.peerCount == 2)
+        #expect(swarm.peer(PeerKey(peerID: a, ip: .v4(0x0A00_0007)))?.uploaded == 20)
+        #expect(swarm.peer(PeerKey(peerID: b, ip: .v4(0x0A00_0007))) == nil)
+        #expect(swarm.peer(PeerKey(peerID: c, ip: .v4(0x0A00_0007)))?.uploaded == 30)
+        let tx = Transaction(ref: TxRef(epoch: epoch, txid: 10), updates: [
+            .announce(Announce(infoHash: hash(1), peerID: b, endpoint: PeerEndpoint(ip: .v4(0x0A00_0007), port: 6881),
+                               uploaded: 40, downloaded: 2, left: 0, event: .started, at: Instant(milliseconds: 900)))])
+        replica.commit(tx)
+        try repo.perform(.commit(CommitRows(tx, replica: replica)))
+        #expect(try logRows(path) == 1)
+        try expectSame(try SQLiteRepository(path: path), replica)
+    }
+
     @Test func aLegacyPeerRowWithABadKeyFailsTheOpenNotTheProcess() throws {
         let path = tempPath()
         try DatabaseQueue(path: path).write { db in
@@ -437,10 +483,13 @@ import TrackerRuntime
         #expect(throws: RepositoryError.self) { _ = try SQLiteRepository(path: path) }
     }
 
-    /// Values no writer of ours leaves (a NULL byte count, a port out of range, a key of
-    /// the wrong length or type): the load fails with an error, the process goes on.
+    /// Values no writer of ours leaves (a truncated log record, one of another format or
+    /// of text, a port out of range, a key of the wrong length or type): the load fails
+    /// with an error, the process goes on.
     @Test(arguments: [
-        "INSERT INTO peer_log(info_hash, peer_id, ip, port) VALUES (zeroblob(20), zeroblob(20), '10.0.0.1', 6881)",
+        "INSERT INTO peer_log(rows, record) VALUES (1, x'0101' || zeroblob(30))",
+        "INSERT INTO peer_log(rows, record) VALUES (1, x'02')",
+        "INSERT INTO peer_log(rows, record) VALUES (1, 'text')",
         "INSERT INTO peer_base VALUES (zeroblob(20), zeroblob(20), '10.0.0.1', 70000, 0, 0, 0, 0)",
         "INSERT INTO peer_base VALUES (zeroblob(20), zeroblob(19), '10.0.0.1', 6881, 0, 0, 0, 0)",
         "INSERT INTO completions VALUES ('ab', x'00', '10.0.0.1')",
@@ -536,42 +585,5 @@ import TrackerRuntime
         var rebuilt = Catalogue()
         for change in read.rebuildingChanges { rebuilt.apply(change) }
         #expect(rebuilt == read)
-    }
-}
-
-/// What reading the repository costs SQLite, counted in its virtual machine's steps (the
-/// same on every run and machine, unlike time).
-@Suite struct SQLiteRepositoryCostTests {
-    /// SQLite's steps to read every row of `peer_rows` from a repository whose base holds
-    /// `peers` peers and whose log holds `peers` more rows, half of them replacing base rows.
-    func stepsToReadThePeers(_ peers: Int) throws -> Int32 {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("cost-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
-        _ = try SQLiteRepository(path: path)
-        let db = try DatabaseQueue(path: path)
-        try db.write { db in
-            try db.execute(sql: """
-                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-                INSERT INTO peer_base SELECT zeroblob(20), CAST(printf('%020d', i) AS BLOB), '10.0.0.1', 6881, 0, 0, 1, i FROM n;
-                WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-                INSERT INTO peer_log(info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce)
-                    SELECT zeroblob(20), CAST(printf('%020d', i) AS BLOB), '10.0.0.1', 6882, 0, 0, 1, i FROM n;
-                """, arguments: [peers, peers / 2 + 1, peers / 2 + peers])
-        }
-        return try db.read { db in
-            let statement = try db.makeStatement(sql: "SELECT * FROM peer_rows")
-            let rows = try Row.fetchCursor(statement)
-            var count = 0
-            while try rows.next() != nil { count += 1 }
-            #expect(count == peers / 2 + peers)
-            return sqlite3_stmt_status(statement.sqliteStatement, SQLITE_STMTSTATUS_VM_STEP, 0)
-        }
-    }
-
-    /// Four times the rows cost about four times the steps (a log lookup per base row is a
-    /// B-tree search); a scan of the log per base row cost sixteen times.
-    @Test func readingThePeersIsLinearInTheirRows() throws {
-        let small = try stepsToReadThePeers(500), large = try stepsToReadThePeers(2000)
-        #expect(Double(large) < 6 * Double(small), "\(small) steps for 500 peers, \(large) for 2,000")
     }
 }

@@ -41,9 +41,7 @@ def write_repository(path, peers, swarms):
             port INTEGER NOT NULL, uploaded INTEGER NOT NULL, downloaded INTEGER NOT NULL,
             "left" INTEGER NOT NULL, last_announce INTEGER NOT NULL,
             PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
-        CREATE TABLE peer_log(seq INTEGER PRIMARY KEY, info_hash BLOB NOT NULL, peer_id BLOB NOT NULL,
-            ip TEXT NOT NULL, port INTEGER, uploaded INTEGER, downloaded INTEGER, "left" INTEGER,
-            last_announce INTEGER);
+        CREATE TABLE peer_log(seq INTEGER PRIMARY KEY, rows INTEGER NOT NULL, record BLOB NOT NULL);
         CREATE TABLE completions(info_hash TEXT NOT NULL, peer_id TEXT NOT NULL, ip TEXT NOT NULL,
             PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
         CREATE TABLE cluster_meta(key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);

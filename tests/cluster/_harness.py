@@ -2,6 +2,7 @@
 processes, a BEP 15 client that sends to a multicast group and collects every reply,
 and reading the nodes' SQLite files and HTTP API."""
 import hashlib
+import ipaddress
 import json
 import os
 import signal
@@ -149,13 +150,48 @@ def http_request(url, method="GET", body=None, headers=None, timeout=2.0):
     return status, json.loads(raw) if "json" in kind else raw
 
 
+def peer_log_rows(record):
+    """The rows of one `peer_log` record (PeerLogRecord's layout): (info hash, peer id, ip)
+    and the peer's values, or None for a removal. Read here independently of the Swift
+    decoder, so a test that compares two nodes' files checks the format as well."""
+    if record[:1] != b"\x01":
+        raise ValueError(f"peer log record of format {record[:1]!r}")
+    rows, at = [], 1
+
+    def take(n):
+        nonlocal at
+        if at + n > len(record):
+            raise ValueError("truncated peer log record")
+        at += n
+        return record[at - n:at]
+
+    while at < len(record):
+        tag, info_hash, peer_id, family = take(1)[0], take(20).hex(), take(20).hex(), take(1)[0]
+        ip = str(ipaddress.ip_address(take(4 if family == 4 else 16)))
+        if tag == 1:
+            port, uploaded, downloaded, left, last = struct.unpack(">Hqqqq", take(34))
+            rows.append(((info_hash, peer_id, ip), (port, uploaded, downloaded, left, last)))
+        else:
+            rows.append(((info_hash, peer_id, ip), None))
+    return rows
+
+
 def repository_rows(path):
-    """Every row of the repository tables, in a canonical order."""
+    """Every row of the repository tables, in a canonical order; the peers are the base's
+    with the log's latest row for each peer laid over them."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
     try:
         out = {}
-        for table, order in (("swarms", "info_hash"), ("peers", "info_hash, peer_id, ip"),
-                             ("completions", "info_hash, peer_id, ip")):
+        peers = {(h.hex(), p.hex(), ip): tuple(values) for h, p, ip, *values in con.execute(
+            'SELECT info_hash, peer_id, ip, port, uploaded, downloaded, "left", last_announce FROM peer_base')}
+        for (record,) in con.execute("SELECT record FROM peer_log ORDER BY seq"):
+            for key, values in peer_log_rows(record):
+                if values is None:
+                    peers.pop(key, None)
+                else:
+                    peers[key] = values
+        out["peers"] = sorted(key + values for key, values in peers.items())
+        for table, order in (("swarms", "info_hash"), ("completions", "info_hash, peer_id, ip")):
             out[table] = con.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
         out["last_txid"] = con.execute("SELECT value FROM cluster_meta WHERE key = 'last_txid'").fetchone()
         return out
