@@ -375,12 +375,12 @@ public final class SQLiteRepository {
             guard let bytes = try row.decode(Data?.self, forColumn: "record") else {
                 throw RepositoryError("corrupt peer log record \(seq ?? -1): no bytes")
             }
-            let decoded = bytes.withUnsafeBytes { PeerLogRecord.decode($0) }
-            guard case .success(let rows) = decoded else {
-                if case .failure(let error) = decoded { throw RepositoryError("corrupt peer log record \(seq ?? -1): \(error)") }
-                continue
+            switch bytes.withUnsafeBytes({ PeerLogRecord.decode($0) }) {
+            case .success(let rows):
+                for r in rows { latest.updateValue(r.record, forKey: PeerSlot(infoHash: r.infoHash, key: r.key)) }
+            case .failure(let error):
+                throw RepositoryError("corrupt peer log record \(seq ?? -1): \(error)")
             }
-            for r in rows { latest.updateValue(r.record, forKey: PeerSlot(infoHash: r.infoHash, key: r.key)) }
         }
         return latest
     }
@@ -395,8 +395,8 @@ public final class SQLiteRepository {
         var base = try PeerRowAppender(db)
         let remove = "DELETE FROM peer_base WHERE info_hash = ? AND peer_id = ? AND ip = ?"
         let removal = try db.cachedStatement(sql: remove)
-        for slot in latest.keys.sorted() {
-            if let record = latest[slot] ?? nil {
+        for (slot, latest) in latest.sorted(by: { $0.key < $1.key }) {
+            if let record = latest {
                 try base.append(slot.infoHash, record)
             } else {
                 var row = StatementBinder(removal, in: db)
