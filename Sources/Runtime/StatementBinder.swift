@@ -3,9 +3,9 @@ import GRDBSQLite
 import NIOCore
 import TrackerLogic
 
-/// Binds one row's values straight into a prepared statement and runs it. The peer log
-/// takes a row per announce; through GRDB's `StatementArguments` each row built an array
-/// of existentials and a copy of every string, about half of the append's CPU. Info
+/// Binds one row's values straight into a prepared statement and runs it. A peer image
+/// writes a row per peer; through GRDB's `StatementArguments` each row built an array
+/// of existentials and a copy of every string, about half of the row's CPU. Info
 /// hashes and peer ids go in as their bytes, from the stack. Used only inside a GRDB
 /// write, on a statement GRDB compiled and caches.
 struct StatementBinder {
