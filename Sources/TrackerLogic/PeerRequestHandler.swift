@@ -137,6 +137,9 @@ public struct PeerRequestHandler: Sendable {
 
     /// Why a new announce cannot be held: the tracker or the swarm is full.
     func capacityProblem(_ r: AnnounceRequest, source: PeerEndpoint, store: SwarmStore) -> String? {
+        // Below every limit, with no swarm that could be full, no swarm needs reading.
+        if store.peerCount < config.maxPeers, store.swarmCount < config.maxSwarms,
+           store.swarmPeersBound < config.maxPeersPerSwarm { return nil }
         let ip = config.trustAnnouncedIP && r.ip != 0 && source.ip.family == .v4 ? IPAddress.v4(r.ip) : source.ip
         // Whether the peer is held is a lookup into its swarm: asked only at a limit.
         return capacityProblem(peers: store.peerCount(in: r.infoHash), swarms: store.swarmCount, totalPeers: store.peerCount,

@@ -333,4 +333,54 @@ struct PeerRequestHandlerTests {
         #expect(rebuilt.peerCount == store.peerCount)
         #expect(rebuilt.catalogue.sorted.count == store.catalogue.sorted.count)
     }
+
+    /// A master checks capacity as it reads an announce, against the state its
+    /// transaction is prepared on, and skips the swarm while `swarmPeersBound` says none
+    /// can be full; a cluster of one checks as it applies. Both must refuse the same
+    /// announces with the same words, through stops and expiries, and the bound must
+    /// cover every swarm (after an expiry, exactly the largest).
+    @Test func aMasterRefusesWhereAClusterOfOneDoes() throws {
+        var config = TrackerConfig()
+        config.maxPeers = 14; config.maxSwarms = 3; config.maxPeersPerSwarm = 6
+        config.connectLimit = .off; config.announceLimit = .off; config.errorLimit = .off
+        let handler = PeerRequestHandler(config: config, connectionIDs: ConnectionIDPolicy(key: SipHash24(k0: 3, k1: 4)))
+        var clusterOfOne = StandaloneTracker(handler: handler, seed: 1)
+        var master = SwarmStore()
+        var limiter = handler.makeRateLimiter(key: SipHash24(k0: 5, k1: 6))
+        var rng = SeededGenerator(seed: 11)
+        var refusals = Set<String>()
+        let events: [AnnounceEvent] = [.none, .none, .started, .completed, .stopped]
+        for step in 0..<4_000 {
+            // 20 s a step: a peer not heard for 180 steps expires, and many are not.
+            let at = now + Milliseconds.seconds(Int64(step) * 20)
+            if step % 200 == 199 {
+                clusterOfOne.tick(now: at)
+                master.apply(.expire(before: at - config.effectivePeerTimeout))
+                let largest = master.sortedInfoHashes.map { master[$0]?.peerCount ?? 0 }.max() ?? 0
+                #expect(master.swarmPeersBound == largest, "step \(step): an expiry sets the bound to the largest swarm")
+            }
+            let request = AnnounceRequest(connectionID: handler.connectionIDs.issue(for: me.ip, now: at), transactionID: UInt32(step),
+                                          infoHash: InfoHash(a: rng.next() % 4 + 1, b: 0, c: 0), peerID: peerID(UInt32(rng.next() % 40)),
+                                          downloaded: 0, left: Int64(rng.next() % 2), uploaded: 0, event: events[Int(rng.next() % 5)],
+                                          ip: 0, numWant: 0, port: 6881)
+            let datagram = BEP15Codec.encode(.announce(request))
+            let expected = clusterOfOne.receive(datagram, from: me, now: at)
+            switch handler.decide(datagram, from: me, now: at, store: master, limiter: &limiter) {
+            case .reply(let reply):
+                #expect(reply == expected, "step \(step)")
+                if case .error(let e) = reply { refusals.insert(e.message) }
+            case .commit(let pending):
+                guard case .announce? = expected else { Issue.record("step \(step): the cluster of one refused: \(String(describing: expected))"); return }
+                master.apply(.announce(pending.update))
+            case .drop(let error):
+                Issue.record("step \(step): dropped: \(error)"); return
+            }
+            #expect(master == clusterOfOne.store, "step \(step)")
+            for hash in master.sortedInfoHashes {
+                #expect((master[hash]?.peerCount ?? 0) <= master.swarmPeersBound, "step \(step): the bound covers every swarm")
+            }
+        }
+        #expect(refusals == ["swarm is full (6 peers); retry later", "tracker is full (3 swarms); retry later",
+                             "tracker is full (14 peers); retry later"], "every limit was reached")
+    }
 }

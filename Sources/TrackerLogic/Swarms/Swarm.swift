@@ -50,18 +50,21 @@ public struct Swarm: Sendable {
     func holds(_ key: PeerKey) -> Bool { key.ip.family == .v4 ? v4.contains(key) : v6.contains(key) }
 
     /// What one change did to the swarm's digest sum and counts (the repository keeps
-    /// the totals). `sum` wraps: it is a difference modulo 2^64.
+    /// the totals), and how many peers the swarm holds after it (0 for a change to no
+    /// swarm). `sum` wraps: it is a difference modulo 2^64.
     struct Change {
         var sum: UInt64
         var elements: Int
         var peers: Int
+        var swarmPeers = 0
     }
 
     private var tally: (sum: UInt64, elements: Int, peers: Int) { (digestSum, peerCount + completed, peerCount) }
 
     private func change(since before: (sum: UInt64, elements: Int, peers: Int)) -> Change {
         let after = tally
-        return Change(sum: after.sum &- before.sum, elements: after.elements - before.elements, peers: after.peers - before.peers)
+        return Change(sum: after.sum &- before.sum, elements: after.elements - before.elements, peers: after.peers - before.peers,
+                      swarmPeers: after.peers)
     }
 
     /// `digest`: keep `digestSum` (a replica does; a standalone tracker, which never

@@ -8,6 +8,11 @@ public struct SwarmStore: Sendable {
     private(set) var digestSum: UInt64 = 0
     private(set) var digestCount: UInt64 = 0
     public private(set) var peerCount = 0
+    /// Never below the peer count of any swarm held: every change raises it to its swarm's
+    /// count, and an expiry (a pass over every swarm) sets it to the largest. A capacity
+    /// check that finds it under the per-swarm limit reads no swarm: on a master that read
+    /// is a copy of the swarm out of the dictionary (`Dictionary` lends no value).
+    public private(set) var swarmPeersBound = 0
     /// False for a standalone tracker: nothing compares its repository with another, so
     /// it skips the digest bookkeeping and `Digest.of` makes a pass instead.
     public let keepsDigest: Bool
@@ -40,11 +45,14 @@ public struct SwarmStore: Sendable {
             account(Swarm.Change(sum: after.sum &- before.sum, elements: after.count - before.count, peers: 0))
         case .expire(let before):
             // Swarms are independent, so the visiting order cannot change the result.
+            var largest = 0
             for hash in Array(swarms.keys) {
                 guard var swarm = swarms.removeValue(forKey: hash) else { continue }
                 account(swarm.expire(before: before, in: hash, digest: keepsDigest))
+                largest = max(largest, swarm.peerCount)
                 if !swarm.isEmpty { swarms[hash] = swarm }
             }
+            swarmPeersBound = largest
         }
     }
 
@@ -89,6 +97,7 @@ public struct SwarmStore: Sendable {
         digestSum &+= change.sum
         digestCount &+= UInt64(truncatingIfNeeded: change.elements)
         peerCount += change.peers
+        swarmPeersBound = max(swarmPeersBound, change.swarmPeers)
     }
 
     public mutating func apply(_ updates: some Sequence<SwarmUpdate>, stamp: TxRef? = nil) {
