@@ -54,7 +54,7 @@ struct EffectsContractTests: MasterFixture {
     @Test func aPeerImageFollowsTheRowsOfTheCommitThatMadeTheLogLong() throws {
         var (n, t) = masterWithTwoSlaves(peerImageMinimumRows: 3)
         var persisted: [TxRef] = [], images: [PeerImage] = []
-        for tid in 1...7 as ClosedRange<UInt32> {
+        for tid in 1...9 as ClosedRange<UInt32> {
             let tx = try announce(tid, peerNumber: 1, &n, at: &t)
             for action in vote(1, tx, .ok, &n, at: t) {
                 switch action {
@@ -67,11 +67,12 @@ struct EffectsContractTests: MasterFixture {
                 }
             }
         }
-        // One peer: due at 3 logged rows (the minimum is over twice the peers), then 3 more.
-        #expect(persisted.count == 7)
-        #expect(images.map { persisted.firstIndex(of: $0.lastCommitted) } == [2, 5])
-        #expect(PeerImage.isDue(loggedRows: 199, peerCount: 100, minimumRows: 10) == false)
-        #expect(PeerImage.isDue(loggedRows: 200, peerCount: 100, minimumRows: 10))
+        // One peer: due at 4 logged rows (four times the peers, over the minimum of 3), then 4 more.
+        #expect(persisted.count == 9)
+        #expect(images.map { persisted.firstIndex(of: $0.lastCommitted) } == [3, 7])
+        #expect(PeerImage.isDue(loggedRows: 399, peerCount: 100, minimumRows: 10) == false)
+        #expect(PeerImage.isDue(loggedRows: 400, peerCount: 100, minimumRows: 10))
+        #expect(PeerImage.isDue(loggedRows: 10, peerCount: 1, minimumRows: 10), "never before the minimum")
         #expect(PeerImage.isDue(loggedRows: Int.max - 1, peerCount: Int.max, minimumRows: 10) == false, "no overflow")
     }
 

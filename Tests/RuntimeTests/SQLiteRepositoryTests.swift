@@ -204,24 +204,29 @@ import TrackerRuntime
         try expectSame(try SQLiteRepository(path: path), replica)
     }
 
-    /// A fold comes due by the base's size: the log grows to `foldRatio` times the rows
-    /// the base held after the last fold (a fold costs what the base's pages cost, so a
-    /// longer log pays for it over more announces), and never below the threshold.
-    @Test func theNextFoldIsDueAtARatioOfTheBase() throws {
+    /// A fold comes due by the repository's size: the log grows to `foldRatio` times the
+    /// rows the base held after the last fold or the peers the replica holds, whichever is
+    /// more (a fold costs what the base's pages cost, so a longer log pays for it over more
+    /// announces), and never below the threshold. While peers arrive the log is mostly
+    /// new peers and no fold comes due; the node's peer image (`PeerImage.isDue`, at a
+    /// smaller ratio) writes them instead.
+    @Test func theNextFoldIsDueAtARatioOfTheRepository() throws {
         let path = tempPath()
         let repo = try SQLiteRepository(path: path, foldThreshold: 2, foldRatio: 4)
         var replica = Replica()
         var seen: [Int] = []
-        for n in 1...11 as ClosedRange<UInt32> {
+        for n in 1...15 as ClosedRange<UInt32> {
+            // Three new peers, then the same three again and again.
+            let peer = (n - 1) % 3 + 1
             let tx = Transaction(ref: TxRef(epoch: epoch, txid: UInt64(n)), updates: [.announce(Announce(
-                infoHash: hash(1), peerID: PeerID(a: 1, b: 1, c: n), endpoint: PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881),
+                infoHash: hash(1), peerID: PeerID(a: 1, b: 1, c: peer), endpoint: PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881),
                 uploaded: 0, downloaded: 0, left: 10, event: .started, at: Instant(milliseconds: Int64(n))))])
             replica.commit(tx)
             try repo.perform(.commit(CommitRows(tx, replica: replica)))
             seen.append(try logRows(path))
         }
-        // Folded at 2 rows (the threshold: the base was empty), then at 4 × 2 = 8.
-        #expect(seen == [1, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1])
+        // Never folded while the base was empty and peers arrived; folded at 4 × 3 = 12.
+        #expect(seen == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2, 3])
         try expectSame(repo, replica)
     }
 

@@ -174,7 +174,7 @@ public struct ClusterConfig: Sendable, Hashable {
     /// Re-sends of a PREPARE before silent voters count as down.
     public var voteRetries = 2
     /// A node hands its store an image of its peers (`PeerImage`) once it has logged
-    /// this many peer rows since the last one (and twice its peers).
+    /// this many peer rows since the last one (and `PeerImage.logRatio` times its peers).
     public var peerImageMinimumRows = 65_536
     /// Peer requests a non-serving node holds for a new master to answer (see
     /// `HeldRequests`): at most this many…

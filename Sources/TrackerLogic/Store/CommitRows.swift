@@ -51,6 +51,9 @@ public struct CommitRows: Hashable, Sendable {
     public var swarms: [SwarmRow] = []
     /// How many of `changes` are peer rows (what a store logs).
     public var peerRows = 0
+    /// How many peers the replica holds after the transaction: what a store measures its
+    /// log against, since its table of older rows may be far smaller while peers arrive.
+    public var peerCount = 0
 
     /// The rows `tx` changed, read from `replica` right after it committed `tx`.
     public init(_ tx: Transaction, replica: Replica) {
@@ -77,6 +80,7 @@ public struct CommitRows: Hashable, Sendable {
             }
         }
         swarms = recount.sorted().map { SwarmRow(infoHash: $0, completed: replica.store.completed(in: $0)) }
+        peerCount = replica.store.peerCount
     }
 
     /// The rows a catalogue change wrote, read from `catalogue` right after it: a cluster
