@@ -115,11 +115,15 @@ export fuzz_freezer
 run_python_test() { run_test "$1" 600 /usr/bin/python3 "$1"; }
 export -f run_python_test
 # Tests that wait on their own processes only: two at a time. None of them stops, kills
-# or restarts a broker (cluster_loopback.py restarts the shared one: it runs alone).
-concurrent=(tests/interop/*.py tests/cluster/broker_tls.py tests/cluster/broker_garbage.py
-            tests/cluster/dashboard_api.py tests/cluster/dashboard_browser.py tests/cluster/full_disk.py
-            tests/cluster/state_files.py tests/cluster/help_example.py tests/cluster/monitoring.py
-            tests/cluster/reload.py tests/cluster/admin_cli.py tests/cluster/access_policy.py tests/cluster/full_restart.py)
+# or restarts a broker (cluster_loopback.py restarts the shared one: it runs alone). The
+# two namespace tests run their own broker, in namespaces named after their PID, and
+# bound their failovers in tens of seconds: a neighbour's load cannot fail them.
+# Longest first (the two lanes then end together), the namespace tests apart.
+concurrent=(tests/cluster/group_netns.py tests/cluster/dashboard_browser.py tests/cluster/access_policy.py
+            tests/cluster/broker_garbage.py tests/cluster/vip_netns.py tests/cluster/full_restart.py
+            tests/cluster/dashboard_api.py tests/cluster/full_disk.py tests/cluster/monitoring.py
+            tests/cluster/reload.py tests/cluster/broker_tls.py tests/cluster/state_files.py
+            tests/cluster/help_example.py tests/cluster/admin_cli.py tests/interop/*.py)
 for t in "${concurrent[@]}"; do
   if grep -qE 'activemq\("(stop|kill|restart)"' "$t"; then
     echo "test.sh: $t stops or restarts the shared broker: it cannot run beside another test" >&2
