@@ -17,6 +17,9 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case masterSteppedDown
     /// Recovery fetched committed transactions from a slave ahead of the new master.
     case recoveryFetched
+    /// Strict quorum: recovery fetched another branch than its own, which a majority can
+    /// vote on (`MajorityBranch.swift`).
+    case recoveryChoseMajorityBranch
     /// Recovery proposed again a transaction some node had prepared (the old master may
     /// have committed it).
     case preparedReproposed
@@ -101,6 +104,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .pausedMasterSteppedDown: return "paused master stepped down"
         case .masterSteppedDown: return "master stepped down"
         case .recoveryFetched: return "recovery fetched from a slave"
+        case .recoveryChoseMajorityBranch: return "recovery fetched the branch a majority holds"
         case .preparedReproposed: return "prepared transaction re-proposed"
         case .recoveredAgain: return "recovered again for a missed commit"
         case .recoveryMergedOwnState: return "recovery merged own diverged state"

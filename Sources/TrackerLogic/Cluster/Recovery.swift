@@ -22,6 +22,8 @@ struct Recovery: NodeRole, Sendable {
     /// operator changes the master had queued.
     var recoveredAgainFor = TxRef.zero
     var carried: [QueuedUpdate] = []
+    /// Fetched a branch for its majority rather than for being ahead (`MajorityBranch.swift`).
+    var choseBranch = false
 
     var nextDeadline: Instant {
         min(expiryDue, deadline, resendAt, fetching?.deadline ?? deadline)
@@ -102,11 +104,19 @@ struct Recovery: NodeRole, Sendable {
             }
             return nil
         }
-        // Catch up from the most up-to-date slave first.
-        if let best = answers.max(by: { $0.last < $1.last }), ctx.replica.lastCommitted < best.last {
+        // Catch up from the most up-to-date slave first (not once we chose another branch
+        // for its majority: what that branch lacks comes back by merge).
+        if !choseBranch, let best = answers.max(by: { $0.last < $1.last }), ctx.replica.lastCommitted < best.last {
             fetching = (best.node, now + ctx.config.recoveryTimeout)
             ctx.paths.count(.recoveryFetched)
             ctx.send(.catchUpRequest(after: ctx.replica.lastCommitted), to: best.node)
+            return nil
+        }
+        if let branch = majorityBranch(answers, in: ctx) {
+            choseBranch = true
+            fetching = (branch.node, now + ctx.config.recoveryTimeout)
+            ctx.paths.count(.recoveryChoseMajorityBranch)
+            ctx.send(.catchUpRequest(after: ctx.replica.lastCommitted), to: branch.node)
             return nil
         }
         // Whatever anyone prepared right after our last commit may have been committed
@@ -135,7 +145,9 @@ struct Recovery: NodeRole, Sendable {
         recovered += Catalogue.restoring(ctx.kept.filter { !catalogue.dominates($0) }).map { .catalogue($0) }
         ctx.prepared = nil
         var master = Master(nextExpiry: expiryDue, recovered: recovered, now: now)
-        master.recoveredAgainFor = recoveredAgainFor
+        // A commit an answer reported is not one recovery missed (`MissedCommit.swift`),
+        // even where we serve another branch than its (`MajorityBranch.swift`).
+        master.recoveredAgainFor = max(recoveredAgainFor, answers.map(\.last).max() ?? .zero)
         master.queue += carried
         if !master.queue.isEmpty, master.batchDeadline == nil { master.batchDeadline = now }
         return .serve(master, syncing: answers.map { (node: $0.node, last: $0.last) })
