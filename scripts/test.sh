@@ -97,16 +97,26 @@ fi
 results="$(mktemp -d)"
 export results
 # run_test NAME SECONDS COMMAND...: runs it with its output kept aside, then prints the
-# output whole (two tests at a time do not interleave) and records the verdict.
+# output whole (two tests at a time do not interleave) and records the verdict. A failed
+# test's reason (its first FAIL line, else its last line) is kept for the summary at the
+# end: a failing test dumps its nodes' logs, and CI keeps only a run's head and tail.
 run_test() {
-  local name="$1" seconds="$2" start=$SECONDS verdict=passed log quiet=0 a
+  local name="$1" seconds="$2" start=$SECONDS verdict=passed log quiet=0 a code=0 reason
   shift 2
   log="$(mktemp -p "$results")"
   for a in "$@"; do [[ "$a" != /* && -f "$a" ]] && grep -q "test.sh: quiet machine" "$a" && quiet=1; done
   [ "$quiet" = 1 ] && [ -n "${fuzz_freezer:-}" ] && { echo FROZEN > "$fuzz_freezer/freezer.state"; } 2>/dev/null || true
-  timeout "$seconds" "$@" > "$log" 2>&1 || verdict=failed
+  timeout "$seconds" "$@" > "$log" 2>&1 || { code=$?; verdict=failed; }
   [ "$quiet" = 1 ] && [ -n "${fuzz_freezer:-}" ] && { echo THAWED > "$fuzz_freezer/freezer.state"; } 2>/dev/null || true
   { flock 9; echo "=== $name: $verdict in $((SECONDS - start)) s"; cat "$log"; } 9> "$results/print.lock"
+  if [ "$verdict" = failed ]; then
+    if [ "$code" = 124 ]; then
+      reason="timed out after $seconds s"
+    else
+      reason="$(grep -m 1 '^FAIL' "$log" || tail -n 1 "$log")"
+    fi
+    echo "$name: ${reason:0:400}" >> "$results/reasons"
+  fi
   echo "$name" >> "$results/$verdict"
   rm -f "$log"
 }
@@ -176,7 +186,7 @@ passed=0; failed=0
 [ -f "$results/failed" ] && failed=$(wc -l < "$results/failed")
 echo "real-process tests: $passed passed, $failed failed"
 if [ "$failed" -gt 0 ]; then
-  sed 's/^/failed: /' "$results/failed"
+  sed 's/^/failed: /' "$results/reasons"
   exit 1
 fi
 [ "$quick" = 1 ] && { echo "quick tier passed"; exit 0; }

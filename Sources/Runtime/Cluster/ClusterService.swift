@@ -441,6 +441,11 @@ public final class ClusterService: @unchecked Sendable {
             if env.from == ownTopic && env.incarnation == incarnation { return }
             stats.beacons += 1
             step(.beacon(env))
+        case .failure(.replayed) where (sockets?.families.count ?? 0) > 1:
+            // Keepalives go to every family's group and every node joins each, so each
+            // arrives once per family: the later copies are expected, not a replay to
+            // count or warn about.
+            break
         case .failure(let reason):
             stats.rejected[reason, default: 0] += 1
             rejectLog.warning("dropped a keepalive from the peer network", key: "beacon-\(reason.rawValue)", metadata: [
