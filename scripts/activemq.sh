@@ -25,6 +25,9 @@
 # ExecStart of ACTIVEMQ_UNIT (default deploy/activemq/activemq-tracker.service) with
 # /etc/activemq/tracker read as DIR and /var/lib/activemq/tracker as ACTIVEMQ_STATE, and
 # the probe speaks STOMP over TLS as the users.properties user "tracker".
+#
+# ACTIVEMQ_JVM=deploy: our own configuration, run with the deploy unit's JVM flags (heap,
+# collector, full tiered compilation) instead of the tests' (C1 only); see jvm_flags.
 set -euo pipefail
 
 NAME="tracker"
@@ -198,6 +201,20 @@ deploy_command() {
         | sed -e "s#/etc/activemq/tracker#$DEPLOY_CONF#g" -e "s#/var/lib/activemq/tracker#$STATE#g"
 }
 
+# The JVM's heap, collector and compiler. For tests, C1 only (-XX:TieredStopAtLevel=1):
+# a broker that starts and stops many times a run compiles less. ACTIVEMQ_JVM=deploy
+# takes them from the deploy unit's ExecStart (full tiered compilation, the heap an
+# operator's broker has): the benchmark suite measures that broker.
+jvm_flags() {
+    case "${ACTIVEMQ_JVM:-test}" in
+        test) echo "-Xms32m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1" ;;
+        deploy)
+            [ -r "$UNIT" ] || { echo "activemq.sh: cannot read the unit $UNIT" >&2; return 1; }
+            sed -n '/^ExecStart=/,/[^\\]$/p' "$UNIT" | tr ' \\' '\n\n' | grep -- '^-X' | tr '\n' ' ' ;;
+        *) echo "activemq.sh: ACTIVEMQ_JVM must be test or deploy" >&2; return 1 ;;
+    esac
+}
+
 start() {
     if p=$(pid); then
         if stomp_connected; then echo "activemq running (pid $p) on $SCHEME://$HOST:$PORT"; return 0; fi
@@ -216,7 +233,9 @@ start() {
     write_config
     local java; java=$(command -v java)
     # The JVM flags Debian's launcher passes on Java > 8.
-    setsid "$java" -Xms32m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    local heap; heap=$(jvm_flags)
+    # shellcheck disable=SC2086 # separate words
+    setsid "$java" $heap \
         --add-reads=java.xml=java.logging \
         --add-opens java.base/java.security=ALL-UNNAMED --add-opens java.base/java.net=ALL-UNNAMED \
         --add-opens java.base/java.lang=ALL-UNNAMED --add-opens java.base/java.util=ALL-UNNAMED \

@@ -162,6 +162,17 @@ def broker_pid():
         fail(f"cannot read the broker's pid from: {out}")
 
 
+def deploy_jvm(pid):
+    """Whether the broker runs with full tiered compilation, as the deploy unit starts it,
+    rather than the tests' C1 only (a broker that was already running when the suite began:
+    CI's)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"-XX:TieredStopAtLevel=1" not in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
 def start_cluster(started_broker, floating=False):
     """Three nodes behind a multicast group (every node receives every request), or with
     `floating`, each bound to a floating address of its own on loopback, the load sent to
@@ -169,7 +180,9 @@ def start_cluster(started_broker, floating=False):
     master receives peer datagrams (keepalives then travel on the broker only)."""
     if subprocess.run([os.path.join(HERE, "..", "..", "scripts", "activemq.sh"), "status"],
                       capture_output=True).returncode != 0:
-        activemq("start")
+        # The broker an operator runs: the deploy unit's heap and full tiered compilation,
+        # not the tests' C1 only.
+        activemq("start", env={"ACTIVEMQ_JVM": "deploy"})
         started_broker.append(True)
     port = free_udp_port()
     cluster = Cluster(f"bench{os.getpid()}{'f' if floating else ''}", port)
@@ -187,7 +200,7 @@ def start_cluster(started_broker, floating=False):
         role = "master" if n is master else "follower"
         parts.append((f"{role} n{n.node_id}", n.proc.pid, None))
         parts += [(f"  n{n.node_id} store writer", n.proc.pid, tid) for tid in thread_ids(n.proc.pid, "store-writer")]
-    parts.append(("broker", broker, None))
+    parts.append(("broker" if deploy_jvm(broker) else "broker (C1 only)", broker, None))
     metrics = [f"http://127.0.0.1:{n.http}/metrics" for n in cluster.nodes]
     name = "3-node cluster, floating address" if floating else "3-node cluster (ActiveMQ, SQLite)"
     return Target(name, address, pids, cluster.stop, parts=parts, metrics=metrics), cluster
