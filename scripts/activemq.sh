@@ -232,10 +232,10 @@ start() {
     fi
     write_config
     local java; java=$(command -v java)
-    # The JVM flags Debian's launcher passes on Java > 8.
-    local heap; heap=$(jvm_flags)
-    # shellcheck disable=SC2086 # separate words
-    setsid "$java" $heap \
+    local jvm; jvm=$(jvm_flags)
+    # Then the JVM flags Debian's launcher passes on Java > 8.
+    # shellcheck disable=SC2086 # jvm holds separate words
+    setsid "$java" $jvm \
         --add-reads=java.xml=java.logging \
         --add-opens java.base/java.security=ALL-UNNAMED --add-opens java.base/java.net=ALL-UNNAMED \
         --add-opens java.base/java.lang=ALL-UNNAMED --add-opens java.base/java.util=ALL-UNNAMED \

@@ -15,6 +15,7 @@
 5. Garbage on the broker (malformed cluster messages, text bodies) is dropped.
 6. Clean shutdown (SIGTERM) of a node empties its database.
 """
+# test.sh: quiet machine (it judges a failover's time, so background builds are frozen while it runs)
 import hashlib
 import os
 import struct
