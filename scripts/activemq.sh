@@ -208,9 +208,7 @@ deploy_command() {
 jvm_flags() {
     case "${ACTIVEMQ_JVM:-test}" in
         test) echo "-Xms32m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1" ;;
-        deploy)
-            [ -r "$UNIT" ] || { echo "activemq.sh: cannot read the unit $UNIT" >&2; return 1; }
-            sed -n '/^ExecStart=/,/[^\\]$/p' "$UNIT" | tr ' \\' '\n\n' | grep -- '^-X' | tr '\n' ' ' ;;
+        deploy) local command; command=$(deploy_command) && tr ' ' '\n' <<< "$command" | grep -- '^-X' | tr '\n' ' ' ;;
         *) echo "activemq.sh: ACTIVEMQ_JVM must be test or deploy" >&2; return 1 ;;
     esac
 }
