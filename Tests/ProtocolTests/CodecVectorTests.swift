@@ -68,6 +68,21 @@ struct CodecVectorTests {
         #expect(try BEP15Codec.decodeRequest(ByteBuffer(bytes: withOptions)).get() == .announce(Self.announce))
     }
 
+    /// The decoder reads the datagram's readable bytes, not its storage: a request behind
+    /// bytes already read (a datagram sliced from a batch), with a partial hash after a
+    /// scrape's two, decodes as alone.
+    @Test func requestsAreReadFromTheReaderIndex() throws {
+        var announce = ByteBuffer(bytes: [0xFF, 0xEE, 0xDD] + bytes(Self.announceHex))
+        announce.moveReaderIndex(forwardBy: 3)
+        #expect(try BEP15Codec.decodeRequest(announce).get() == .announce(Self.announce))
+        #expect(BEP15Codec.peekHeader(announce)?.transactionID == 0x0A0B_0C0D)
+        let scrape = bytes("0000000000000005 00000002 00000006 0123456789abcdef0123456789abcdef01234567 fedcba9876543210fedcba9876543210fedcba98 0102")
+        var behind = ByteBuffer(bytes: Array(repeating: 0x55, count: 7) + scrape)
+        behind.moveReaderIndex(forwardBy: 7)
+        #expect(try BEP15Codec.decodeRequest(behind).get()
+            == .scrape(ScrapeRequest(connectionID: 5, transactionID: 6, infoHashes: [hashA, hashB])))
+    }
+
     @Test func announceResponseIPv4() throws {
         let response = TrackerResponse.announce(AnnounceResponse(
             transactionID: 9, interval: 1800, leechers: 2, seeders: 1,

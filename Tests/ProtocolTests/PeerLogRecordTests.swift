@@ -31,6 +31,30 @@ import TrackerLogic
         #expect(PeerLogRecord.decode(expected) == .success([.written(hash, written), .removed(hash, removedKey)]))
     }
 
+    /// The longest row (a written IPv6 peer) and a record that outgrows its first
+    /// allocation many times over read back as written, in order.
+    @Test func manyRowsOfBothFamiliesReadBack() {
+        var record = PeerLogRecord()
+        var rows: [PeerLogRow] = []
+        for i in 0..<1000 {
+            let ip: IPAddress = i % 2 == 0 ? .v6(0x2001_0DB8_0000_0000 | UInt64(i), UInt64.max - UInt64(i)) : .v4(UInt32(i))
+            let id = PeerID(a: UInt64(i), b: 0xFFFF_0000_FFFF_0000, c: UInt32(i))
+            let r = PeerRecord(peerID: id, endpoint: PeerEndpoint(ip: ip, port: UInt16(i)), uploaded: Int64(i) << 40,
+                               downloaded: -Int64(i), left: Int64.max - Int64(i), lastAnnounce: Instant(milliseconds: Int64(i)))
+            let row: PeerLogRow = i % 3 == 0 ? .removed(hash, r.key) : .written(hash, r)
+            record.append(hash, row.key, row.record)
+            rows.append(row)
+        }
+        #expect(record.rows == 1000)
+        #expect(PeerLogRecord.decode(bytes(record)) == .success(rows))
+        var longest = PeerLogRecord()
+        longest.append(hash, rows[2].key, rows[2].record)
+        #expect(rows[2].record?.endpoint.ip.family == .v6 && bytes(longest).count == 1 + PeerLogRecordTests.longestRow)
+    }
+
+    /// Tag, hash, peer id, family, 16 address bytes, port, four 8-byte integers.
+    static let longestRow = 1 + 20 + 20 + 1 + 16 + 2 + 32
+
     @Test func anEmptyRecordIsItsFormatByte() {
         let record = PeerLogRecord()
         #expect(record.isEmpty && bytes(record) == [0x01])

@@ -65,25 +65,24 @@ public enum BEP15Codec {
     /// election). The first word is the protocol id of a connect, else a connection id;
     /// `action` is nil for an unknown action.
     public static func peekHeader(_ datagram: ByteBuffer) -> (connectionID: UInt64, action: TrackerAction?, transactionID: UInt32)? {
-        let at = datagram.readerIndex
-        guard let first = datagram.getInteger(at: at, as: UInt64.self),
-              let action = datagram.getInteger(at: at + 8, as: UInt32.self),
-              let tid = datagram.getInteger(at: at + 12, as: UInt32.self) else { return nil }
-        return (first, TrackerAction(rawValue: action), tid)
+        let bytes = datagram.readableBytesSpan
+        guard bytes.byteCount >= 16 else { return nil }
+        return (BigEndianFields.u64(bytes, 0), TrackerAction(rawValue: BigEndianFields.u32(bytes, 8)),
+                BigEndianFields.u32(bytes, 12))
     }
 
     /// Trailing bytes after an announce's 98 (BEP 41 URL-data options, which libtorrent
     /// sends) are accepted and ignored; so are bytes after a connect's 16, and a partial
     /// trailing hash in a scrape.
     public static func decodeRequest(_ datagram: ByteBuffer) -> Result<TrackerRequest, RequestDecodingError> {
-        var buffer = datagram
-        let length = buffer.readableBytes
-        guard length >= 16,
-              let connectionID = buffer.readInteger(as: UInt64.self),
-              let rawAction = buffer.readInteger(as: UInt32.self),
-              let transactionID = buffer.readInteger(as: UInt32.self) else {
+        let bytes = datagram.readableBytesSpan
+        let length = bytes.byteCount
+        guard length >= 16 else {
             return .failure(.init(reason: .truncatedHeader(length: length), transactionID: nil))
         }
+        let connectionID = BigEndianFields.u64(bytes, 0)
+        let rawAction = BigEndianFields.u32(bytes, 8)
+        let transactionID = BigEndianFields.u32(bytes, 12)
         func fail(_ reason: RequestDecodingError.Reason) -> Result<TrackerRequest, RequestDecodingError> {
             .failure(.init(reason: reason, transactionID: transactionID))
         }
@@ -92,32 +91,23 @@ public enum BEP15Codec {
             guard connectionID == bep15ProtocolID else { return fail(.badProtocolID(connectionID)) }
             return .success(.connect(ConnectRequest(transactionID: transactionID)))
         case .announce:
-            guard length >= announceRequestSize,
-                  let infoHash = InfoHash(reading: &buffer),
-                  let peerID = PeerID(reading: &buffer),
-                  let downloaded = buffer.readInteger(as: Int64.self),
-                  let left = buffer.readInteger(as: Int64.self),
-                  let uploaded = buffer.readInteger(as: Int64.self),
-                  let rawEvent = buffer.readInteger(as: UInt32.self),
-                  let ip = buffer.readInteger(as: UInt32.self),
-                  let key = buffer.readInteger(as: UInt32.self),
-                  let numWant = buffer.readInteger(as: Int32.self),
-                  let port = buffer.readInteger(as: UInt16.self) else {
-                return fail(.truncatedAnnounce(length: length))
-            }
+            guard length >= announceRequestSize else { return fail(.truncatedAnnounce(length: length)) }
             // An unknown event value is treated as a regular update, as most trackers do.
-            let event = AnnounceEvent(rawValue: rawEvent) ?? .none
+            let event = AnnounceEvent(rawValue: BigEndianFields.u32(bytes, 80)) ?? .none
             return .success(.announce(AnnounceRequest(
-                connectionID: connectionID, transactionID: transactionID, infoHash: infoHash, peerID: peerID,
-                downloaded: downloaded, left: left, uploaded: uploaded, event: event,
-                ip: ip, key: key, numWant: numWant, port: port)))
+                connectionID: connectionID, transactionID: transactionID,
+                infoHash: BigEndianFields.bytes20(bytes, 16), peerID: BigEndianFields.bytes20(bytes, 36),
+                downloaded: BigEndianFields.i64(bytes, 56), left: BigEndianFields.i64(bytes, 64),
+                uploaded: BigEndianFields.i64(bytes, 72), event: event, ip: BigEndianFields.u32(bytes, 84),
+                key: BigEndianFields.u32(bytes, 88), numWant: Int32(bitPattern: BigEndianFields.u32(bytes, 92)),
+                port: BigEndianFields.u16(bytes, 96))))
         case .scrape:
-            let count = buffer.readableBytes / 20
+            let count = (length - scrapeRequestHeaderSize) / 20
             guard count > 0 else { return fail(.emptyScrape) }
             guard count <= maxScrapeHashes else { return fail(.tooManyScrapeHashes(count)) }
             var hashes: [InfoHash] = []
             hashes.reserveCapacity(count)
-            for _ in 0..<count { hashes.append(InfoHash(reading: &buffer)!) }
+            for i in 0..<count { hashes.append(BigEndianFields.bytes20(bytes, scrapeRequestHeaderSize + 20 * i)) }
             return .success(.scrape(ScrapeRequest(connectionID: connectionID, transactionID: transactionID, infoHashes: hashes)))
         case .error, nil:
             return fail(.unknownAction(rawAction))
@@ -167,9 +157,7 @@ public enum BEP15Codec {
             buffer.writeInteger(r.transactionID)
             buffer.writeInteger(r.connectionID)
         case .announce(let r):
-            writeAnnounceHeader(transactionID: r.transactionID, interval: r.interval,
-                                leechers: r.leechers, seeders: r.seeders, into: &buffer)
-            writeCompact(r.peers, into: &buffer)
+            writeAnnounce(r, into: &buffer)
         case .scrape(let r):
             buffer.writeInteger(TrackerAction.scrape.rawValue)
             buffer.writeInteger(r.transactionID)
@@ -203,42 +191,22 @@ public enum BEP15Codec {
         }
     }
 
-    public static func writeAnnounceHeader(transactionID: UInt32, interval: UInt32, leechers: UInt32,
-                                           seeders: UInt32, into buffer: inout ByteBuffer) {
-        buffer.writeInteger(TrackerAction.announce.rawValue)
-        buffer.writeInteger(transactionID)
-        buffer.writeInteger(interval)
-        buffer.writeInteger(leechers)
-        buffer.writeInteger(seeders)
-    }
-
     static func compactSize(_ peers: [PeerEndpoint]) -> Int {
         peers.reduce(0) { $0 + $1.ip.compactPeerSize }
     }
 
-    /// Every peer in compact form (BEP 23: address then port, big-endian: 6 bytes for
-    /// IPv4, 18 for IPv6), written through one pointer: the answer to an announce
-    /// is mostly this list, and a `writeInteger` per field costs an exclusivity check and a
-    /// capacity check each.
-    public static func writeCompact(_ peers: [PeerEndpoint], into buffer: inout ByteBuffer) {
-        let size = compactSize(peers)
-        guard size > 0 else { return }
+    /// An announce's answer: the 20-byte header, then every peer in compact form (BEP 23:
+    /// address then port, big-endian: 6 bytes for IPv4, 18 for IPv6), written through one
+    /// pointer. The answer is what a tracker sends most, and a `writeInteger` per field
+    /// costs an exclusivity check and a capacity check each.
+    static func writeAnnounce(_ r: AnnounceResponse, into buffer: inout ByteBuffer) {
+        let size = announceResponseHeaderSize + compactSize(r.peers)
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { out in
-            var at = 0
-            for peer in peers {
-                switch peer.ip {
-                case .v4(let v):
-                    out.storeBytes(of: v.bigEndian, toByteOffset: at, as: UInt32.self)
-                    at += 4
-                case .v6(let hi, let lo):
-                    out.storeBytes(of: hi.bigEndian, toByteOffset: at, as: UInt64.self)
-                    out.storeBytes(of: lo.bigEndian, toByteOffset: at + 8, as: UInt64.self)
-                    at += 16
-                }
-                out.storeBytes(of: peer.port.bigEndian, toByteOffset: at, as: UInt16.self)
-                at += 2
-            }
-            return at
+            var w = BigEndianWriter(out)
+            w.put(TrackerAction.announce.rawValue); w.put(r.transactionID)
+            w.put(r.interval); w.put(r.leechers); w.put(r.seeders)
+            for peer in r.peers { w.put(peer.ip); w.put(peer.port) }
+            return w.written
         }
     }
 
