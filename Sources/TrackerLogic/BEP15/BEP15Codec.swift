@@ -200,13 +200,10 @@ public enum BEP15Codec {
     /// pointer. The answer is what a tracker sends most, and a `writeInteger` per field
     /// costs an exclusivity check and a capacity check each.
     static func writeAnnounce(_ r: AnnounceResponse, into buffer: inout ByteBuffer) {
-        let size = announceResponseHeaderSize + compactSize(r.peers)
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { out in
-            var w = BigEndianWriter(out)
+        buffer.writeBigEndian(atMost: announceResponseHeaderSize + compactSize(r.peers)) { w in
             w.put(TrackerAction.announce.rawValue); w.put(r.transactionID)
             w.put(r.interval); w.put(r.leechers); w.put(r.seeders)
             for peer in r.peers { w.put(peer.ip); w.put(peer.port) }
-            return w.written
         }
     }
 

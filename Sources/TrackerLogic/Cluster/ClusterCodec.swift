@@ -150,18 +150,38 @@ public enum ClusterCodec {
         writeList(tx.updates, &b, write)
     }
 
-    static func write(_ ip: IPAddress, _ b: inout ByteBuffer) {
-        b.writeInteger(ip.family.rawValue); ip.write(to: &b)
+    /// An address's layout (read back by `Reader.ip`): family byte, then 4 or 16 bytes.
+    static func write(_ ip: IPAddress, _ w: inout BigEndianWriter) {
+        w.put(ip.family.rawValue); w.put(ip)
     }
 
+    static func write(_ ip: IPAddress, _ b: inout ByteBuffer) {
+        b.writeBigEndian(atMost: maxAddressBytes) { write(ip, &$0) }
+    }
+
+    /// A peer record's layout (read back by `Reader.record`): peer id, family byte,
+    /// address, port, uploaded, downloaded, left, last announce in milliseconds.
+    static func write(_ r: PeerRecord, _ w: inout BigEndianWriter) {
+        write(r.key, &w); w.put(r.endpoint.port)
+        w.put(r.uploaded); w.put(r.downloaded); w.put(r.left); w.put(r.lastAnnounce.milliseconds)
+    }
+
+    /// A peer key's layout (read back by `Reader.key`): peer id, family byte, address.
+    static func write(_ k: PeerKey, _ w: inout BigEndianWriter) {
+        w.put(k.peerID); write(k.ip, &w)
+    }
+
+    /// The longest address, key and record: an IPv6 peer's.
+    static let maxAddressBytes = 1 + 16
+    static let maxKeyBytes = 20 + maxAddressBytes
+    static let maxRecordBytes = maxKeyBytes + 2 + 4 * 8
+
     static func write(_ r: PeerRecord, _ b: inout ByteBuffer) {
-        r.peerID.write(to: &b); write(r.endpoint.ip, &b); b.writeInteger(r.endpoint.port)
-        b.writeInteger(r.uploaded); b.writeInteger(r.downloaded); b.writeInteger(r.left)
-        b.writeInteger(r.lastAnnounce.milliseconds)
+        b.writeBigEndian(atMost: maxRecordBytes) { write(r, &$0) }
     }
 
     static func write(_ k: PeerKey, _ b: inout ByteBuffer) {
-        k.peerID.write(to: &b); write(k.ip, &b)
+        b.writeBigEndian(atMost: maxKeyBytes) { write(k, &$0) }
     }
 
     static func write(_ m: SwarmMerge, _ b: inout ByteBuffer) {

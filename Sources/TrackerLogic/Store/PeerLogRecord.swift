@@ -33,10 +33,8 @@ public enum PeerLogRow: Hashable, Sendable {
 /// writer CPU per announce with a row each, 1.85 with a record per commit).
 ///
 /// Layout: the format byte (1), then each row in the commit's order: a tag (1 written, 0
-/// removed), the info hash's 20 bytes, then the peer in the cluster codec's layout of a
-/// `PeerRecord` (peer id, family byte, address, port, uploaded, downloaded, left, last
-/// announce in milliseconds) or of a `PeerKey` (peer id, family byte, address), which
-/// `decode` reads with the codec's reader. Integers are big-endian.
+/// removed), the info hash's 20 bytes, then the peer as the cluster codec lays out a
+/// `PeerRecord` (written) or a `PeerKey` (removed). Integers are big-endian.
 public struct PeerLogRecord: Sendable {
     public private(set) var bytes: ByteBuffer
     public private(set) var rows = 0
@@ -56,24 +54,18 @@ public struct PeerLogRecord: Sendable {
     public var isEmpty: Bool { rows == 0 }
 
     /// The longest row: a written IPv6 peer.
-    static let maxRowBytes = 1 + 20 + 20 + 1 + 16 + 2 + 4 * 8
+    static let maxRowBytes = 1 + 20 + ClusterCodec.maxRecordBytes
 
     /// A peer's row: its record when memory holds it, else a removal of `key`. Written
     /// through one pointer: field by field into the buffer, the rows were half of a store
     /// writer's CPU.
     public mutating func append(_ infoHash: InfoHash, _ key: PeerKey, _ record: PeerRecord?) {
-        bytes.writeWithUnsafeMutableBytes(minimumWritableBytes: Self.maxRowBytes) { out in
-            var w = BigEndianWriter(out)
+        bytes.writeBigEndian(atMost: Self.maxRowBytes) { w in
             if let record {
-                w.put(Self.written); w.put(infoHash); w.put(record.peerID)
-                w.put(record.endpoint.ip.family.rawValue); w.put(record.endpoint.ip); w.put(record.endpoint.port)
-                w.put(record.uploaded); w.put(record.downloaded); w.put(record.left)
-                w.put(record.lastAnnounce.milliseconds)
+                w.put(Self.written); w.put(infoHash); ClusterCodec.write(record, &w)
             } else {
-                w.put(Self.removed); w.put(infoHash); w.put(key.peerID)
-                w.put(key.ip.family.rawValue); w.put(key.ip)
+                w.put(Self.removed); w.put(infoHash); ClusterCodec.write(key, &w)
             }
-            return w.written
         }
         rows += 1
     }

@@ -67,3 +67,16 @@ struct BigEndianWriter {
         }
     }
 }
+
+extension ByteBuffer {
+    /// Runs `body` on a writer over at least `maxBytes` writable bytes and keeps what it
+    /// wrote. `maxBytes` must bound what `body` writes (`BigEndianWriter`'s invariant).
+    @inline(__always)
+    mutating func writeBigEndian(atMost maxBytes: Int, _ body: (inout BigEndianWriter) -> Void) {
+        writeWithUnsafeMutableBytes(minimumWritableBytes: maxBytes) { out in
+            var w = BigEndianWriter(out)
+            body(&w)
+            return w.written
+        }
+    }
+}
