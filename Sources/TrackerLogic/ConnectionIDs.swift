@@ -43,11 +43,11 @@ public struct SipHash24: Sendable {
             v2 &+= v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32)
         }
 
-        @inlinable mutating func compress(_ m: UInt64) {
+        @inlinable @inline(__always) mutating func compress(_ m: UInt64) {
             v3 ^= m; round(); round(); v0 ^= m
         }
 
-        @inlinable mutating func finalize(byteCount: Int) -> UInt64 {
+        @inlinable @inline(__always) mutating func finalize(byteCount: Int) -> UInt64 {
             let b = UInt64(truncatingIfNeeded: byteCount) << 56
             v3 ^= b; round(); round(); v0 ^= b
             v2 ^= 0xFF
