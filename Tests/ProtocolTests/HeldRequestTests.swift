@@ -87,6 +87,24 @@ import TrackerLogic
         #expect(n2.answeredHeld == 2)
     }
 
+    /// An insider's frame under n3's id and a higher incarnation, heard first, makes
+    /// membership refuse the real n3's frames for `downAfter` as an older run's. n3 still
+    /// serves: its keepalive shows it alive to answer the connect held before it, and n2,
+    /// once it serves, must not answer that connect again (seeds from 3481609123426300828,
+    /// whose adversary's incarnation outranked the nodes').
+    @Test func aRefusedRunOfAServingMasterStillShowsWhatItAnswered() {
+        var n2 = node()
+        let forged = ClusterEnvelope(from: NodeID(3), incarnation: .max, epoch: e3, to: nil,
+                                     message: .keepalive(Keepalive(role: .slave, master: .unassigned, lastCommitted: .zero, inSync: false, address: "")))
+        _ = n2.step(.cluster(forged), now: t0)
+        #expect(n2.step(.peer(connect(11), from: early), now: t0 + Milliseconds(100)) == [])
+        _ = n2.step(masterKeepalive(), now: t0 + Milliseconds(200))
+        #expect(n2.membership[NodeID(3)]?.incarnation == .max, "the real run was refused")
+        let (actions, _) = electUntilServing(&n2, from: t0 + Milliseconds(200))
+        #expect(n2.isServing)
+        #expect(replies(actions).isEmpty, "n3 was heard serving after the connect arrived")
+    }
+
     @Test func nothingIsAnsweredDuringTheElectionAndOldRequestsAreLeft() {
         var config = ClusterConfig()
         config.heldRequestWindow = Milliseconds(1500)

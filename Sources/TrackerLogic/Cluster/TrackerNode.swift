@@ -438,8 +438,13 @@ public struct TrackerNode: Sendable {
         // A farewell from a run we never heard is a replay (or too late to matter): a node
         // that restarted would otherwise drop the live run of that node on its word.
         if case .leaving = env.message, ctx.membership[env.from]?.incarnation != env.incarnation { return }
-        guard ctx.membership.heard(env, now: now, onBroker: onBroker, downAfter: ctx.config.downAfter) else { return }
+        // Evidence that a master served counts before membership judges the run: a frame
+        // of a run it refuses below (one older than a run it heard, as a forged frame of
+        // an insider under a higher incarnation makes the real run look) still shows that
+        // master alive to answer. Evidence only ever holds a request back; left out, the
+        // next master answered what the refused one had answered.
         noteServingMaster(env, now)
+        guard ctx.membership.heard(env, now: now, onBroker: onBroker, downAfter: ctx.config.downAfter) else { return }
         otherMasterHeard(env, now)
         if !ctx.membership.restarted.isEmpty {
             let restarted = ctx.membership.restarted
