@@ -42,7 +42,21 @@ public struct Adversary: Sendable {
         self.rng = SeededGenerator(seed: seed)
         let wrongKey = ClusterKey(bytes: (0..<ClusterKey.length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }) ?? .insecure
         self.forger = ClusterChannel(keys: [plan.kind == .insider ? key : wrongKey], startedAt: now)
-        self.incarnation = seed | 1
+        self.incarnation = Self.incarnation(seed: seed)
+    }
+
+    /// The run it forges frames under. The nodes draw theirs from their start time in
+    /// milliseconds shifted left by 20 bits, and membership takes a higher incarnation of
+    /// an id for that node's newer run, refusing the real run's frames for `downAfter`.
+    /// Half of the scenarios forge a later run than the nodes', half an earlier one
+    /// (refused outright), whatever the range of seeds: taken from the seed's magnitude,
+    /// as it was, only seeds above about 1.8e18 forged later runs, and no sweep had drawn
+    /// one. A stream of its own, so the frames forged are the same either way.
+    static func incarnation(seed: UInt64) -> UInt64 {
+        var draw = SeededGenerator(seed: seed ^ 0x494E_4341_524E)
+        let nodes = UInt64(bitPattern: Scenario.start.milliseconds) << 20
+        let x = draw.next()
+        return x & 1 == 0 ? nodes + (1 << 40) + (x >> 24) : (x >> 4) % nodes | 1
     }
 
     mutating func capture(_ frame: ByteBuffer) {

@@ -96,6 +96,10 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case reconfigured
     /// A node offered back the operator data it kept through a clean stop.
     case keptDataOffered
+    /// A frame from an older run of its sender than the run heard was refused: a
+    /// straggler of a restarted node, a twin that yields, or the real node when a frame
+    /// forged under its id and a higher incarnation came first.
+    case olderRunRefused
 
     public var description: String {
         switch self {
@@ -138,6 +142,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .pausedMasterHeardAnother: return "paused master heard another master"
         case .staleRecoveryAnswerIgnored: return "stale recovery answer ignored"
         case .reconfigured: return "configuration reloaded"
+        case .olderRunRefused: return "frame of an older run refused"
         }
     }
 }

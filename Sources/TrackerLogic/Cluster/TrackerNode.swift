@@ -444,7 +444,10 @@ public struct TrackerNode: Sendable {
         // master alive to answer. Evidence only ever holds a request back; left out, the
         // next master answered what the refused one had answered.
         noteServingMaster(env, now)
-        guard ctx.membership.heard(env, now: now, onBroker: onBroker, downAfter: ctx.config.downAfter) else { return }
+        guard ctx.membership.heard(env, now: now, onBroker: onBroker, downAfter: ctx.config.downAfter) else {
+            ctx.paths.count(.olderRunRefused)
+            return
+        }
         otherMasterHeard(env, now)
         if !ctx.membership.restarted.isEmpty {
             let restarted = ctx.membership.restarted
