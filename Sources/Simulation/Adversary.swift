@@ -49,9 +49,8 @@ public struct Adversary: Sendable {
     /// milliseconds shifted left by 20 bits, and membership takes a higher incarnation of
     /// an id for that node's newer run, refusing the real run's frames for `downAfter`.
     /// Half of the scenarios forge a later run than the nodes', half an earlier one
-    /// (refused outright), whatever the range of seeds: taken from the seed's magnitude,
-    /// as it was, only seeds above about 1.8e18 forged later runs, and no sweep had drawn
-    /// one. A stream of its own, so the frames forged are the same either way.
+    /// (refused outright), whatever the range of seeds a sweep draws. A stream of its own,
+    /// so the frames forged are the same either way.
     static func incarnation(seed: UInt64) -> UInt64 {
         var draw = SeededGenerator(seed: seed ^ 0x494E_4341_524E)
         let nodes = UInt64(bitPattern: Scenario.start.milliseconds) << 20

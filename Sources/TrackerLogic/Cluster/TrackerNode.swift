@@ -441,8 +441,8 @@ public struct TrackerNode: Sendable {
         // Evidence that a master served counts before membership judges the run: a frame
         // of a run it refuses below (one older than a run it heard, as a forged frame of
         // an insider under a higher incarnation makes the real run look) still shows that
-        // master alive to answer. Evidence only ever holds a request back; left out, the
-        // next master answered what the refused one had answered.
+        // master alive to answer, and without it the next master would answer again what
+        // that master answered. Evidence only ever holds a request back.
         noteServingMaster(env, now)
         guard ctx.membership.heard(env, now: now, onBroker: onBroker, downAfter: ctx.config.downAfter) else {
             ctx.paths.count(.olderRunRefused)
