@@ -15,9 +15,6 @@ public enum IPAddress: Hashable, Comparable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Bytes per compact peer entry of this family (BEP 23 and BEP 15's IPv6 form).
-    public var compactPeerSize: Int { family == .v4 ? 6 : 18 }
-
     /// Parses dotted IPv4 or RFC 4291 IPv6 text (with `::` compression and an optional
     /// trailing dotted quad); brackets are accepted around IPv6.
     public init?(_ text: some StringProtocol) {

@@ -66,6 +66,16 @@ struct BigEndianWriter {
         case .v6(let hi, let lo): put(hi); put(lo)
         }
     }
+
+    /// Bytes as they are; their count counts against the writer's bound like any field.
+    @inline(__always)
+    mutating func put(raw bytes: [UInt8]) {
+        guard !bytes.isEmpty else { return }
+        bytes.withUnsafeBytes { source in
+            UnsafeMutableRawBufferPointer(rebasing: out[written..<(written + source.count)]).copyMemory(from: source)
+        }
+        written += bytes.count
+    }
 }
 
 extension ByteBuffer {

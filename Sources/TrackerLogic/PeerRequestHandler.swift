@@ -190,8 +190,9 @@ public struct PeerRequestHandler: Sendable {
     /// the two announces explains (TransactionAnswerTests).
     public func answer(_ pending: PendingAnnounce, store: SwarmStore, rng: inout SeededGenerator) -> TrackerResponse {
         let swarm = store[pending.update.infoHash]
-        guard pending.update.event != .stopped else { return answer(pending, AnnounceAnswer(peers: [], swarm: swarm)) }
-        var answered = AnnounceAnswer(peers: swarm?.selectPeers(for: pending.update.key, count: pending.peersWanted, rng: &rng) ?? [],
+        let none = CompactPeers(family: pending.update.endpoint.ip.family)
+        guard pending.update.event != .stopped else { return answer(pending, AnnounceAnswer(peers: none, swarm: swarm)) }
+        var answered = AnnounceAnswer(peers: swarm?.selectPeers(for: pending.update.key, count: pending.peersWanted, rng: &rng) ?? none,
                                       swarm: swarm)
         if swarm?.holds(pending.update.key) != true {
             if pending.update.left == 0 { answered.seeders += 1 } else { answered.leechers += 1 }
@@ -202,7 +203,7 @@ public struct PeerRequestHandler: Sendable {
     public func answer(_ pending: PendingAnnounce, _ answer: AnnounceAnswer) -> TrackerResponse {
         .announce(AnnounceResponse(
             transactionID: pending.transactionID, interval: config.announceInterval,
-            leechers: UInt32(clamping: answer.leechers), seeders: UInt32(clamping: answer.seeders), peers: answer.peers))
+            leechers: UInt32(clamping: answer.leechers), seeders: UInt32(clamping: answer.seeders), compactPeers: answer.peers))
     }
 
     /// The BEP 15 error a peer gets when its announce could not be committed.

@@ -103,6 +103,42 @@ struct CodecVectorTests {
         #expect(try BEP15Codec.decodeResponse(ByteBuffer(bytes: expected), family: .v6).get() == response)
     }
 
+    /// A swarm's window is written straight into wire entries: the bytes BEP 23 gives for
+    /// each peer of the requester's family, and the decoded endpoints read them back.
+    @Test func compactPeersFromASwarmAreWireEntries() throws {
+        var store = SwarmStore()
+        let four = PeerEndpoint(ip: v4("192.168.1.200"), port: 51413)
+        let six = PeerEndpoint(ip: IPAddress("2001:db8::1")!, port: 6881)
+        for (i, e) in [four, six].enumerated() {
+            store.apply(.announce(Announce(infoHash: hashA, peerID: peerID(UInt32(i)), endpoint: e, uploaded: 0, downloaded: 0,
+                                           left: 1, event: .started, at: Instant(milliseconds: 1))))
+        }
+        let swarm = try #require(store[hashA])
+        var rng = SeededGenerator(seed: 1)
+        let asker4 = PeerKey(peerID: peerID(7), ip: v4("10.0.0.9"))
+        let asker6 = PeerKey(peerID: peerID(8), ip: IPAddress("2001:db8::9")!)
+        let window4 = swarm.selectPeers(for: asker4, count: 50, rng: &rng)
+        #expect(window4.family == .v4 && window4.bytes == bytes("c0a801c8 c8d5") && window4.endpoints == [four])
+        let window6 = swarm.selectPeers(for: asker6, count: 50, rng: &rng)
+        #expect(window6.family == .v6 && window6.bytes == bytes("20010db8000000000000000000000001 1ae1") && window6.endpoints == [six])
+        // The requester itself is never among its peers, and nothing is written for it.
+        let own = swarm.selectPeers(for: PeerKey(peerID: peerID(0), ip: four.ip), count: 50, rng: &rng)
+        #expect(own.isEmpty && own.bytes.isEmpty)
+    }
+
+    @Test func compactPeersTakeOnlyWholeEntriesFromTheWire() throws {
+        #expect(CompactPeers(family: .v4, wire: bytes("0a000001 1ae1 0a00")) == nil)
+        // Two IPv4 entries are not an IPv6 one; three are, to a reader told IPv6.
+        #expect(CompactPeers(family: .v6, wire: bytes("0a000001 1ae1 0a000002 1ae1")) == nil)
+        #expect(CompactPeers(family: .v6, wire: bytes("0a000001 1ae1 0a000002 1ae1 0a000003 1ae1"))?.count == 1)
+        #expect(CompactPeers(family: .v6, wire: bytes("0a000001 1ae1 0a000002 1ae1 0a000003 1ae1 0a00")) == nil)
+        let truncated = bytes("00000001 00000009 00000708 00000002 00000001 0a000001 1ae1 c0a8")
+        #expect(throws: ResponseDecodingError.self) { try BEP15Codec.decodeResponse(ByteBuffer(bytes: truncated), family: .v4).get() }
+        // No peers is the same answer whichever family it would have carried.
+        #expect(CompactPeers(family: .v4) == CompactPeers(family: .v6))
+        #expect(CompactPeers([PeerEndpoint(ip: v4("10.0.0.1"), port: 1)]) != CompactPeers([PeerEndpoint(ip: IPAddress("::a00:1")!, port: 1)]))
+    }
+
     @Test func scrapeRequestAndResponse() throws {
         let request = TrackerRequest.scrape(ScrapeRequest(connectionID: 5, transactionID: 6, infoHashes: [hashA, hashB]))
         let expected = bytes("0000000000000005 00000002 00000006 0123456789abcdef0123456789abcdef01234567 fedcba9876543210fedcba9876543210fedcba98")

@@ -61,7 +61,7 @@ struct PeerTableTests {
         #expect(Set(swarm.peers) == Set(reference.peers.values), "step \(step)")
         // A window holds distinct peers of the requester's family, never the requester.
         let requester = reference.peers.keys.first ?? PeerKey(peerID: peerID(0), ip: .v4(0x0A00_0000))
-        let window = swarm.selectPeers(for: requester, count: 50, rng: &rng)
+        let window = swarm.selectPeers(for: requester, count: 50, rng: &rng).endpoints
         let sameFamily = reference.peers.filter { $0.key.ip.family == requester.ip.family && $0.key != requester }
         #expect(window.count == min(50, sameFamily.count), "step \(step)")
         #expect(Set(window).isSubset(of: Set(sameFamily.values.map(\.endpoint))), "step \(step)")

@@ -70,7 +70,7 @@ struct SwarmTests {
         var rng = SeededGenerator(seed: 9)
         let me = PeerKey(peerID: peerID(3), ip: v4("10.0.0.4"))
         for _ in 0..<200 {
-            let peers = swarm.selectPeers(for: me, count: 10, rng: &rng)
+            let peers = swarm.selectPeers(for: me, count: 10, rng: &rng).endpoints
             #expect(peers.count == 10)
             #expect(Set(peers).count == 10)
             #expect(!peers.contains(PeerEndpoint(ip: v4("10.0.0.4"), port: 6881)))
@@ -78,7 +78,7 @@ struct SwarmTests {
         }
         let all = swarm.selectPeers(for: me, count: 200, rng: &rng)
         #expect(all.count == 29)
-        let six = swarm.selectPeers(for: PeerKey(peerID: peerID(100), ip: IPAddress("2001:db8::1")!), count: 50, rng: &rng)
+        let six = swarm.selectPeers(for: PeerKey(peerID: peerID(100), ip: IPAddress("2001:db8::1")!), count: 50, rng: &rng).endpoints
         #expect(six.count == 4 && six.allSatisfy { $0.ip.family == .v6 })
     }
 
@@ -88,7 +88,7 @@ struct SwarmTests {
         var rng = SeededGenerator(seed: 1)
         let me = PeerKey(peerID: peerID(999), ip: v4("10.9.9.9"))
         var seen = Set<PeerEndpoint>()
-        for _ in 0..<50 { seen.formUnion(store[hashA]!.selectPeers(for: me, count: 5, rng: &rng)) }
+        for _ in 0..<50 { seen.formUnion(store[hashA]!.selectPeers(for: me, count: 5, rng: &rng).endpoints) }
         #expect(seen.count > 60, "a random window must reach most of the swarm")
     }
 
@@ -125,7 +125,7 @@ struct SwarmTests {
             } else {
                 threeSteps.apply(.announce(a))
                 let swarm = threeSteps[hash]
-                let peers = a.event == .stopped ? [] : swarm?.selectPeers(for: a.key, count: 5, rng: &rngB) ?? []
+                let peers = a.event == .stopped ? CompactPeers() : swarm?.selectPeers(for: a.key, count: 5, rng: &rngB) ?? CompactPeers()
                 expected = .applied(AnnounceAnswer(peers: peers, seeders: swarm?.seeders ?? 0, leechers: swarm?.leechers ?? 0))
             }
             #expect(outcome == expected, "step \(step)")

@@ -185,25 +185,21 @@ public enum BEP15Codec {
     public static func encodedSize(_ response: TrackerResponse) -> Int {
         switch response {
         case .connect: return 16
-        case .announce(let r): return 20 + compactSize(r.peers)
+        case .announce(let r): return announceResponseHeaderSize + r.compactPeers.bytes.count
         case .scrape(let r): return 8 + 12 * r.entries.count
         case .error(let r): return 8 + r.message.utf8.count
         }
     }
 
-    static func compactSize(_ peers: [PeerEndpoint]) -> Int {
-        peers.reduce(0) { $0 + $1.ip.compactPeerSize }
-    }
-
-    /// An announce's answer: the 20-byte header, then every peer in compact form (BEP 23:
-    /// address then port, big-endian: 6 bytes for IPv4, 18 for IPv6), written through one
-    /// pointer. The answer is what a tracker sends most, and a `writeInteger` per field
-    /// costs an exclusivity check and a capacity check each.
+    /// An announce's answer: the 20-byte header, then the peers as `CompactPeers` holds
+    /// them (BEP 23's entries), written through one pointer. The answer is what a tracker
+    /// sends most, and a `writeInteger` per field costs an exclusivity check and a
+    /// capacity check each.
     static func writeAnnounce(_ r: AnnounceResponse, into buffer: inout ByteBuffer) {
-        buffer.writeBigEndian(atMost: announceResponseHeaderSize + compactSize(r.peers)) { w in
+        buffer.writeBigEndian(atMost: announceResponseHeaderSize + r.compactPeers.bytes.count) { w in
             w.put(TrackerAction.announce.rawValue); w.put(r.transactionID)
             w.put(r.interval); w.put(r.leechers); w.put(r.seeders)
-            for peer in r.peers { w.put(peer.ip); w.put(peer.port) }
+            w.put(raw: r.compactPeers.bytes)
         }
     }
 
@@ -228,19 +224,11 @@ public enum BEP15Codec {
                   let seeders = buffer.readInteger(as: UInt32.self) else {
                 return .failure(.init(description: "announce response shorter than 20 bytes"))
             }
-            let size = family == .v4 ? 6 : 18
-            guard buffer.readableBytes % size == 0 else {
-                return .failure(.init(description: "announce response peer list is not a multiple of \(size) bytes"))
-            }
-            var peers: [PeerEndpoint] = []
-            peers.reserveCapacity(buffer.readableBytes / size)
-            while buffer.readableBytes > 0 {
-                let ip = IPAddress.read(family, from: &buffer)!
-                let port = buffer.readInteger(as: UInt16.self)!
-                peers.append(PeerEndpoint(ip: ip, port: port))
+            guard let peers = CompactPeers(family: family, wire: buffer.readableBytesView) else {
+                return .failure(.init(description: "announce response peer list is not a multiple of \(CompactPeers.entrySize(family)) bytes"))
             }
             return .success(.announce(AnnounceResponse(transactionID: transactionID, interval: interval,
-                                                       leechers: leechers, seeders: seeders, peers: peers)))
+                                                       leechers: leechers, seeders: seeders, compactPeers: peers)))
         case .scrape:
             guard buffer.readableBytes % 12 == 0 else {
                 return .failure(.init(description: "scrape response body is not a multiple of 12 bytes"))

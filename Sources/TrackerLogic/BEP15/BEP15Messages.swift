@@ -57,12 +57,23 @@ public struct AnnounceResponse: Hashable, Sendable {
     public var interval: UInt32
     public var leechers: UInt32
     public var seeders: UInt32
-    /// All of one family: that of the request's source address.
-    public var peers: [PeerEndpoint]
+    /// All of one family: that of the request's source address, in wire form.
+    public var compactPeers: CompactPeers
+
+    public init(transactionID: UInt32, interval: UInt32, leechers: UInt32, seeders: UInt32, compactPeers: CompactPeers) {
+        self.transactionID = transactionID; self.interval = interval
+        self.leechers = leechers; self.seeders = seeders; self.compactPeers = compactPeers
+    }
 
     public init(transactionID: UInt32, interval: UInt32, leechers: UInt32, seeders: UInt32, peers: [PeerEndpoint]) {
-        self.transactionID = transactionID; self.interval = interval
-        self.leechers = leechers; self.seeders = seeders; self.peers = peers
+        self.init(transactionID: transactionID, interval: interval, leechers: leechers, seeders: seeders,
+                  compactPeers: CompactPeers(peers))
+    }
+
+    /// The peers decoded (clients and tests read them; a tracker only writes them).
+    public var peers: [PeerEndpoint] {
+        get { compactPeers.endpoints }
+        set { compactPeers = CompactPeers(newValue) }
     }
 }
 

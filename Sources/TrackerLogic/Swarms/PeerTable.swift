@@ -1,9 +1,12 @@
 /// An address as a table of one family stores it: 4 bytes for IPv4, 16 for IPv6, no
 /// enum tag — the table already says which family it holds.
 protocol StoredAddress: Sendable, Equatable {
+    static var family: IPAddress.Family { get }
     init?(_ ip: IPAddress)
     var ip: IPAddress { get }
     func hash(into hasher: inout Hasher)
+    /// The address part of a compact peer entry (BEP 23), without its family.
+    func put(into w: inout BigEndianWriter)
 }
 
 struct IPv4Bits: StoredAddress {
@@ -14,8 +17,10 @@ struct IPv4Bits: StoredAddress {
         value = v
     }
 
+    static var family: IPAddress.Family { .v4 }
     var ip: IPAddress { .v4(value) }
     func hash(into hasher: inout Hasher) { hasher.combine(value) }
+    @inline(__always) func put(into w: inout BigEndianWriter) { w.put(value) }
 }
 
 struct IPv6Bits: StoredAddress {
@@ -27,8 +32,10 @@ struct IPv6Bits: StoredAddress {
         high = h; low = l
     }
 
+    static var family: IPAddress.Family { .v6 }
     var ip: IPAddress { .v6(high, low) }
     func hash(into hasher: inout Hasher) { hasher.combine(high); hasher.combine(low) }
+    @inline(__always) func put(into w: inout BigEndianWriter) { w.put(high); w.put(low) }
 }
 
 /// One peer as stored: 64 bytes for IPv4 (72 for IPv6) against 80 for a `PeerRecord`.
@@ -136,24 +143,29 @@ struct PeerTable<Address: StoredAddress>: Sendable {
         return removed
     }
 
-    /// Up to `count` peers from a random starting point, wrapping, skipping `excluded`.
-    func window(count: Int, excluding excluded: PeerKey?, rng: inout SeededGenerator) -> [PeerEndpoint] {
+    /// Up to `count` peers from a random starting point, wrapping, skipping `excluded`,
+    /// written as an answer carries them.
+    func window(count: Int, excluding excluded: PeerKey?, rng: inout SeededGenerator) -> CompactPeers {
         let n = stored.count
-        guard n > 0, count > 0 else { return [] }
+        guard n > 0, count > 0 else { return CompactPeers(family: Address.family) }
         let skipped = excluded.flatMap { key in Address(key.ip).map { (key.peerID, $0) } }
-        var out: [PeerEndpoint] = []
-        out.reserveCapacity(min(count, n))
+        let wanted = min(count, n)
         var i = n > count + 1 ? rng.below(n) : 0
-        for _ in 0..<n {
-            let peer = stored[i]
-            if skipped.map({ !peer.holds($0.0, $0.1) }) ?? true {
-                out.append(peer.endpoint)
-                if out.count == count { break }
+        return stored.withUnsafeBufferPointer { stored in
+            CompactPeers(family: Address.family, count: wanted) { w in
+                var written = 0
+                for _ in 0..<n {
+                    if skipped.map({ !stored[i].holds($0.0, $0.1) }) ?? true {
+                        stored[i].address.put(into: &w)
+                        w.put(stored[i].port)
+                        written += 1
+                        if written == wanted { break }
+                    }
+                    i += 1
+                    if i == n { i = 0 }
+                }
             }
-            i += 1
-            if i == n { i = 0 }
         }
-        return out
     }
 
     // MARK: Finding and indexing

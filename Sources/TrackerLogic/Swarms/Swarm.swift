@@ -138,7 +138,7 @@ public struct Swarm: Sendable {
     }
 
     /// Peers for a requester, of the requester's family, never the requester itself.
-    public func selectPeers(for requester: PeerKey, count: Int, rng: inout SeededGenerator) -> [PeerEndpoint] {
+    public func selectPeers(for requester: PeerKey, count: Int, rng: inout SeededGenerator) -> CompactPeers {
         requester.ip.family == .v4 ? v4.window(count: count, excluding: requester, rng: &rng)
             : v6.window(count: count, excluding: requester, rng: &rng)
     }

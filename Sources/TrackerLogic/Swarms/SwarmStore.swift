@@ -69,7 +69,7 @@ public struct SwarmStore: Sendable {
         -> AnnounceOutcome {
         guard a.event != .stopped else {
             apply(.announce(a))
-            return .applied(AnnounceAnswer(peers: [], swarm: swarms[a.infoHash]))
+            return .applied(AnnounceAnswer(peers: CompactPeers(family: a.endpoint.ip.family), swarm: swarms[a.infoHash]))
         }
         guard let i = swarms.index(forKey: a.infoHash) else {
             if let refusal = admit(nil, swarms.count, peerCount, { false }) { return .refused(refusal) }
@@ -186,15 +186,15 @@ extension SwarmStore: Equatable {
 
 /// What the answer to an applied announce needs from its swarm.
 public struct AnnounceAnswer: Sendable, Equatable {
-    public var peers: [PeerEndpoint]
+    public var peers: CompactPeers
     public var seeders: Int
     public var leechers: Int
 
-    public init(peers: [PeerEndpoint], seeders: Int, leechers: Int) {
+    public init(peers: CompactPeers, seeders: Int, leechers: Int) {
         self.peers = peers; self.seeders = seeders; self.leechers = leechers
     }
 
-    init(peers: [PeerEndpoint], swarm: Swarm?) {
+    init(peers: CompactPeers, swarm: Swarm?) {
         self.init(peers: peers, seeders: swarm?.seeders ?? 0, leechers: swarm?.leechers ?? 0)
     }
 }
