@@ -26,6 +26,17 @@ public struct SipHash24: Sendable {
         return state.finalize(byteCount: 24)
     }
 
+    /// Two three-word hashes at once. Each hash is a chain of dependent rounds, so one
+    /// alone leaves most of a core's execution units idle; two independent chains in
+    /// lockstep take little longer than one.
+    @inlinable public func hash(_ x: (UInt64, UInt64, UInt64), _ y: (UInt64, UInt64, UInt64)) -> (UInt64, UInt64) {
+        var s = State(k0: k0, k1: k1), t = State(k0: k0, k1: k1)
+        s.compress(x.0); t.compress(y.0)
+        s.compress(x.1); t.compress(y.1)
+        s.compress(x.2); t.compress(y.2)
+        return (s.finalize(byteCount: 24), t.finalize(byteCount: 24))
+    }
+
     @usableFromInline struct State {
         @usableFromInline var v0, v1, v2, v3: UInt64
 

@@ -94,6 +94,25 @@ public struct Digest: Sendable {
         return d.value
     }
 
+    /// `element(infoHash, old)` and `element(infoHash, new)`, for a record that replaces
+    /// another of the same peer (a peer announcing again, a merge's newer record): the
+    /// chain up to the key they share (info hash, peer id, address) is hashed once, the
+    /// rest of both chains in lockstep. Every re-announce on every replica pays this, and
+    /// it is about a third of the digest's cost of one.
+    static func elements(_ infoHash: InfoHash, replacing old: PeerRecord, with new: PeerRecord) -> (old: UInt64, new: UInt64) {
+        guard old.key == new.key else { return (element(infoHash, old), element(infoHash, new)) }
+        var key = Digest()
+        key.add(infoHash)
+        key.add(new.peerID)
+        key.add(new.endpoint.ip)
+        // `add(record)`'s last two steps, on each record.
+        let (o, n) = hasher.hash(
+            (key.value ^ UInt64(old.endpoint.port), UInt64(bitPattern: old.uploaded), UInt64(bitPattern: old.downloaded)),
+            (key.value ^ UInt64(new.endpoint.port), UInt64(bitPattern: new.uploaded), UInt64(bitPattern: new.downloaded)))
+        return hasher.hash((o ^ UInt64(bitPattern: old.left), UInt64(bitPattern: old.lastAnnounce.milliseconds), 0),
+                           (n ^ UInt64(bitPattern: new.left), UInt64(bitPattern: new.lastAnnounce.milliseconds), 0))
+    }
+
     /// What one completion of a swarm adds.
     static func element(_ infoHash: InfoHash, completion key: PeerKey) -> UInt64 {
         var d = Digest()

@@ -96,8 +96,7 @@ public struct Swarm: Sendable {
         case .none, .started, .completed:
             let record = PeerRecord(a)
             let old = a.endpoint.ip.family == .v4 ? v4.upsert(record) : v6.upsert(record)
-            if let old { count(old, sign: -1, in: a.infoHash, digest: digest) }
-            count(record, sign: 1, in: a.infoHash, digest: digest)
+            count(record, replacing: old, in: a.infoHash, digest: digest)
             if a.event == .completed { complete(key, in: a.infoHash, digest: digest) }
         }
     }
@@ -107,8 +106,7 @@ public struct Swarm: Sendable {
             let key = record.key
             if let existing = peer(key), existing.lastAnnounce > record.lastAnnounce { continue }
             let old = key.ip.family == .v4 ? v4.upsert(record) : v6.upsert(record)
-            if let old { count(old, sign: -1, in: m.infoHash, digest: digest) }
-            count(record, sign: 1, in: m.infoHash, digest: digest)
+            count(record, replacing: old, in: m.infoHash, digest: digest)
         }
         for key in m.completed { complete(key, in: m.infoHash, digest: digest) }
     }
@@ -135,6 +133,16 @@ public struct Swarm: Sendable {
         guard digest else { return }
         let element = Digest.element(infoHash, record)
         if sign > 0 { digestSum &+= element } else { digestSum &-= element }
+    }
+
+    /// `record` came in, in place of `old` if that was there (an upsert).
+    private mutating func count(_ record: PeerRecord, replacing old: PeerRecord?, in infoHash: InfoHash, digest: Bool) {
+        guard let old else { return count(record, sign: 1, in: infoHash, digest: digest) }
+        count(old, sign: -1, in: infoHash, digest: false)
+        count(record, sign: 1, in: infoHash, digest: false)
+        guard digest else { return }
+        let elements = Digest.elements(infoHash, replacing: old, with: record)
+        digestSum = digestSum &- elements.old &+ elements.new
     }
 
     /// Peers for a requester, of the requester's family, never the requester itself.
