@@ -190,8 +190,15 @@ struct Master: NodeRole, Sendable {
         guard inFlight == nil, !queue.isEmpty else { return }
         if let r = retryAfter, now < r { return }
         guard queue.count >= ctx.config.batchMaxUpdates || now >= (batchDeadline ?? now) else { return }
-        let items = Array(queue.prefix(ctx.config.batchMaxUpdates))
-        queue.removeFirst(items.count)
+        var items: [QueuedUpdate] = []
+        if queue.count <= ctx.config.batchMaxUpdates {
+            // The whole queue, as under load: taken, not copied element by element.
+            swap(&items, &queue)
+            queue.reserveCapacity(items.count)
+        } else {
+            items = Array(queue.prefix(ctx.config.batchMaxUpdates))
+            queue.removeFirst(items.count)
+        }
         batchDeadline = queue.isEmpty ? nil : now
         retryAfter = nil
         let previous = ctx.replica.lastCommitted
