@@ -84,11 +84,11 @@ struct Master: NodeRole, Sendable {
         if !queue.isEmpty { batchDeadline = now }
     }
 
+    /// Asked after every step (`TrackerNode.nextWake`): no intermediate array.
     var nextDeadline: Instant? {
-        var candidates: [Instant] = [nextExpiry]
-        if let f = inFlight { candidates.append(f.deadline) }
-        if inFlight == nil, let b = batchDeadline { candidates.append(max(b, retryAfter ?? b)) }
-        return candidates.min()
+        if let f = inFlight { return min(nextExpiry, f.deadline) }
+        if let b = batchDeadline { return min(nextExpiry, max(b, retryAfter ?? b)) }
+        return nextExpiry
     }
 
     /// Just recovered: bring each slave that answered to our state, tell everyone at once,

@@ -26,8 +26,11 @@ struct Slave: NodeRole, Sendable {
     /// A merge offer carries at most this many swarms per part.
     static let offerPartSwarms = 64
 
+    /// Asked after every step (`TrackerNode.nextWake`): no intermediate array.
     var nextDeadline: Instant? {
-        [retryAt, offer?.resendAt].compactMap { $0 }.min()
+        guard let retryAt else { return offer?.resendAt }
+        guard let resendAt = offer?.resendAt else { return retryAt }
+        return min(retryAt, resendAt)
     }
 
     /// Whether its repository is the master's, as far as it was told.
