@@ -120,6 +120,21 @@ import TrackerLogic
         #expect(n2.step(.tick, now: last + Milliseconds(3000)).contains(.discardPeerBacklog))
     }
 
+    /// Between its wakes a slave only holds what peers send (`TrackerNode.step`'s short
+    /// path): no action, and its next wake stays where it was. The first datagram read
+    /// after a pause is a whole step, and the pause is seen as from a tick.
+    @Test func aSlaveHoldsDatagramsBetweenWakesAndSeesAPauseInOne() {
+        var (n2, last) = settledSlave()
+        let datagram = BEP15Codec.encode(.connect(ConnectRequest(transactionID: 5)))
+        let wake = n2.nextWake(now: last)
+        for i: Int64 in 1...20 {
+            let at = last + Milliseconds(i * 10)
+            #expect(n2.step(.peer(datagram, from: peer), now: at) == [])
+            #expect(n2.nextWake(now: at) == wake)
+        }
+        #expect(n2.step(.peer(datagram, from: peer), now: last + Milliseconds(3000)).contains(.discardPeerBacklog))
+    }
+
     /// A master paused too briefly for anyone to replace it still owns its backlog: nobody
     /// else answered it.
     @Test func aMasterPausedBrieflyKeepsItsBacklog() {

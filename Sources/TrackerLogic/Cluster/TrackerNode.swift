@@ -103,11 +103,13 @@ public struct TrackerNode: Sendable {
 
     public mutating func step(_ event: NodeEvent, now: Instant) -> [NodeAction] {
         if case .stopped = state { return [] }
+        if case .peer(let datagram, let from) = event, holdsWithoutStepping(now) {
+            noteStep(now)
+            ctx.held.hold(datagram, from: from, now: now, runStart: runStart)
+            return []
+        }
         if let due = wakeDue { discountPause(due: due, now) }
-        // A step more than a millisecond after the last one: the node waited, its
-        // sockets were empty (see `HeldRequests`).
-        if let last = lastStep, now - last <= Milliseconds(1) {} else { runStart = now }
-        lastStep = now
+        noteStep(now)
         let wasServing = serving
         switch event {
         case .tick: tick(now)
@@ -150,6 +152,25 @@ public struct TrackerNode: Sendable {
         let actions = ctx.out
         ctx.out = []
         return actions
+    }
+
+    /// A step more than a millisecond after the last one: the node waited, its sockets
+    /// were empty (see `HeldRequests`).
+    private mutating func noteStep(_ now: Instant) {
+        if let last = lastStep, now - last <= Milliseconds(1) {} else { runStart = now }
+        lastStep = now
+    }
+
+    /// Whether a peer's datagram arriving `now` only needs holding: the node does not
+    /// serve, nothing it waits for is due (so no pause to discount), and no step left
+    /// anything for the next. Holding touches nothing that the rest of a step reads
+    /// (role, subscription, catalogue, standing) nor anything `nextWake` reads, and
+    /// `nextWake` gives the same instant again while that instant is ahead. Followers
+    /// behind a multicast group take every peer's datagram this way.
+    private func holdsWithoutStepping(_ now: Instant) -> Bool {
+        guard !serving, subscribed || !ctx.id.isAssigned, !ctx.catalogueChanged, ctx.out.isEmpty,
+              let due = wakeDue else { return false }
+        return now < due
     }
 
     /// When the node next needs a `.tick`, at the latest: never more than a keepalive
