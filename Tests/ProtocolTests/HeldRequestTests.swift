@@ -105,6 +105,23 @@ import TrackerLogic
         #expect(replies(actions).isEmpty, "n3 was heard serving after the connect arrived")
     }
 
+    /// Another process with n2's own id (a twin started by mistake) leads an epoch and
+    /// commits while n2 holds a connect: its COMMIT shows that connect answered, though n2
+    /// acts on nothing else a twin says. Once n2 serves it must not answer it again (seed
+    /// 3164179121388181078, an impostor of s1).
+    @Test func aTwinWithOurIDServingShowsWhatItAnswered() {
+        var (n2, lastHeard) = slaveOfADeadMaster()
+        let heldAt = lastHeard + Milliseconds(300)
+        #expect(n2.step(.peer(connect(11), from: early), now: heldAt) == [])
+        let twinEpoch = Epoch(term: e3.term + 1, master: NodeID(2))
+        let commit = ClusterEnvelope(from: NodeID(2), incarnation: 9999, epoch: twinEpoch, to: nil,
+                                     message: .commit(TxRef(epoch: twinEpoch, txid: 1), digest: 0))
+        _ = n2.step(.cluster(commit), now: heldAt + Milliseconds(20))
+        let (actions, _) = electUntilServing(&n2, from: heldAt + Milliseconds(20))
+        #expect(n2.isServing)
+        #expect(replies(actions).isEmpty, "the twin was heard deciding after the connect arrived")
+    }
+
     @Test func nothingIsAnsweredDuringTheElectionAndOldRequestsAreLeft() {
         var config = ClusterConfig()
         config.heldRequestWindow = Milliseconds(1500)

@@ -100,11 +100,16 @@ struct RandomizedScenarioTests {
     /// later epoch than the #1 both slaves held, kept it, and asked both to merge; every
     /// PREPARE aborted on their "not in sync" votes for 38 s. Recovery now fetches the
     /// branch a majority can vote on (RecoveryTests).
+    /// 3164179121388181078 (sweep of 4157ee5; fails at 30cd89f too): an impostor of s1
+    /// (a second process with n2's id) led e2.2 and committed a connect that s1 held; s1
+    /// ignored every frame of its twin, the COMMIT too, and answered the connect again once
+    /// it led e3.2. Evidence that a master served now counts from a twin's frames
+    /// (HeldRequestTests).
     @Test(arguments: [201_891, 7_528_329_571_238_363, 24_626_623_335_572_833, 59_173_201_733_146_931,
                       7_158_042_588_230_730, 57_029_967_662_365_281, 57_029_967_662_418_143, 57_029_967_662_266_243,
                       57_029_967_662_505_678, 40_962_941_174_097_513, 57_029_967_662_419_115,
                       57_029_967_662_539_837, 67_343_508_225_671_411, 7_805_815_623_691_140, 7_805_815_623_632_946,
-                      1_577_392_635_176_738, 80_516_490_874_771] as [UInt64])
+                      1_577_392_635_176_738, 80_516_490_874_771, 3_164_179_121_388_181_078] as [UInt64])
     func formerFailures(seed: UInt64) {
         let report = Simulator.run(seed: seed)
         #expect(report.passed, "\(report)")

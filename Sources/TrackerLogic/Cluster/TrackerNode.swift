@@ -437,6 +437,13 @@ public struct TrackerNode: Sendable {
         if let to = env.to, to != id { return }
         // Nothing a message says may break what we hold: an impossible epoch is dropped.
         guard env.epoch.isWellFormed else { return }
+        // Evidence that a master served counts from every frame but our own echo, before
+        // anything judges its sender: a twin with our id (below), whose every other word
+        // is ignored, and a run membership refuses (one older than a run it heard, as a
+        // forged frame of an insider under a higher incarnation makes the real run look)
+        // both show a master alive to answer. Without it the next master would answer
+        // again what that master answered. Evidence only ever holds a request back.
+        noteServingMaster(env, now)
         if env.from == id && id.isAssigned {
             // Another process with our id (or someone claiming to be us). What it sends
             // unprompted shows it is live: its keepalives, and as a master its PREPAREs,
@@ -459,12 +466,6 @@ public struct TrackerNode: Sendable {
         // A farewell from a run we never heard is a replay (or too late to matter): a node
         // that restarted would otherwise drop the live run of that node on its word.
         if case .leaving = env.message, ctx.membership[env.from]?.incarnation != env.incarnation { return }
-        // Evidence that a master served counts before membership judges the run: a frame
-        // of a run it refuses below (one older than a run it heard, as a forged frame of
-        // an insider under a higher incarnation makes the real run look) still shows that
-        // master alive to answer, and without it the next master would answer again what
-        // that master answered. Evidence only ever holds a request back.
-        noteServingMaster(env, now)
         guard ctx.membership.heard(env, now: now, onBroker: onBroker, downAfter: ctx.config.downAfter) else {
             ctx.paths.count(.olderRunRefused)
             return
