@@ -1,5 +1,3 @@
-import NIOCore
-
 /// A peer's IP address. The family matters: BEP 15 answers a request that came over
 /// IPv6 with 18-byte peer entries, and peers of one family are useless to the other.
 public enum IPAddress: Hashable, Comparable, Sendable, CustomStringConvertible {
@@ -97,24 +95,6 @@ public enum IPAddress: Hashable, Comparable, Sendable, CustomStringConvertible {
             func hex(_ r: ArraySlice<UInt16>) -> String { r.map { String($0, radix: 16) }.joined(separator: ":") }
             if bestStart < 0 { return hex(groups[...]) }
             return hex(groups[..<bestStart]) + "::" + hex(groups[(bestStart + bestLen)...])
-        }
-    }
-
-    public func write(to buffer: inout ByteBuffer) {
-        switch self {
-        case .v4(let v): buffer.writeInteger(v)
-        case .v6(let hi, let lo): buffer.writeInteger(hi); buffer.writeInteger(lo)
-        }
-    }
-
-    public static func read(_ family: Family, from buffer: inout ByteBuffer) -> IPAddress? {
-        switch family {
-        case .v4:
-            return buffer.readInteger(as: UInt32.self).map { .v4($0) }
-        case .v6:
-            guard buffer.readableBytes >= 16, let hi = buffer.readInteger(as: UInt64.self),
-                  let lo = buffer.readInteger(as: UInt64.self) else { return nil }
-            return .v6(hi, lo)
         }
     }
 
