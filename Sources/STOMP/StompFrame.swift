@@ -96,57 +96,71 @@ public enum StompCodec {
             buffer.moveReaderIndex(forwardBy: 2)
             return .heartbeat
         }
+        guard let head = try buffer.withUnsafeReadableBytes({ try header(of: $0, limits: limits) }) else { return nil }
+        var frame = head.frame
         var cursor = buffer
-        var lines: [String] = []
-        var headerBytes = 0
-        while true {
-            guard let nl = cursor.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) else {
-                if cursor.readableBytes > limits.maxHeaderBytes { throw StompFrameError("header section over \(limits.maxHeaderBytes) bytes") }
-                return nil
-            }
-            let length = nl - cursor.readerIndex
-            var line = cursor.readSlice(length: length)!
-            cursor.moveReaderIndex(forwardBy: 1)
-            headerBytes += length + 1
-            if headerBytes > limits.maxHeaderBytes { throw StompFrameError("header section over \(limits.maxHeaderBytes) bytes") }
-            if line.readableBytes > 0, line.getInteger(at: line.writerIndex - 1, as: UInt8.self) == UInt8(ascii: "\r") {
-                line.moveWriterIndex(to: line.writerIndex - 1)
-            }
-            guard let text = line.readString(length: line.readableBytes), !text.utf8.contains(0) else {
-                throw StompFrameError("NUL inside a header")
-            }
-            if text.isEmpty { break }
-            lines.append(text)
-            if lines.count > limits.maxHeaderLines + 1 { throw StompFrameError("more than \(limits.maxHeaderLines) headers") }
-        }
-        let command = lines[0]
-        guard commands.contains(command) else { throw StompFrameError("unknown command '\(command.prefix(40))'") }
-        var frame = StompFrame(command)
-        for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":") else { throw StompFrameError("header without ':' in \(command)") }
-            let name = String(line[..<colon]), value = String(line[line.index(after: colon)...])
-            if frame.escapesHeaders {
-                frame.headers.append((try unescape(name), try unescape(value)))
-            } else {
-                frame.headers.append((name, value))
-            }
-        }
+        cursor.moveReaderIndex(forwardBy: head.length)
         if let lengthText = frame["content-length"] {
             guard let length = Int(lengthText), length >= 0 else { throw StompFrameError("bad content-length '\(lengthText.prefix(20))'") }
             guard length <= limits.maxBodyBytes else { throw StompFrameError("body of \(length) bytes over the limit") }
-            guard cursor.readableBytes >= length + 1 else { return nil }
-            frame.body = cursor.readSlice(length: length)!
+            guard cursor.readableBytes >= length + 1, let body = cursor.readSlice(length: length) else { return nil }
+            frame.body = body
             guard cursor.readInteger(as: UInt8.self) == 0 else { throw StompFrameError("body not followed by NUL") }
         } else {
             guard let nul = cursor.readableBytesView.firstIndex(of: 0) else {
                 if cursor.readableBytes > limits.maxBodyBytes { throw StompFrameError("body over the limit") }
                 return nil
             }
-            frame.body = cursor.readSlice(length: nul - cursor.readerIndex)!
+            guard let body = cursor.readSlice(length: nul - cursor.readerIndex) else { return nil }
+            frame.body = body
             cursor.moveReaderIndex(forwardBy: 1)
         }
         buffer = cursor
         return .frame(frame)
+    }
+
+    /// The command and headers at the front of `bytes`, and how many bytes they take with
+    /// the empty line that ends them; nil when that line has not arrived. Lines are split
+    /// and searched as bytes, each name and value made a `String` once: a broker's
+    /// MESSAGE carries a dozen headers, and every PREPARE and vote is one.
+    static func header(of bytes: UnsafeRawBufferPointer, limits: StompLimits) throws -> (frame: StompFrame, length: Int)? {
+        var lines: [Range<Int>] = []
+        var start = 0
+        while true {
+            guard let newline = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) else {
+                if bytes.count - start > limits.maxHeaderBytes { throw StompFrameError("header section over \(limits.maxHeaderBytes) bytes") }
+                return nil
+            }
+            if newline + 1 > limits.maxHeaderBytes { throw StompFrameError("header section over \(limits.maxHeaderBytes) bytes") }
+            var end = newline
+            if end > start, bytes[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+            let line = start..<end
+            if bytes[line].contains(0) { throw StompFrameError("NUL inside a header") }
+            start = newline + 1
+            if line.isEmpty { break }
+            lines.append(line)
+            if lines.count > limits.maxHeaderLines + 1 { throw StompFrameError("more than \(limits.maxHeaderLines) headers") }
+        }
+        func text(_ range: Range<Int>) -> String { String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self) }
+        func unescaped(_ range: Range<Int>) throws -> String { try unescape(UnsafeRawBufferPointer(rebasing: bytes[range])) }
+        // The loop above ends only at an empty line, so a frame that got here has a first
+        // line unless the section is empty, which it is not: it began with neither LF nor CR.
+        guard let first = lines.first else { throw StompFrameError("unknown command ''") }
+        let command = text(first)
+        guard commands.contains(command) else { throw StompFrameError("unknown command '\(command.prefix(40))'") }
+        var frame = StompFrame(command)
+        frame.headers.reserveCapacity(lines.count - 1)
+        let escapes = frame.escapesHeaders
+        for line in lines.dropFirst() {
+            guard let colon = bytes[line].firstIndex(of: UInt8(ascii: ":")) else { throw StompFrameError("header without ':' in \(command)") }
+            let name = line.lowerBound..<colon, value = (colon + 1)..<line.upperBound
+            if escapes {
+                frame.headers.append((try unescaped(name), try unescaped(value)))
+            } else {
+                frame.headers.append((text(name), text(value)))
+            }
+        }
+        return (frame, start)
     }
 
     static func escape(_ s: String) -> String {
@@ -164,22 +178,30 @@ public enum StompCodec {
         return out
     }
 
-    /// Undefined escapes are a fatal protocol error in STOMP 1.2.
-    static func unescape(_ s: String) throws -> String {
-        guard s.utf8.contains(0x5C) else { return s }
-        var out = ""
-        var it = s.unicodeScalars.makeIterator()
-        while let ch = it.next() {
-            guard ch == "\\" else { out.unicodeScalars.append(ch); continue }
-            switch it.next() {
-            case "\\": out += "\\"
-            case "n": out += "\n"
-            case "r": out += "\r"
-            case "c": out += ":"
-            case let other: throw StompFrameError("undefined escape '\\\(other.map(String.init) ?? "")'")
+    /// A header's name or value from its bytes, its escapes undone. Undefined escapes are
+    /// a fatal protocol error in STOMP 1.2. Bytes, not scalars: ActiveMQ escapes the
+    /// colons of every MESSAGE's message-id.
+    static func unescape(_ bytes: UnsafeRawBufferPointer) throws -> String {
+        guard bytes.contains(UInt8(ascii: "\\")) else { return String(decoding: bytes, as: UTF8.self) }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = 0
+        while i < bytes.count {
+            let byte = bytes[i]
+            i += 1
+            guard byte == UInt8(ascii: "\\") else { out.append(byte); continue }
+            switch i < bytes.count ? bytes[i] : nil {
+            case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\"))
+            case UInt8(ascii: "n"): out.append(UInt8(ascii: "\n"))
+            case UInt8(ascii: "r"): out.append(UInt8(ascii: "\r"))
+            case UInt8(ascii: "c"): out.append(UInt8(ascii: ":"))
+            default:
+                let next = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[i..<min(i + 4, bytes.count)]), as: UTF8.self)
+                throw StompFrameError("undefined escape '\\\(next.unicodeScalars.first.map(String.init) ?? "")'")
             }
+            i += 1
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 }
 

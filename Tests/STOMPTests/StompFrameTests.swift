@@ -50,6 +50,28 @@ import Testing
         #expect(f.headers.count == 2)
     }
 
+    /// A header splits at its first colon octet, whatever follows it (a combining mark
+    /// makes no `Character` of the colon), and each side is decoded on its own: invalid
+    /// UTF-8 becomes U+FFFD. CONNECTED keeps its backslashes; CR before LF ends a line.
+    @Test func splitsHeadersAtTheFirstColonOctet() throws {
+        let bytes = Array("MESSAGE\r\nurl:http://a:1/\r\nmark:\u{301}x\nempty:\n:nameless\n".utf8)
+            + Array("bad:".utf8) + [0xFF, 0x41] + Array("\nid:ID\\chost\\c1".utf8) + [0xE2] + Array("\\n\n".utf8)
+            + Array("\n\0CONNECTED\nserver:a\\cb\n\n\0".utf8)
+        let frames = try decodeAll(bytes)
+        guard frames.count == 2, case .frame(let m) = frames[0], case .frame(let c) = frames[1] else {
+            Issue.record("two frames expected: \(frames)"); return
+        }
+        #expect(m.headers.map(\.name) == ["url", "mark", "empty", "", "bad", "id"])
+        #expect(m.headers.map(\.value) == ["http://a:1/", "\u{301}x", "", "nameless", "\u{FFFD}A", "ID:host:1\u{FFFD}\n"])
+        #expect(c.command == "CONNECTED" && c["server"] == "a\\cb")
+        var nul = ByteBuffer(bytes: Array("MESSAGE\nk:a".utf8) + [0] + Array("b\n\n\0".utf8))
+        #expect {
+            _ = try StompCodec.decode(&nul)
+        } throws: { error in
+            "\(error)" == "NUL inside a header"
+        }
+    }
+
     @Test func roundTripsRandomFrames() throws {
         var rng = SystemRandomNumberGenerator()
         let alphabet = Array("ab:\\\n\r c-/é".unicodeScalars)
