@@ -3,7 +3,10 @@
 bench` load, each node sampled by `perf record` meanwhile, then each one's hottest
 symbols (self time, children not counted) and its store writer thread's share.
 
-Usage: profile.py [--seconds 10] [--concurrency 256] [--top 25] [--keep DIR]
+Usage: profile.py [--seconds 10] [--concurrency 256] [--top 25] [--keep DIR] [--floating]
+
+With `--floating` each node binds a floating address of its own and the load goes to the
+master's, so the followers' profiles show replication alone, without held datagrams.
 
 Not a test: a tool for the performance work (issue 30), run by hand on a quiet machine.
 It needs Debian's `linux-perf` (`perf`) and a release build with symbols (the default).
@@ -29,6 +32,7 @@ def main():
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--keep", help="keep the perf data files in this directory")
+    parser.add_argument("--floating", action="store_true", help="load the master's floating address, not the group")
     a = parser.parse_args()
     if not shutil.which("perf"):
         fail("perf is not installed (apt-get install linux-perf)")
@@ -38,12 +42,16 @@ def main():
     if subprocess.run([os.path.join(HERE, "..", "..", "scripts", "activemq.sh"), "status"], capture_output=True).returncode != 0:
         activemq("start")
         started_broker = True
-    cluster = Cluster(f"profile{os.getpid()}", free_udp_port())
+    port = free_udp_port()
+    cluster = Cluster(f"profile{os.getpid()}", port)
     try:
         for node_id in (1, 2, 3):
-            cluster.add(node_id)
+            if a.floating:
+                cluster.add(node_id, peer_args=["--floating", f"127.0.0.{10 + node_id}:{port}"])
+            else:
+                cluster.add(node_id)
         master = cluster.wait_converged(30)
-        address = f"{cluster.group[0]}:{cluster.group[1]}"
+        address = f"127.0.0.{10 + master.node_id}:{port}" if a.floating else f"{cluster.group[0]}:{cluster.group[1]}"
         # Warm the swarms first, so the profile is of steady state, not of growth.
         subprocess.run([tracker_binary(), "bench", "--target", address, "--duration", "3", "--concurrency",
                         str(a.concurrency), "--torrents", str(TORRENTS)], capture_output=True, timeout=120)
