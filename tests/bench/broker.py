@@ -44,38 +44,44 @@ def connect():
     s = socket.create_connection(("127.0.0.1", PORT), timeout=10)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.sendall(b"CONNECT\naccept-version:1.2\nhost:localhost\n\n\0")
-    reply = b""
-    while b"\0" not in reply:
-        chunk = s.recv(4096)
-        if not chunk:
-            fail("the broker closed the connection at CONNECT")
-        reply += chunk
+    reply = read_until(s, b"\0", "CONNECT")
     if not reply.startswith(b"CONNECTED"):
         fail(f"the broker refused CONNECT: {reply[:200]!r}")
     return s
 
 
-def subscriber(ready, stop, received):
-    s = connect()
-    s.sendall(f"SUBSCRIBE\nid:1\ndestination:{TOPIC}\nack:auto\nreceipt:r\n\n\0".encode())
-    # The RECEIPT says the subscription is in place before the publisher starts.
-    n, head = 0, b""
-    while b"RECEIPT" not in head:
+def read_until(s, marker, step):
+    """What `s` receives until `marker` has arrived."""
+    reply = b""
+    while marker not in reply:
         chunk = s.recv(4096)
         if not chunk:
-            fail("the broker closed the connection at SUBSCRIBE")
-        head += chunk
+            fail(f"the broker closed the connection at {step}")
+        reply += chunk
+    return reply
+
+
+def chunks(s, stop):
+    """What `s` receives until `stop` is set or the broker closes it."""
     s.settimeout(0.2)
-    ready.release()
     while not stop.is_set():
         try:
             chunk = s.recv(1 << 20)
         except socket.timeout:
             continue
         if not chunk:
-            break
-        n += len(chunk)
-    received.append(n)
+            return
+        yield chunk
+
+
+def subscriber(ready, stop):
+    s = connect()
+    s.sendall(f"SUBSCRIBE\nid:1\ndestination:{TOPIC}\nack:auto\nreceipt:r\n\n\0".encode())
+    # The RECEIPT says the subscription is in place before the publisher starts.
+    read_until(s, b"RECEIPT", "SUBSCRIBE")
+    ready.release()
+    for _ in chunks(s, stop):
+        pass
     s.close()
 
 
@@ -87,8 +93,8 @@ def broker_cpu(pid):
 
 def run(pid, size, subscribers, seconds, bytes_per_second):
     """Broker CPU µs per frame sent, at a steady rate of `bytes_per_second` of bodies."""
-    stop, ready, received = threading.Event(), threading.Semaphore(0), []
-    threads = [threading.Thread(target=subscriber, args=(ready, stop, received)) for _ in range(subscribers)]
+    stop, ready = threading.Event(), threading.Semaphore(0)
+    threads = [threading.Thread(target=subscriber, args=(ready, stop)) for _ in range(subscribers)]
     for t in threads:
         t.start()
     for _ in threads:
@@ -115,15 +121,8 @@ def run(pid, size, subscribers, seconds, bytes_per_second):
 
 def read_frames(s, on_frame, stop):
     """Calls `on_frame` for each whole frame read from `s` (bodies by content-length)."""
-    s.settimeout(0.2)
     buf = b""
-    while not stop.is_set():
-        try:
-            chunk = s.recv(1 << 20)
-        except socket.timeout:
-            continue
-        if not chunk:
-            return
+    for chunk in chunks(s, stop):
         buf += chunk
         while True:
             buf = buf.lstrip(b"\n")
