@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Dispatch
+import TrackerLogic
 
 /// Calls `handler` at every arrival of one POSIX signal (SIGHUP: reload the config file),
 /// on a queue of its own, until `cancel`. The signal's default action (for SIGHUP,
@@ -58,5 +59,19 @@ public final class SignalWaiter: @unchecked Sendable {
                 if let r = self.received { c.resume(returning: r) } else { self.continuation = c }
             }
         }
+    }
+}
+
+/// What SIGHUP's reload of the config file gives a running node: the settings to apply,
+/// and `applied`, called once they are in effect. The log's "configuration reloaded" is
+/// said there and not before, so that what reads it (an operator, a test) can count on
+/// the next request getting the new settings.
+public struct ReloadedConfig: Sendable {
+    public var config: TrackerConfig
+    public var applied: @Sendable () -> Void
+
+    public init(config: TrackerConfig, applied: @escaping @Sendable () -> Void) {
+        self.config = config
+        self.applied = applied
     }
 }

@@ -74,7 +74,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
                            database: String? = nil,
                            dashboard: DashboardSettings? = nil, monitoring: MonitoringSettings, logger: Logger,
                            reload: (@Sendable () throws -> TrackerConfig)? = nil,
-                           liveReload: (@Sendable () -> TrackerConfig?)? = nil) async throws {
+                           liveReload: (@Sendable () -> ReloadedConfig?)? = nil) async throws {
         let problems = config.problems
         guard problems.isEmpty else { throw ConfigurationError(problems.joined(separator: "; ")) }
         guard (1...StandaloneHost.maxThreads).contains(threads) else {
@@ -100,7 +100,10 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         host.loop.execute { host.startTimers() }
         let hangup = SignalHandler(signal: SIGHUP) {
             guard let fresh = liveReload?() else { return }
-            Task { await host.reconfigure(fresh) }
+            Task {
+                await host.reconfigure(fresh.config)
+                fresh.applied()
+            }
         }
         let signal = await SignalWaiter(signals: [SIGINT, SIGTERM]).wait()
         hangup.cancel()

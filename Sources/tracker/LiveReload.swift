@@ -47,12 +47,12 @@ final class LiveReload: @unchecked Sendable {
 
     /// Reads the file again; returns the tracker settings to apply, or nil when nothing
     /// changes (no file, or a file that fails its checks).
-    func reload() -> TrackerConfig? {
+    func reload() -> ReloadedConfig? {
         guard let path else {
             logger.warning("SIGHUP: this node runs without --config FILE; nothing to reload")
             return nil
         }
-        return lock.withLock { () -> TrackerConfig? in
+        return lock.withLock { () -> ReloadedConfig? in
             let fresh: [String: String]
             let tracker: TrackerConfig
             let level: Logger.Level
@@ -82,11 +82,12 @@ final class LiveReload: @unchecked Sendable {
                 logger.warning("config reload: a changed setting takes effect only after a restart",
                                metadata: ["file": "\(path)", "key": "\(key)"])
             }
-            logger.notice("configuration reloaded", metadata: [
+            let logger = logger
+            let metadata: Logger.Metadata = [
                 "file": "\(path)", "applied": "\(live.isEmpty ? "none" : live.joined(separator: ","))",
                 "restart-needed": "\(restart.isEmpty ? "none" : restart.joined(separator: ","))",
-            ])
-            return tracker
+            ]
+            return ReloadedConfig(config: tracker) { logger.notice("configuration reloaded", metadata: metadata) }
         }
     }
 }

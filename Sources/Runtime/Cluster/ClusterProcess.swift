@@ -43,7 +43,7 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
     /// page do not end the process.
     public static func run(_ settings: ClusterNodeSettings, dashboard: DashboardSettings?, monitoring: MonitoringSettings,
                            logger: Logger, reload: (@Sendable () throws -> ClusterNodeSettings)? = nil,
-                           liveReload: (@Sendable () -> TrackerConfig?)? = nil) async throws -> Int32 {
+                           liveReload: (@Sendable () -> ReloadedConfig?)? = nil) async throws -> Int32 {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let host = ClusterProcess(settings: settings, monitoring: monitoring, loop: group.next(), logger: logger, reload: reload)
         let web = try await WebListeners.start(dashboard, metrics: monitoring.metricsEndpoint,
@@ -52,7 +52,10 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         host.loop.execute { host.startSampling() }
         let hangup = SignalHandler(signal: SIGHUP) {
             guard let fresh = liveReload?() else { return }
-            Task { await host.reconfigure(fresh) }
+            Task {
+                await host.reconfigure(fresh.config)
+                fresh.applied()
+            }
         }
         let signals = SignalWaiter(signals: [SIGINT, SIGTERM])
         let watcher = Task {
