@@ -207,6 +207,11 @@ struct RandomizedScenarioTests {
             + "settle=25000 drift=320,0,0,0,0,-218 interval=6 timeout=12000 fragments=497 corrupt=0.0 "
             + "faults=2082:join:4,5229:one-way:1>4,7206:heal,7330:shutdown:3,7864:partition:1+2+4,8408:join:5,9420:restart:3,12161:heal "
             + "operator=",
+        "seed=3931468183871025188 nodes=5 quorum=live loss=0.25 dup=0.01 delay=3-48 peers=2 torrents=2 until=24000 "
+            + "settle=25000 drift=0,0,0,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 "
+            + "faults=2010:store-fails:2,3904:store-heals:2,4962:crash:2,8372:crash:0,8372:crash:1,8372:crash:2,8672:join:3,8672:join:4,"
+            + "11859:restart:1,12061:restart:2,12092:disk-loss:1:3,13328:restart:0,13787:restart:2,15743:restart:1 "
+            + "operator=5223:register:4:0,6061:unregister:1:0,7380:unregister:4:0",
     ])
     func formerFailureLines(line: String) throws {
         var sim = Simulator(scenario: try Scenario(line: line))

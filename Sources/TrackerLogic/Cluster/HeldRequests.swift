@@ -21,6 +21,10 @@ import NIOCore
 /// A request that a master received but had not yet put in a transaction when it died is
 /// the one case this misses (a window of one batch delay); the client retransmits.
 ///
+/// A node's own serving is no evidence: it holds nothing while it serves and empties the
+/// ring as it comes to serve, so whatever it holds it read after it last served, and did
+/// not answer, even when read in the very millisecond it stopped.
+///
 /// The order in which a node reads its two sockets is not the order in which the bytes
 /// arrived, two ways:
 /// - after a pause too short to notice (a process stopped right after its start, while
@@ -74,9 +78,6 @@ struct HeldRequests: Sendable {
         /// answered, once the partition healed and it recovered, announces the majority's
         /// master had answered, and applied them over newer state.
         var committed = TxRef.zero
-        /// When this node itself last stopped serving: it answered what it read until
-        /// then, and nothing it read after (its own reads are in order, so no skew).
-        var servedUntil = Instant(milliseconds: .min)
 
         /// Evidence only grows: a later message never makes an answered request look
         /// unanswered again.
@@ -211,7 +212,7 @@ struct HeldRequests: Sendable {
             guard now - slots[slot].receivedAt <= window else { continue }
             let r = request(at: slot)
             let heard = r.isConnect || answeredAtOnce(r) ? evidence.alive : evidence.decided
-            guard r.receivedAt > evidence.servedUntil, r.receivedAt - skew > heard,
+            guard r.receivedAt - skew > heard,
                   heard < r.runStart || r.receivedAt - drain > heard else { continue }
             if seen.insert(Key(source: r.source, transactionID: r.transactionID, isConnect: r.isConnect)).inserted { out.append(r) }
         }

@@ -127,8 +127,8 @@ public struct TrackerNode: Sendable {
                 answerHeld(now)
             } else {
                 // What reached us while we served, we answered (or it is in the next
-                // master's hands through its own held requests).
-                ctx.held.evidence.servedUntil = now
+                // master's hands through its own held requests); what we hold from now
+                // on, we did not, whenever in this millisecond it is read.
                 ctx.held.evidence.heard(committed: ctx.replica.lastCommitted, at: now, holding: ctx.replica.lastCommitted)
             }
         }
