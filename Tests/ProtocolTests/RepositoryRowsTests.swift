@@ -57,19 +57,55 @@ struct RepositoryRowsTests {
         #expect(rows.snapshot == nil && rows.peers.isEmpty && rows.torrents.isEmpty)
     }
 
-    /// The rows are read from the replica after *their* transaction: read before it, a
-    /// peer's new row is missing and the restart differs.
-    @Test func rowsReadBeforeTheCommitMissIt() {
-        var replica = Replica()
-        let a = Announce(infoHash: hash(1), peerID: PeerID(a: 1, b: 1, c: 1), endpoint: PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881),
+    /// A transaction that holds more than announces is read from the replica after it:
+    /// a merge or an expiry can change a peer after its announce, and a store writes the
+    /// peer rows after the transaction's bulk changes (SQLite's log is appended last), so
+    /// the announce's own record would outlive them there. Read before the commit, the
+    /// rows miss it altogether.
+    @Test func rowsOfAnnouncesBesideOtherChangesAreReadAfterTheCommit() {
+        let key = PeerKey(peerID: PeerID(a: 1, b: 1, c: 1), ip: .v4(0x0A00_0001))
+        let a = Announce(infoHash: hash(1), peerID: key.peerID, endpoint: PeerEndpoint(ip: key.ip, port: 6881),
                          uploaded: 0, downloaded: 0, left: 5, event: .started, at: Instant(milliseconds: 10))
-        let tx = Transaction(ref: TxRef(epoch: Epoch(term: 1, master: NodeID(1)), txid: 1), updates: [.announce(a)])
-        let early = CommitRows(tx, replica: replica)
-        #expect(early.changes == [.peer(hash(1), a.key, nil)])
+        let merged = PeerRecord(peerID: key.peerID, endpoint: PeerEndpoint(ip: key.ip, port: 7000), uploaded: 9, downloaded: 9,
+                                left: 0, lastAnnounce: Instant(milliseconds: 20))
+        let merge = SwarmMerge(infoHash: hash(1), peers: [merged], completed: [])
+        let epoch = Epoch(term: 1, master: NodeID(1))
+        for (txid, update, after) in [(UInt64(1), SwarmUpdate.merge(merge), Optional(merged)),
+                                      (2, .expire(before: Instant(milliseconds: 30)), nil)] {
+            var replica = Replica()
+            if txid == 2 { replica.commit(Transaction(ref: TxRef(epoch: epoch, txid: 1), updates: [])) }
+            let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: [.announce(a), update])
+            let early = CommitRows(tx, replica: replica)
+            #expect(early.changes.first == .peer(hash(1), key, nil))
+            replica.commit(tx)
+            let rows = CommitRows(tx, replica: replica)
+            #expect(rows.changes.first == .peer(hash(1), key, after), "\(update)")
+            var disk = RepositoryRows()
+            disk.apply(rows)
+            #expect(disk.peers[hash(1)]?[key] == after)
+        }
+    }
+
+    /// A transaction of announces alone is written from the announces: each row is what
+    /// its announce left (a stop leaves none), the later row of a peer what memory holds.
+    @Test func aPeerAnnouncingTwiceInATransactionOfAnnouncesGetsARowForEach() {
+        var replica = Replica()
+        let key = PeerKey(peerID: PeerID(a: 1, b: 1, c: 1), ip: .v4(0x0A00_0001))
+        func announce(_ event: AnnounceEvent, port: UInt16, at t: Int64) -> Announce {
+            Announce(infoHash: hash(1), peerID: key.peerID, endpoint: PeerEndpoint(ip: key.ip, port: port),
+                     uploaded: t, downloaded: 0, left: 5, event: event, at: Instant(milliseconds: t))
+        }
+        let first = announce(.started, port: 6881, at: 10), stop = announce(.stopped, port: 6881, at: 11)
+        let again = announce(.started, port: 6882, at: 12)
+        let tx = Transaction(ref: TxRef(epoch: Epoch(term: 1, master: NodeID(1)), txid: 1),
+                             updates: [.announce(first), .announce(stop), .announce(again)])
         replica.commit(tx)
         let rows = CommitRows(tx, replica: replica)
-        #expect(rows.changes == [.peer(hash(1), a.key, PeerRecord(peerID: a.peerID, endpoint: a.endpoint, uploaded: 0, downloaded: 0,
-                                                                   left: 5, lastAnnounce: a.at))])
+        func record(_ a: Announce) -> PeerRecord {
+            PeerRecord(peerID: a.peerID, endpoint: a.endpoint, uploaded: a.uploaded, downloaded: 0, left: 5, lastAnnounce: a.at)
+        }
+        #expect(rows.changes == [.peer(hash(1), key, record(first)), .peer(hash(1), key, nil), .peer(hash(1), key, record(again))])
+        #expect(rows.swarms.map(\.infoHash) == [hash(1)], "a stop may have emptied the swarm: its row is set from memory")
         var disk = RepositoryRows()
         disk.apply(rows)
         #expect(disk.snapshot == replica.snapshot())

@@ -4,9 +4,10 @@
 /// runtime's SQLite writer and the simulator's disk store exactly the same rows and
 /// neither reads the node afterwards.
 ///
-/// Every change is a full row (or its absence) as memory holds it after the transaction:
-/// writing the same rows twice lands on the same tables, and applying them in commit
-/// order rebuilds the replica (`RepositoryRows`).
+/// Every change is a full row (or its absence) as memory holds it after the transaction,
+/// or, for a peer that announced more than once in it, after each announce, the last of
+/// them what memory holds: writing the same rows twice lands on the same tables, and
+/// applying them in order rebuilds the replica (`RepositoryRows`).
 public struct CommitRows: Hashable, Sendable {
     /// One row-level effect, in the transaction's order: a later `expire` must not
     /// remove what an earlier operation wrote unless memory removed it too.
@@ -56,15 +57,23 @@ public struct CommitRows: Hashable, Sendable {
     public var peerCount = 0
 
     /// The rows `tx` changed, read from `replica` right after it committed `tx`.
+    ///
+    /// In a transaction of announces alone, an announce's row is what it left in memory:
+    /// its own record, or none after a stop. No swarm is read for it (a lookup in the
+    /// swarms and one in the swarm's table, on every replica for every announce), and a
+    /// peer that announced twice gets a row for each, the later one what memory holds
+    /// after the transaction, as a store applies rows in order. A merge or an expiry may
+    /// change a peer after its announce: then each row is read from the replica.
     public init(_ tx: Transaction, replica: Replica) {
         lastCommitted = tx.ref
         history = replica.history
         changes.reserveCapacity(tx.updates.count)
         var recount = Set<InfoHash>()
+        let announcesOnly = tx.updates.allSatisfy { if case .announce = $0 { true } else { false } }
         for update in tx.updates {
             switch update {
             case .announce(let a):
-                let record = replica.store.peer(a.key, in: a.infoHash)
+                let record = announcesOnly ? (a.event == .stopped ? nil : PeerRecord(a)) : replica.store.peer(a.key, in: a.infoHash)
                 changes.append(.peer(a.infoHash, a.key, record))
                 peerRows += 1
                 if a.event == .completed { changes.append(.completion(a.infoHash, a.key)) }

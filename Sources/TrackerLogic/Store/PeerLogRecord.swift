@@ -1,7 +1,8 @@
 import NIOCore
 
-/// One peer row of a store's log: the peer as memory holds it after a commit, or its key
-/// alone when memory no longer holds it. A written row's key is its record's, so a row
+/// One peer row of a store's log: the peer as memory holds it after a commit (or after its
+/// announce, when a later row of the same commit names it again: the latest row wins), or
+/// its key alone when memory no longer holds it. A written row's key is its record's, so a row
 /// cannot name one peer and carry another's values.
 public enum PeerLogRow: Hashable, Sendable {
     case written(InfoHash, PeerRecord)
