@@ -25,8 +25,8 @@ public struct RepositoryError: Error, CustomStringConvertible {
 /// purpose: one serial writer owns it.
 ///
 /// Peers live in two tables. A commit appends the peers it writes or removes to
-/// `peer_log`, in order, as one row per commit (`PeerLogRecord`: a blob of its peer
-/// rows); `peer_base` holds everything older, a row per peer keyed by the bytes of the
+/// `peer_log`, in order, as one row per commit, or per run of commits written together
+/// (`PeerLogRecord`: a blob of their peer rows); `peer_base` holds everything older, a row per peer keyed by the bytes of the
 /// info hash and peer id. An announce replacing its row in place dirtied a random B-tree
 /// page of `peer_base`, and every dirty page went to the WAL whole at each commit; a row
 /// appended per announce cost a bind, a VM step and a B-tree insert each. A fold moves
@@ -240,10 +240,29 @@ public final class SQLiteRepository {
 
     /// `writes` in one SQL transaction, with a fold when they leave the log long; the
     /// writer's state follows only when it commits.
+    ///
+    /// A run of commits costs its statements once, not once a commit: nothing reads the
+    /// rows between them, so their peer rows go into `peer_log` as one record (in order;
+    /// any other write, and anything that reads the log, comes after the rows before it),
+    /// and only the run's last commit writes the commit point and the epoch history (a
+    /// later commit's history holds an earlier one's). A write after the run reads the
+    /// commit point it left: a peer image is of the commit before it, and is dropped as
+    /// stale against any other.
     private func performInOneTransaction(_ writes: [StoreWrite]) throws {
         var next = state
+        func isCommit(_ i: Int) -> Bool { if i < writes.count, case .commit = writes[i] { true } else { false } }
+        let peerRows = writes.reduce(0) { if case .commit(let rows) = $1 { $0 + rows.peerRows } else { $0 } }
         try transaction(syncing: writes.contains(where: Self.needsFullSync)) { db in
-            for write in writes { try Self.perform(write, db, &next) }
+            var log = PeerLogRecord(capacity: peerRows)
+            for (i, write) in writes.enumerated() {
+                if case .commit(let rows) = write {
+                    try Self.apply(rows, db, &next, log: &log, recordsCommitPoint: !isCommit(i + 1))
+                } else {
+                    try Self.append(&log, db)
+                    try Self.perform(write, db, &next)
+                }
+            }
+            try Self.append(&log, db)
             let scaled = max(next.baseRows, next.peers).multipliedReportingOverflow(by: foldRatio)
             if next.logRows >= max(foldThreshold, scaled.overflow ? Int.max : scaled.partialValue) {
                 try Self.fold(db, &next)
@@ -277,7 +296,10 @@ public final class SQLiteRepository {
 
     static func perform(_ write: StoreWrite, _ db: Database, _ state: inout WriterState) throws {
         switch write {
-        case .commit(let rows): try apply(rows, db, &state)
+        case .commit(let rows):
+            var log = PeerLogRecord(capacity: rows.peerRows)
+            try apply(rows, db, &state, log: &log, recordsCommitPoint: true)
+            try append(&log, db)
         case .snapshot(let s): try replace(with: s, db, &state)
         case .peerImage(let image): try writePeers(of: image, db, &state)
         case .epoch(let e):
@@ -299,10 +321,13 @@ public final class SQLiteRepository {
         }
     }
 
-    static func apply(_ rows: CommitRows, _ db: Database, _ state: inout WriterState) throws {
+    /// Writes `rows`, their peer rows added to `log` (appended to `peer_log` before any
+    /// other change, and left for the caller to append after the last of them); with
+    /// `recordsCommitPoint`, the commit point and the epoch history too.
+    static func apply(_ rows: CommitRows, _ db: Database, _ state: inout WriterState,
+                      log: inout PeerLogRecord, recordsCommitPoint: Bool) throws {
         // A peer written needs its swarm's row to exist; rows.swarms says how the others stand.
         var unknown: [InfoHash] = []
-        var log = PeerLogRecord(capacity: rows.peerRows)
         state.peers = rows.peerCount
         for change in rows.changes {
             if case .peer = change {} else { try append(&log, db) }
@@ -325,7 +350,6 @@ public final class SQLiteRepository {
                 try writeCatalogue(change, db)
             }
         }
-        try append(&log, db)
         if !rows.expires {
             for row in rows.swarms { try setSwarm(row.infoHash, completed: row.completed, db, &state) }
             for hash in unknown where !state.knownSwarms.contains(hash) {
@@ -334,6 +358,7 @@ public final class SQLiteRepository {
             }
         } else {
             // Rows come and go in bulk here: count them all, and forget which exist.
+            try append(&log, db)
             try fold(db, &state)
             state.knownSwarms = []
             try db.execute(sql: """
@@ -348,12 +373,12 @@ public final class SQLiteRepository {
                 AND info_hash NOT IN (SELECT DISTINCT lower(hex(info_hash)) FROM peer_base)
                 """)
         }
-        try setLastCommitted(rows.lastCommitted, history: rows.history, db)
+        if recordsCommitPoint { try setLastCommitted(rows.lastCommitted, history: rows.history, db) }
     }
 
     /// Appends the record's rows to `peer_log` as one row, and starts the next record
-    /// (a commit's rows are split only where another kind of change comes between them,
-    /// so the log keeps the transaction's order).
+    /// (a run of commits' rows is split only where another kind of change comes between
+    /// them, so the log keeps the transactions' order).
     static func append(_ log: inout PeerLogRecord, _ db: Database) throws {
         guard !log.isEmpty else { return }
         let sql = "INSERT INTO peer_log(rows, record) VALUES (?, ?)"

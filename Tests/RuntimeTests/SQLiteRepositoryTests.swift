@@ -30,12 +30,17 @@ import TrackerRuntime
     func randomUpdate(_ rng: inout SeededGenerator, at t: Int64) -> SwarmUpdate {
         let roll = rng.below(20)
         if roll == 0 { return .expire(before: Instant(milliseconds: t - Int64(rng.below(200)))) }
-        let key = PeerKey(peerID: PeerID(a: 1, b: 2, c: UInt32(rng.below(12))), ip: .v4(0x0A00_0000 | UInt32(rng.below(3))))
         if roll == 1 {
+            let key = PeerKey(peerID: PeerID(a: 1, b: 2, c: UInt32(rng.below(12))), ip: .v4(0x0A00_0000 | UInt32(rng.below(3))))
             let record = PeerRecord(peerID: key.peerID, endpoint: PeerEndpoint(ip: key.ip, port: 7000), uploaded: 1,
                                     downloaded: 2, left: Int64(rng.below(2)), lastAnnounce: Instant(milliseconds: t - 50))
             return .merge(SwarmMerge(infoHash: hash(UInt32(rng.below(4))), peers: [record], completed: [key]))
         }
+        return randomAnnounce(&rng, at: t)
+    }
+
+    func randomAnnounce(_ rng: inout SeededGenerator, at t: Int64) -> SwarmUpdate {
+        let key = PeerKey(peerID: PeerID(a: 1, b: 2, c: UInt32(rng.below(12))), ip: .v4(0x0A00_0000 | UInt32(rng.below(3))))
         let events: [AnnounceEvent] = [.none, .started, .completed, .stopped]
         return .announce(Announce(infoHash: hash(UInt32(rng.below(4))), peerID: key.peerID,
                                   endpoint: PeerEndpoint(ip: key.ip, port: UInt16(6881 + rng.below(3))),
@@ -68,24 +73,30 @@ import TrackerRuntime
     }
 
     /// Commits `count` transactions (txids 1...count) of 1...`maxUpdates` random updates
-    /// each into `repo` and `replica`; every `checkEvery` transactions, the file reads back
-    /// as the replica and as the simulator's disk holding the same rows.
+    /// each into `repo` and `replica`, `perWrite` of them a write as the store writer
+    /// groups them; every `checkEvery` transactions, the file reads back as the replica and
+    /// as the simulator's disk holding the same rows.
     /// Returns the generator and the clock as they end, for more commits to follow.
     @discardableResult
     func commitRandomly(_ count: UInt64, ofUpTo maxUpdates: Int, checkingEvery checkEvery: UInt64, seed: UInt64,
-                        into repo: SQLiteRepository, _ replica: inout Replica,
+                        into repo: SQLiteRepository, _ replica: inout Replica, perWrite: UInt64 = 1,
                         epoch: (UInt64) -> Epoch) throws -> (rng: SeededGenerator, t: Int64) {
         // The simulator's disk: the same rows, kept as values.
         var model = RepositoryRows()
         var rng = SeededGenerator(seed: seed)
         var t: Int64 = 1_000_000
+        var group: [StoreWrite] = []
         for txid in 1...count {
             t += Int64(rng.below(20))
             let tx = Transaction(ref: TxRef(epoch: epoch(txid), txid: txid),
                                  updates: (0..<(1 + rng.below(maxUpdates))).map { _ in randomUpdate(&rng, at: t) })
             replica.commit(tx)
             let rows = CommitRows(tx, replica: replica)
-            try repo.perform(.commit(rows))
+            group.append(.commit(rows))
+            if txid % perWrite == 0 || txid % checkEvery == 0 || txid == count {
+                try repo.perform(group)
+                group = []
+            }
             model.apply(rows)
             if txid % checkEvery == 0 {
                 try expectSame(repo, replica)
@@ -117,6 +128,21 @@ import TrackerRuntime
             try reopened.perform(.commit(CommitRows(tx, replica: replica)))
         }
         try expectSame(reopened, replica)
+    }
+
+    /// Commits written several at a time, as the store writer takes them: one peer log
+    /// record and one commit point for the run, yet the file reads back as the replica
+    /// after each write, epoch changes, merges and expiries (which fold the log) among them.
+    @Test(arguments: [21, 22, 23] as [UInt64], [4, 64])
+    func commitsWrittenTogetherLandAsTheReplicaHoldsThem(seed: UInt64, perWrite: UInt64) throws {
+        let path = tempPath()
+        let repo = try SQLiteRepository(path: path, foldThreshold: SQLiteRepository.defaultFoldThreshold, foldRatio: 0)
+        var replica = Replica()
+        try commitRandomly(300, ofUpTo: 8, checkingEvery: 50, seed: seed, into: repo, &replica, perWrite: perWrite) { txid in
+            Epoch(term: UInt32(1 + txid / 70), master: NodeID(UInt32(1 + txid / 70)))
+        }
+        #expect(replica.history.runs.count == 5)
+        try expectSame(try SQLiteRepository(path: path), replica)
     }
 
     /// Commits of up to 80 updates: their peer rows go into the log 16 to a statement, the
@@ -202,6 +228,23 @@ import TrackerRuntime
         }
         try expectSame(repo, replica)
         try expectSame(try SQLiteRepository(path: path), replica)
+        // Written together, as the store writer takes them: the image of the commit before
+        // it lands between the runs of commits around it (announces only: a merge or an
+        // expiry would fold the log).
+        var group: [StoreWrite] = []
+        var after = 0
+        for txid in 51...60 as ClosedRange<UInt64> {
+            let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: (0..<5).map { _ in randomAnnounce(&rng, at: 1000 + Int64(txid)) })
+            replica.commit(tx)
+            let rows = CommitRows(tx, replica: replica)
+            group.append(.commit(rows))
+            if txid == 55 { group.append(.peerImage(PeerImage(lastCommitted: replica.lastCommitted, store: replica.store))) }
+            if txid > 55 { after += rows.peerRows }
+        }
+        try repo.perform(group)
+        #expect(try logRows(path) == after, "only the commits after the image are logged")
+        try expectSame(repo, replica)
+        try expectSame(try SQLiteRepository(path: path), replica)
     }
 
     /// A fold comes due by the repository's size: the log grows to `foldRatio` times the
@@ -251,7 +294,8 @@ import TrackerRuntime
 
     /// The writer remembers which swarms rows exist and skips inserting them again; a
     /// swarm that emptied (its last peer stopped, or expired) loses its row and must get
-    /// it back on its next announce, in a later write or in the same one.
+    /// it back on its next announce, in a later write, in the same one, or in the same
+    /// commit.
     @Test func aSwarmThatEmptiedGetsItsRowBack() throws {
         let repo = try SQLiteRepository(path: tempPath())
         var replica = Replica()
@@ -283,6 +327,9 @@ import TrackerRuntime
         try commit([[announce(.stopped, at: 2100)], [announce(.started, at: 2200)]])
         try expectSame(repo, replica)
         try commit([[.expire(before: Instant(milliseconds: 5000))], [announce(.started, at: 5100)]])
+        try expectSame(repo, replica)
+        // In one commit: the expiry recounts every row, the announce after it among them.
+        try commit([[.expire(before: Instant(milliseconds: 9000)), announce(.started, at: 9100)]])
         try expectSame(repo, replica)
     }
 

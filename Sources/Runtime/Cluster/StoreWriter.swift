@@ -137,7 +137,10 @@ public final class StoreWriter: @unchecked Sendable {
             }
             guard !batch.isEmpty else { return }
             let result = Result { try perform(batch.map(\.0)) }
-            for (_, promise) in batch { promise.completeWith(result) }
+            // One hop to the loop for the batch: a promise completed from this thread
+            // hops to the loop by itself, a task and a wake of the loop each.
+            let promises = batch.map(\.1)
+            loop.execute { for promise in promises { promise.completeWith(result) } }
             let next = queue.withLockedValue { q -> Start? in
                 if q.writes.isEmpty {
                     q.draining = false

@@ -27,8 +27,8 @@ public enum PeerLogRow: Hashable, Sendable {
     }
 }
 
-/// A commit's peer rows as a store's log keeps them: one blob per commit, not a row per
-/// announce. Each SQL row costs the writer its binding, a step of SQLite's virtual machine
+/// A commit's peer rows as a store's log keeps them: one blob per commit (or per run of
+/// commits a store writes together), not a row per announce. Each SQL row costs the writer its binding, a step of SQLite's virtual machine
 /// and a B-tree insert; one blob of 120 rows costs one of each (`tracker bench --store
 /// --torrents 10000 --announces 2000000 --per-transaction 120 --per-write 13`: 2.53 µs of
 /// writer CPU per announce with a row each, 1.85 with a record per commit).
