@@ -26,8 +26,8 @@ public struct RepositoryError: Error, CustomStringConvertible {
 ///
 /// Peers live in two tables. A commit appends the peers it writes or removes to
 /// `peer_log`, in order, as one row per commit, or per run of commits written together
-/// (`PeerLogRecord`: a blob of their peer rows); `peer_base` holds everything older, a row per peer keyed by the bytes of the
-/// info hash and peer id. An announce replacing its row in place dirtied a random B-tree
+/// (`PeerLogRecord`: a blob of their peer rows); `peer_base` holds everything older, a
+/// row per peer keyed by the bytes of the info hash and peer id. An announce replacing its row in place dirtied a random B-tree
 /// page of `peer_base`, and every dirty page went to the WAL whole at each commit; a row
 /// appended per announce cost a bind, a VM step and a B-tree insert each. A fold moves
 /// the log into `peer_base` in key order, each peer's latest row once, when the log is
