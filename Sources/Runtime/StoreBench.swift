@@ -55,29 +55,16 @@ public enum StoreBench {
     static func timeWrites(to repository: SQLiteRepository, of snapshot: Snapshot, replica: inout Replica, announces: Int,
                            perTransaction: Int, perWrite: Int, seed: UInt64) throws -> Result {
         let epoch = snapshot.lastCommitted.epoch
-        // Every re-announce names a peer the repository holds, so each one replaces a row
-        // somewhere in the B-tree, as a busy tracker's steady state does.
-        let peers = snapshot.content.flatMap { swarm in swarm.peers.map { (swarm.infoHash, $0) } }
-        guard !peers.isEmpty else { throw RepositoryError("no peers to announce") }
-        var rng = SeededGenerator(seed: seed &+ 1)
+        // Each re-announce replaces a row somewhere in the B-tree.
+        guard var workload = Reannounces(of: snapshot, seed: seed) else { throw RepositoryError("no peers to announce") }
         var txid = snapshot.lastCommitted.txid
         var wall = 0.0, cpu = 0.0, writes = 0, transactions = 0, done = 0, logged = 0
         while done < announces {
             var group: [StoreWrite] = []
             for _ in 0..<perWrite where done < announces {
                 let count = min(perTransaction, announces - done)
-                var updates: [SwarmUpdate] = []
-                updates.reserveCapacity(count)
-                for _ in 0..<count {
-                    let (hash, peer) = peers[rng.below(peers.count)]
-                    let at = WallClock.now()
-                    updates.append(.announce(Announce(
-                        infoHash: hash, peerID: peer.peerID, endpoint: peer.endpoint,
-                        uploaded: peer.uploaded &+ Int64(rng.below(1 << 20)), downloaded: peer.downloaded,
-                        left: peer.left, event: .none, at: at)))
-                }
                 txid += 1
-                let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: updates)
+                let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: workload.next(count, at: WallClock.now()))
                 guard replica.commit(tx) else { throw RepositoryError("transaction \(txid) did not commit") }
                 let rows = CommitRows(tx, replica: replica)
                 group.append(.commit(rows))
@@ -96,7 +83,7 @@ public enum StoreBench {
             cpu += threadCPUSeconds() - c0
             writes += 1
         }
-        return Result(peers: peers.count, announces: done, transactions: transactions, writes: writes, wallSeconds: wall, cpuSeconds: cpu)
+        return Result(peers: workload.peerCount, announces: done, transactions: transactions, writes: writes, wallSeconds: wall, cpuSeconds: cpu)
     }
 
     /// CPU time of the calling thread (user and system), in seconds.

@@ -27,8 +27,10 @@ struct Bench: AsyncParsableCommand {
     var transfer = false
     @Flag(help: "Send nothing: write --announces re-announces of a --torrents × --peers-per-torrent repository to SQLite as a cluster node's store writer does, and report the writer's CPU per announce.")
     var store = false
-    @Option(help: "With --store: re-announces written after the repository is filled.") var announces: Int = 200_000
-    @Option(name: .customLong("per-transaction"), help: "With --store: announces per committed transaction.")
+    @Flag(help: "Send nothing: take --announces re-announces of a --torrents × --peers-per-torrent repository through a PREPARE and its commit (the master builds and seals the transaction, a follower opens it, a replica commits it and builds its store rows), and report each stage's CPU per announce.")
+    var replica = false
+    @Option(help: "With --store or --replica: re-announces after the repository is filled.") var announces: Int = 200_000
+    @Option(name: .customLong("per-transaction"), help: "With --store or --replica: announces per committed transaction.")
     var perTransaction: Int = 100
     @Option(name: .customLong("per-write"), help: "With --store: committed transactions per SQLite write (the writer's group commit).")
     var perWrite: Int = 10
@@ -70,6 +72,18 @@ struct Bench: AsyncParsableCommand {
                 print(result.json)
             } catch {
                 print("store: \(error)")
+                throw ExitCode(1)
+            }
+            return
+        }
+        if replica {
+            do {
+                let result = try ReplicaBench.run(torrents: torrents, peersPerTorrent: peersPerTorrent, announces: announces,
+                                                  perTransaction: perTransaction, seed: seed)
+                print(result)
+                print(result.json)
+            } catch {
+                print("replica: \(error)")
                 throw ExitCode(1)
             }
             return
