@@ -67,6 +67,20 @@ struct BigEndianWriter {
         }
     }
 
+    /// LEB128: seven bits a byte, low first, the high bit set on every byte but the last;
+    /// at most ten bytes.
+    @inline(__always)
+    mutating func putVarint(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            out[written] = UInt8(truncatingIfNeeded: v) | 0x80
+            written += 1
+            v >>= 7
+        }
+        out[written] = UInt8(truncatingIfNeeded: v)
+        written += 1
+    }
+
     /// Bytes as they are; their count counts against the writer's bound like any field.
     @inline(__always)
     mutating func put(raw bytes: [UInt8]) {
