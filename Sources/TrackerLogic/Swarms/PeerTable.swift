@@ -82,6 +82,12 @@ struct PeerTable<Address: StoredAddress>: Sendable {
     /// Position + 1 of each indexed record; 0 is an empty slot. Empty while the table is
     /// small enough to scan.
     private var slots: [UInt32] = []
+    /// `slots.count - 1`, or 0 while there is no index (a size is a power of two, at least
+    /// 64). Kept beside the arrays' references, in the swarm's own bytes: a lookup finds
+    /// its slot from the hash alone, without first waiting for the slot array's header to
+    /// come from memory (a cache miss per announce on every node, in `tracker bench
+    /// --replica`'s commit stage).
+    private var slotMask = 0
 
     static var scanLimit: Int { 16 }
 
@@ -115,7 +121,7 @@ struct PeerTable<Address: StoredAddress>: Sendable {
             stored.reserveCapacity(stored.count + max(stored.count / 4, 1))
         }
         stored.append(peer)
-        if !slots.isEmpty || stored.count > Self.scanLimit {
+        if slotMask != 0 || stored.count > Self.scanLimit {
             if slots.count < 2 * stored.count { rebuildIndex() } else { insertSlot(for: stored.count - 1) }
         }
         return nil
@@ -171,10 +177,10 @@ struct PeerTable<Address: StoredAddress>: Sendable {
     // MARK: Finding and indexing
 
     private func position(_ peerID: PeerID, _ address: Address) -> Int? {
-        if slots.isEmpty {
+        let mask = slotMask
+        if mask == 0 {
             return stored.firstIndex { $0.holds(peerID, address) }
         }
-        let mask = slots.count - 1
         var s = Self.home(peerID, address, mask: mask)
         while slots[s] != 0 {
             let i = Int(slots[s]) - 1
@@ -197,14 +203,14 @@ struct PeerTable<Address: StoredAddress>: Sendable {
 
     /// The slot that holds `position`; the caller knows it is indexed.
     private func slot(of position: Int) -> Int {
-        let mask = slots.count - 1
+        let mask = slotMask
         var s = home(of: position, mask: mask)
         while Int(slots[s]) - 1 != position { s = (s + 1) & mask }
         return s
     }
 
     private mutating func insertSlot(for position: Int) {
-        let mask = slots.count - 1
+        let mask = slotMask
         var s = home(of: position, mask: mask)
         while slots[s] != 0 { s = (s + 1) & mask }
         slots[s] = UInt32(truncatingIfNeeded: position + 1)
@@ -213,23 +219,24 @@ struct PeerTable<Address: StoredAddress>: Sendable {
     /// A power of two at least four times the count (half full after the next doubling of
     /// the count), or no index when the table is small enough to scan.
     private mutating func rebuildIndex() {
-        guard stored.count > Self.scanLimit else { slots = []; return }
+        guard stored.count > Self.scanLimit else { slots = []; slotMask = 0; return }
         var size = 64
         while size < 4 * stored.count { size *= 2 }
         slots = Array(repeating: 0, count: size)
+        slotMask = size - 1
         for position in stored.indices { insertSlot(for: position) }
     }
 
     private mutating func remove(at i: Int) -> PeerRecord {
         let removed = stored[i].record
         let last = stored.count - 1
-        if !slots.isEmpty {
+        if slotMask != 0 {
             deleteSlot(slot(of: i))
             if i != last { slots[slot(of: last)] = UInt32(truncatingIfNeeded: i + 1) }
         }
         stored.swapAt(i, last)
         stored.removeLast()
-        if !slots.isEmpty, stored.count <= Self.scanLimit / 2 || slots.count > 16 * max(stored.count, 1) {
+        if slotMask != 0, stored.count <= Self.scanLimit / 2 || slots.count > 16 * max(stored.count, 1) {
             rebuildIndex()
         }
         return removed
@@ -238,7 +245,7 @@ struct PeerTable<Address: StoredAddress>: Sendable {
     /// Backward-shift deletion: later members of the probe run move up so that every
     /// lookup still finds its record before an empty slot.
     private mutating func deleteSlot(_ hole: Int) {
-        let mask = slots.count - 1
+        let mask = slotMask
         var hole = hole
         var s = hole
         while true {
