@@ -20,6 +20,10 @@ import TrackerRuntime
         try DatabaseQueue(path: path).read { try Int.fetchOne($0, sql: "SELECT coalesce(sum(rows), 0) FROM peer_log") ?? -1 }
     }
 
+    func baseRows(_ path: String) throws -> Int {
+        try DatabaseQueue(path: path).read { try Int.fetchOne($0, sql: "SELECT count(*) FROM peer_base") ?? -1 }
+    }
+
     func hash(_ n: UInt32) -> InfoHash { InfoHash(a: 0xABCD, b: UInt64(n), c: n) }
 
     func torrent(_ name: String) throws -> RegisteredTorrent {
@@ -183,25 +187,26 @@ import TrackerRuntime
     }
 
     /// An IPv4 address goes in as the text `IPAddress.description` gives (formatted on the
-    /// stack, not by it), every octet width included.
+    /// stack, not by it), every octet width included. A fold after every write puts the
+    /// rows in the base.
     @Test func addressesAreStoredAsTheirText() throws {
         let path = tempPath()
-        let repo = try SQLiteRepository(path: path)
+        let repo = try SQLiteRepository(path: path, foldThreshold: 1, foldRatio: 0)
         var replica = Replica()
         let ips: [IPAddress] = [.v4(0), .v4(0xFFFF_FFFF), .v4(0x0A00_6409), .v4(0x0102_0304), .v4(0x6463_0A01), .v6(0x2001_0DB8_0000_0000, 1)]
         let tx = Transaction(ref: TxRef(epoch: epoch, txid: 1), updates: ips.enumerated().map { i, ip in .announce(Announce(
             infoHash: hash(1), peerID: PeerID(a: 1, b: 1, c: UInt32(i)), endpoint: PeerEndpoint(ip: ip, port: 6881),
             uploaded: 0, downloaded: 0, left: 10, event: .started, at: Instant(milliseconds: 5))) })
         replica.commit(tx)
-        try repo.perform([.commit(CommitRows(tx, replica: replica)), .peerImage(PeerImage(lastCommitted: tx.ref, store: replica.store))])
+        try repo.perform(.commit(CommitRows(tx, replica: replica)))
         let stored = try DatabaseQueue(path: path).read { try String.fetchAll($0, sql: "SELECT ip FROM peer_base ORDER BY peer_id") }
         #expect(stored == ips.map(\.description))
         #expect(stored.prefix(5) == ["0.0.0.0", "255.255.255.255", "10.0.100.9", "1.2.3.4", "100.99.10.1"])
         try expectSame(repo, replica)
     }
 
-    /// A peer image rewrites the peers from memory and empties the log, over the commit it
-    /// is of only; the rows read back are the replica's.
+    /// A peer image rewrites the peers from memory, in the log's place and the base's, over
+    /// the commit it is of only; the rows read back are the replica's.
     @Test func aPeerImageRewritesThePeersOverItsCommitOnly() throws {
         let path = tempPath()
         let repo = try SQLiteRepository(path: path)
@@ -218,7 +223,8 @@ import TrackerRuntime
         try repo.perform(.peerImage(stale))
         #expect(try logRows(path) == before && before > 0)
         try repo.perform(.peerImage(PeerImage(lastCommitted: replica.lastCommitted, store: replica.store)))
-        #expect(try logRows(path) == 0)
+        #expect(try logRows(path) == replica.store.peerCount, "the log holds the image's peers alone")
+        #expect(try baseRows(path) == 0)
         try expectSame(repo, replica)
         // Commits after it log again, over the image's rows.
         for txid in 41...50 as ClosedRange<UInt64> {
@@ -238,11 +244,14 @@ import TrackerRuntime
             replica.commit(tx)
             let rows = CommitRows(tx, replica: replica)
             group.append(.commit(rows))
-            if txid == 55 { group.append(.peerImage(PeerImage(lastCommitted: replica.lastCommitted, store: replica.store))) }
+            if txid == 55 {
+                group.append(.peerImage(PeerImage(lastCommitted: replica.lastCommitted, store: replica.store)))
+                after = replica.store.peerCount
+            }
             if txid > 55 { after += rows.peerRows }
         }
         try repo.perform(group)
-        #expect(try logRows(path) == after, "only the commits after the image are logged")
+        #expect(try logRows(path) == after, "only the image and the commits after it are logged")
         try expectSame(repo, replica)
         try expectSame(try SQLiteRepository(path: path), replica)
     }
@@ -352,6 +361,46 @@ import TrackerRuntime
         #expect(wiped.snapshot == nil)
         #expect(try repo.counts() == (0, 0))
         #expect(wiped.epoch == Epoch(term: 7, master: NodeID(1)), "the epoch survives a wipe: a restarted node never reuses one")
+    }
+
+    /// What a wipe deleted is gone from the disk, not only from the tables: the file and
+    /// its WAL hold no byte of a peer id that was stored, though peer images, folds and
+    /// the wipe itself freed the pages that held them (`secure_delete = FAST` leaves a
+    /// freed page as it was; the wipe's scrub rewrites the file without them).
+    @Test func aWipeLeavesNoPeerBytesOnTheDisk() throws {
+        let path = tempPath()
+        let repo = try SQLiteRepository(path: path, foldThreshold: 1_500, foldRatio: 1)
+        var replica = Replica()
+        let marker: UInt64 = 0x5345_4352_4554_5045  // "SECRETPE"
+        for txid in 1...30 as ClosedRange<UInt64> {
+            let tx = Transaction(ref: TxRef(epoch: epoch, txid: txid), updates: (0..<200).map { i in
+                .announce(Announce(infoHash: hash(UInt32(i % 40)), peerID: PeerID(a: marker, b: 7, c: UInt32(i)),
+                                   endpoint: PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881), uploaded: Int64(txid),
+                                   downloaded: 0, left: 1, event: .none, at: Instant(milliseconds: 1000 + Int64(txid))))
+            })
+            replica.commit(tx)
+            var writes: [StoreWrite] = [.commit(CommitRows(tx, replica: replica))]
+            if txid % 10 == 0 { writes.append(.peerImage(PeerImage(lastCommitted: tx.ref, store: replica.store))) }
+            try repo.perform(writes)
+        }
+        let needle = withUnsafeBytes(of: marker.bigEndian) { Array($0) }
+        func onDisk() -> Bool {
+            ["", "-wal"].contains { suffix in
+                guard let data = FileManager.default.contents(atPath: path + suffix) else { return false }
+                return data.withUnsafeBytes { raw in
+                    guard raw.count >= needle.count else { return false }
+                    return (0...(raw.count - needle.count)).contains { i in
+                        raw[i] == needle[0] && needle.indices.allSatisfy { raw[i + $0] == needle[$0] }
+                    }
+                }
+            }
+        }
+        #expect(onDisk(), "the marker is what the peers' rows hold")
+        try repo.perform(.wipe)
+        #expect(!onDisk())
+        #expect(try repo.load().snapshot == nil)
+        try repo.perform(.epoch(Epoch(term: 2, master: NodeID(1))))
+        #expect(try repo.load().epoch == Epoch(term: 2, master: NodeID(1)), "the scrubbed file takes writes")
     }
 
     /// A forged term that once reached the disk (cluster_meta held -1) is not a ceiling
