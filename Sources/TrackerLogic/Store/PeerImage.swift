@@ -4,9 +4,10 @@
 ///
 /// Why: a store logs a row per announce (`CommitRows`) and must fold the log into its
 /// table of peers now and then. Folding merges the log into the table row by row, and
-/// its cost grows with both. Writing the peers afresh costs one sorted insert per peer,
-/// whatever the log held: with a log of at least four times the peers, under one insert
-/// per four announces, and none of them a merge.
+/// its cost grows with both. Writing the peers afresh (the SQLite store writes them as
+/// the new log's first rows) costs one row per peer, whatever the log held: with a log
+/// of at least four times the peers, under one row per four announces, and none of
+/// them a merge.
 ///
 /// Handing it over costs nothing: `store` is a value whose storage the replica shares
 /// until it next changes, and each swarm is copied once then, by the change that needs
