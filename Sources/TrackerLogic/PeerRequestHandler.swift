@@ -188,16 +188,21 @@ public struct PeerRequestHandler: Sendable {
     /// order of the announces gives, since updates of different peers commute. Answered from
     /// the final state alone, the start would get "0 seeders, 0 leechers", which no order of
     /// the two announces explains (TransactionAnswerTests).
-    public func answer(_ pending: PendingAnnounce, store: SwarmStore, rng: inout SeededGenerator) -> TrackerResponse {
-        let swarm = store[pending.update.infoHash]
-        let none = CompactPeers(family: pending.update.endpoint.ip.family)
-        guard pending.update.event != .stopped else { return answer(pending, AnnounceAnswer(peers: none, swarm: swarm)) }
-        var answered = AnnounceAnswer(peers: swarm?.selectPeers(for: pending.update.key, count: pending.peersWanted, rng: &rng) ?? none,
-                                      swarm: swarm)
-        if swarm?.holds(pending.update.key) != true {
-            if pending.update.left == 0 { answered.seeders += 1 } else { answered.leechers += 1 }
+    ///
+    /// `swarm`: what the announce's swarm says (`SwarmStore.answer`, read with
+    /// `peersToPick(for:)` peers), nil when the store holds no such swarm.
+    public func answer(_ pending: PendingAnnounce, swarm: SwarmAnswer?) -> TrackerResponse {
+        let update = pending.update
+        var answered = swarm?.answer ?? AnnounceAnswer(peers: CompactPeers(family: update.endpoint.ip.family), seeders: 0, leechers: 0)
+        if update.event != .stopped, swarm?.holds != true {
+            if update.left == 0 { answered.seeders += 1 } else { answered.leechers += 1 }
         }
         return answer(pending, answered)
+    }
+
+    /// How many peers a committed announce's answer carries: none for a stop.
+    public func peersToPick(for pending: PendingAnnounce) -> Int? {
+        pending.update.event == .stopped ? nil : pending.peersWanted
     }
 
     public func answer(_ pending: PendingAnnounce, _ answer: AnnounceAnswer) -> TrackerResponse {

@@ -50,9 +50,11 @@ protocol MasterFixture {
 extension MasterFixture {
     /// n3, master of a 3-node cluster (strict quorum: 2 of 3), followed by n1 and n2,
     /// both confirmed at the empty repository.
-    func masterWithTwoSlaves(peerImageMinimumRows: Int = ClusterConfig().peerImageMinimumRows) -> (TrackerNode, Instant) {
+    func masterWithTwoSlaves(peerImageMinimumRows: Int = ClusterConfig().peerImageMinimumRows,
+                             batchMaxUpdates: Int = ClusterConfig().batchMaxUpdates) -> (TrackerNode, Instant) {
         var config = ClusterConfig()
         config.peerImageMinimumRows = peerImageMinimumRows
+        config.batchMaxUpdates = batchMaxUpdates
         config.quorum = .strict
         config.clusterSize = 3
         var n = TrackerNode(id: NodeID(3), incarnation: 3000, config: config,
@@ -85,17 +87,21 @@ extension MasterFixture {
     /// An announce from `peer`, then the tick that sends its PREPARE: the transaction.
     /// `peerNumber` names the peer (by default, each transaction id is another peer).
     func announce(_ tid: UInt32, peerNumber: UInt32? = nil, _ n: inout TrackerNode, at t: inout Instant) throws -> Transaction {
-        let request = BEP15Codec.encode(.announce(AnnounceRequest(
-            connectionID: ids.issue(for: peer.ip, now: t), transactionID: tid,
-            infoHash: InfoHash(a: 1, b: 2, c: 3), peerID: PeerID(a: 4, b: 5, c: peerNumber ?? tid), downloaded: 0, left: 100, uploaded: 0,
-            event: .started, key: 1, numWant: 10, port: peer.port)))
-        var actions = n.step(.peer(request, from: peer), now: t)
+        var actions = n.step(announceDatagram(tid, peerNumber: peerNumber, at: t), now: t)
         t = t + Milliseconds(5)
         actions += n.step(.tick, now: t)
         let prepared = actions.compactMap { action -> Transaction? in
             if case .broadcast(let e) = action, case .prepare(let tx, _, _) = e.message { return tx } else { return nil }
         }
         return try #require(prepared.first)
+    }
+
+    /// A peer's announce (a start) as the master reads it; `peerNumber` as above.
+    func announceDatagram(_ tid: UInt32, peerNumber: UInt32? = nil, at t: Instant) -> NodeEvent {
+        .peer(BEP15Codec.encode(.announce(AnnounceRequest(
+            connectionID: ids.issue(for: peer.ip, now: t), transactionID: tid,
+            infoHash: InfoHash(a: 1, b: 2, c: 3), peerID: PeerID(a: 4, b: 5, c: peerNumber ?? tid), downloaded: 0, left: 100, uploaded: 0,
+            event: .started, key: 1, numWant: 10, port: peer.port))), from: peer)
     }
 
     func vote(_ from: UInt32, _ tx: Transaction, _ verdict: Verdict, _ n: inout TrackerNode, at t: Instant) -> [NodeAction] {

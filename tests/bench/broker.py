@@ -26,14 +26,13 @@ one with the deploy unit's JVM flags and stops it afterwards.
 import argparse
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
-from _harness import activemq, fail  # noqa: E402
+from _harness import broker_running, fail  # noqa: E402
 
 PORT = 61613
 TOPIC = "/topic/broker-bench"
@@ -210,12 +209,7 @@ def main():
     parser.add_argument("--announce-bytes", type=int, default=58, help="bytes an announce takes in a PREPARE")
     parser.add_argument("--vote-bytes", type=int, default=120, help="body bytes of a vote")
     a = parser.parse_args()
-    started = False
-    if subprocess.run([os.path.join(HERE, "..", "..", "scripts", "activemq.sh"), "status"],
-                      capture_output=True).returncode != 0:
-        activemq("start", env={"ACTIVEMQ_JVM": "deploy"})
-        started = True
-    try:
+    with broker_running(env={"ACTIVEMQ_JVM": "deploy"}):
         with open("/tmp/tracker-activemq/activemq.pid") as f:
             pid = int(f.read().strip())
         # The JIT compiles the broker's paths first; this round is not counted.
@@ -245,9 +239,6 @@ def main():
         per_announce, per_tx = fit(points)
         # µs per announce = per_announce + per_tx / N: a fit in 1/N.
         print(f"  fit: {per_announce:.2f} µs an announce + {per_tx:.0f} µs a transaction")
-    finally:
-        if started:
-            activemq("stop")
 
 
 if __name__ == "__main__":

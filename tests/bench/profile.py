@@ -21,7 +21,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
-from _harness import Cluster, activemq, fail, free_udp_port, log, tracker_binary  # noqa: E402
+from _harness import Cluster, broker_running, fail, free_udp_port, log, tracker_binary  # noqa: E402
 
 TORRENTS = 10000
 
@@ -38,55 +38,50 @@ def main():
         fail("perf is not installed (apt-get install linux-perf)")
     work = a.keep or tempfile.mkdtemp(prefix="profile-")
     os.makedirs(work, exist_ok=True)
-    started_broker = False
-    if subprocess.run([os.path.join(HERE, "..", "..", "scripts", "activemq.sh"), "status"], capture_output=True).returncode != 0:
-        activemq("start")
-        started_broker = True
-    port = free_udp_port()
-    cluster = Cluster(f"profile{os.getpid()}", port)
-    try:
-        for node_id in (1, 2, 3):
-            if a.floating:
-                cluster.add(node_id, peer_args=["--floating", f"127.0.0.{10 + node_id}:{port}"])
-            else:
-                cluster.add(node_id)
-        master = cluster.wait_converged(30)
-        address = f"127.0.0.{10 + master.node_id}:{port}" if a.floating else f"{cluster.group[0]}:{cluster.group[1]}"
-        # Warm the swarms first, so the profile is of steady state, not of growth.
-        subprocess.run([tracker_binary(), "bench", "--target", address, "--duration", "3", "--concurrency",
-                        str(a.concurrency), "--torrents", str(TORRENTS)], capture_output=True, timeout=120)
-        records = []
-        for n in cluster.nodes:
-            role = "master" if n is master else "follower"
-            data = os.path.join(work, f"n{n.node_id}-{role}.perf")
-            records.append((n, role, data, subprocess.Popen(
-                ["perf", "record", "-F", "1999", "-g", "-p", str(n.proc.pid), "-o", data, "--", "sleep", str(a.seconds)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
-        time.sleep(0.3)
-        out = subprocess.run([tracker_binary(), "bench", "--target", address, "--duration", str(a.seconds), "--concurrency",
-                              str(a.concurrency), "--torrents", str(TORRENTS)], capture_output=True, text=True,
-                             timeout=a.seconds + 60)
-        for *_, proc in records:
-            proc.wait(timeout=a.seconds + 60)
-        print(out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr[-400:])
-        for n, role, data, _ in records:
-            print(f"\n=== n{n.node_id} ({role}): hottest symbols, self time")
-            report = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "symbol",
-                                     "--percent-limit", "0.5", "-g", "none"], capture_output=True, text=True, timeout=300)
-            lines = [l for l in report.stdout.splitlines() if l.strip() and not l.startswith("#")]
-            print("\n".join(lines[:a.top]))
-            threads = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "comm",
-                                      "-g", "none"], capture_output=True, text=True, timeout=300)
-            print("by thread: " + "; ".join(" ".join(l.split()) for l in threads.stdout.splitlines()
-                                            if l.strip() and not l.startswith("#")))
-        if a.keep:
-            log(f"perf data kept in {work}")
-    finally:
-        cluster.stop()
-        if started_broker:
-            activemq("stop")
-        if not a.keep:
-            shutil.rmtree(work, ignore_errors=True)
+    with broker_running():
+        port = free_udp_port()
+        cluster = Cluster(f"profile{os.getpid()}", port)
+        try:
+            for node_id in (1, 2, 3):
+                if a.floating:
+                    cluster.add(node_id, peer_args=["--floating", f"127.0.0.{10 + node_id}:{port}"])
+                else:
+                    cluster.add(node_id)
+            master = cluster.wait_converged(30)
+            address = f"127.0.0.{10 + master.node_id}:{port}" if a.floating else f"{cluster.group[0]}:{cluster.group[1]}"
+            # Warm the swarms first, so the profile is of steady state, not of growth.
+            subprocess.run([tracker_binary(), "bench", "--target", address, "--duration", "3", "--concurrency",
+                            str(a.concurrency), "--torrents", str(TORRENTS)], capture_output=True, timeout=120)
+            records = []
+            for n in cluster.nodes:
+                role = "master" if n is master else "follower"
+                data = os.path.join(work, f"n{n.node_id}-{role}.perf")
+                records.append((n, role, data, subprocess.Popen(
+                    ["perf", "record", "-F", "1999", "-g", "-p", str(n.proc.pid), "-o", data, "--", "sleep", str(a.seconds)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+            time.sleep(0.3)
+            out = subprocess.run([tracker_binary(), "bench", "--target", address, "--duration", str(a.seconds), "--concurrency",
+                                  str(a.concurrency), "--torrents", str(TORRENTS)], capture_output=True, text=True,
+                                 timeout=a.seconds + 60)
+            for *_, proc in records:
+                proc.wait(timeout=a.seconds + 60)
+            print(out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr[-400:])
+            for n, role, data, _ in records:
+                print(f"\n=== n{n.node_id} ({role}): hottest symbols, self time")
+                report = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "symbol",
+                                         "--percent-limit", "0.5", "-g", "none"], capture_output=True, text=True, timeout=300)
+                lines = [l for l in report.stdout.splitlines() if l.strip() and not l.startswith("#")]
+                print("\n".join(lines[:a.top]))
+                threads = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "comm",
+                                          "-g", "none"], capture_output=True, text=True, timeout=300)
+                print("by thread: " + "; ".join(" ".join(l.split()) for l in threads.stdout.splitlines()
+                                                if l.strip() and not l.startswith("#")))
+            if a.keep:
+                log(f"perf data kept in {work}")
+        finally:
+            cluster.stop()
+            if not a.keep:
+                shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
-from _harness import Cluster, activemq, fail, free_udp_port, log, tracker_binary  # noqa: E402
+from _harness import Cluster, broker_running, fail, free_udp_port, log, tracker_binary  # noqa: E402
 from suite import TORRENTS, cpu_seconds, thread_ids  # noqa: E402
 
 
@@ -78,12 +78,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--concurrency", type=int, default=1024)
     a = parser.parse_args()
-    started_broker = False
-    if subprocess.run([os.path.join(HERE, "..", "..", "scripts", "activemq.sh"), "status"], capture_output=True).returncode != 0:
-        # The broker an operator runs: the deploy unit's JVM flags, as the suite starts it.
-        activemq("start", env={"ACTIVEMQ_JVM": "deploy"})
-        started_broker = True
-    try:
+    # The broker an operator runs: the deploy unit's JVM flags, as the suite starts it.
+    with broker_running(env={"ACTIVEMQ_JVM": "deploy"}):
         port = free_udp_port()
         cluster = Cluster(f"sustained{os.getpid()}", port)
         try:
@@ -93,9 +89,6 @@ def main():
             measure(cluster, master, f"127.0.0.{10 + master.node_id}:{port}", a)
         finally:
             cluster.stop()
-    finally:
-        if started_broker:
-            activemq("stop")
 
 
 if __name__ == "__main__":

@@ -18,14 +18,13 @@ Usage: transfer.py [--peers 1000000] [--swarms 100000] [--timeout 120]
 import argparse
 import os
 import sqlite3
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 os.environ.setdefault("TRACKER_BIN", os.path.join(HERE, "..", "..", ".build", "release", "tracker"))
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
-from _harness import Cluster, GroupClient, activemq, fail, free_udp_port, log  # noqa: E402
+from _harness import Cluster, GroupClient, broker_running, fail, free_udp_port, log  # noqa: E402
 from suite import cpu_seconds, peak_rss_kib  # noqa: E402
 
 
@@ -89,56 +88,52 @@ def main():
     parser.add_argument("--swarms", type=int, default=100_000)
     parser.add_argument("--timeout", type=float, default=120)
     a = parser.parse_args()
-    broker_was_running = subprocess.run([os.path.join(HERE, "..", "..", "scripts", "activemq.sh"), "status"],
-                                        capture_output=True).returncode == 0
-    activemq("start")
-    cluster = Cluster(f"transfer{os.getpid()}", free_udp_port(), extra_args=["--peer-timeout", "3600"])
-    try:
-        db2 = os.path.join(cluster.work, "master.sqlite")
-        t = time.time()
-        peers = write_repository(db2, a.peers, a.swarms)
-        log(f"wrote {peers} peers in {a.swarms} swarms in {time.time() - t:.1f} s")
+    with broker_running():
+        cluster = Cluster(f"transfer{os.getpid()}", free_udp_port(), extra_args=["--peer-timeout", "3600"])
+        try:
+            db2 = os.path.join(cluster.work, "master.sqlite")
+            t = time.time()
+            peers = write_repository(db2, a.peers, a.swarms)
+            log(f"wrote {peers} peers in {a.swarms} swarms in {time.time() - t:.1f} s")
 
-        t = time.time()
-        master = cluster.add(2, db=db2)
-        status = wait(lambda: (s := master.api(timeout=2)) and s["role"] == "master" and s["serving"] and s, a.timeout,
-                      "node 2 serving")
-        load = time.time() - t
-        if status["peers"] != peers:
-            fail(f"node 2 serves {status['peers']} peers, not {peers}")
-        log(f"node 2 serves {peers} peers {load:.2f} s after its start")
+            t = time.time()
+            master = cluster.add(2, db=db2)
+            status = wait(lambda: (s := master.api(timeout=2)) and s["role"] == "master" and s["serving"] and s, a.timeout,
+                          "node 2 serving")
+            load = time.time() - t
+            if status["peers"] != peers:
+                fail(f"node 2 serves {status['peers']} peers, not {peers}")
+            log(f"node 2 serves {peers} peers {load:.2f} s after its start")
 
-        master_cpu = cpu_seconds(master.proc.pid)
-        t = time.time()
-        joiner = cluster.add(1)
+            master_cpu = cpu_seconds(master.proc.pid)
+            t = time.time()
+            joiner = cluster.add(1)
 
-        def joined():
-            m, s = master.api(timeout=2), joiner.api(timeout=2)
-            return (m and s and m["role"] == "master" and s["master"] == 2 and s["inSync"]
-                    and s["lastCommitted"] == m["lastCommitted"] and s["peers"] == m["peers"])
-        wait(joined, a.timeout, "node 1 in sync with node 2")
-        transfer = time.time() - t
-        master_cpu = cpu_seconds(master.proc.pid) - master_cpu
-        joiner_cpu = cpu_seconds(joiner.proc.pid)
-        log(f"node 1 in sync {transfer:.2f} s after its start")
+            def joined():
+                m, s = master.api(timeout=2), joiner.api(timeout=2)
+                return (m and s and m["role"] == "master" and s["master"] == 2 and s["inSync"]
+                        and s["lastCommitted"] == m["lastCommitted"] and s["peers"] == m["peers"])
+            wait(joined, a.timeout, "node 1 in sync with node 2")
+            transfer = time.time() - t
+            master_cpu = cpu_seconds(master.proc.pid) - master_cpu
+            joiner_cpu = cpu_seconds(joiner.proc.pid)
+            log(f"node 1 in sync {transfer:.2f} s after its start")
 
-        # The cluster commits with the new member: an announce of a new peer is answered,
-        # and node 1 then holds it.
-        client = GroupClient(cluster.group)
-        if client.connect(timeout=5) is None:
-            fail("no connect reply after the transfer")
-        t = time.time()
-        if not client.announce_first(b"\xee" * 20, b"\xdd" * 20, 7000, timeout=5)[0]:
-            fail("no announce reply after the transfer")
-        wait(lambda: (s := joiner.api(timeout=2)) and s["peers"] == peers + 1, 10, "the new peer on node 1")
-        print(f"TRANSFER peers={peers} swarms={a.swarms} master_load={load:.2f}s transfer={transfer:.2f}s "
-              f"next_commit={time.time() - t:.2f}s master_rss_mib={peak_rss_kib(master.proc.pid) // 1024} "
-              f"joiner_rss_mib={peak_rss_kib(joiner.proc.pid) // 1024} master_cpu={master_cpu:.2f}s "
-              f"joiner_cpu={joiner_cpu:.2f}s", flush=True)
-    finally:
-        cluster.stop()
-        if not broker_was_running:
-            activemq("stop")
+            # The cluster commits with the new member: an announce of a new peer is answered,
+            # and node 1 then holds it.
+            client = GroupClient(cluster.group)
+            if client.connect(timeout=5) is None:
+                fail("no connect reply after the transfer")
+            t = time.time()
+            if not client.announce_first(b"\xee" * 20, b"\xdd" * 20, 7000, timeout=5)[0]:
+                fail("no announce reply after the transfer")
+            wait(lambda: (s := joiner.api(timeout=2)) and s["peers"] == peers + 1, 10, "the new peer on node 1")
+            print(f"TRANSFER peers={peers} swarms={a.swarms} master_load={load:.2f}s transfer={transfer:.2f}s "
+                  f"next_commit={time.time() - t:.2f}s master_rss_mib={peak_rss_kib(master.proc.pid) // 1024} "
+                  f"joiner_rss_mib={peak_rss_kib(joiner.proc.pid) // 1024} master_cpu={master_cpu:.2f}s "
+                  f"joiner_cpu={joiner_cpu:.2f}s", flush=True)
+        finally:
+            cluster.stop()
 
 
 if __name__ == "__main__":

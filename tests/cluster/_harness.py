@@ -1,6 +1,7 @@
 """Helpers for the multi-process cluster tests: the broker, cluster nodes as real
 processes, a BEP 15 client that sends to a multicast group and collects every reply,
 and reading the nodes' SQLite files and HTTP API."""
+import contextlib
 import hashlib
 import ipaddress
 import json
@@ -34,6 +35,21 @@ def activemq(command, env=None, netns=None):
     if out.returncode != 0 and command != "stop":
         fail(f"the broker could not {command}: {out.stdout.strip()} {out.stderr.strip()}")
     return out.stdout.strip()
+
+
+@contextlib.contextmanager
+def broker_running(env=None):
+    """ActiveMQ on 127.0.0.1 for as long as the block runs: the broker already running if
+    there is one, else one started here with `env` and stopped on leaving, so a tool never
+    stops a broker it did not start. Yields whether it started one."""
+    running = subprocess.run([os.path.join(ROOT, "scripts", "activemq.sh"), "status"], capture_output=True).returncode == 0
+    if not running:
+        activemq("start", env=env)
+    try:
+        yield not running
+    finally:
+        if not running:
+            activemq("stop")
 
 
 class Node:

@@ -59,7 +59,7 @@ struct OfferProgress: Sendable {
 /// an announce is answered only once its transaction committed (or refused once it
 /// aborted).
 struct Master: NodeRole, Sendable {
-    var queue: [QueuedUpdate] = []
+    var queue = UpdateQueue()
     var batchDeadline: Instant?
     var retryAfter: Instant?
     var inFlight: InFlight?
@@ -80,7 +80,7 @@ struct Master: NodeRole, Sendable {
     /// Serving from the end of its recovery: `recovered` is proposed first, at once.
     init(nextExpiry: Instant, recovered: [SwarmUpdate], now: Instant) {
         self.nextExpiry = nextExpiry
-        queue = recovered.map { QueuedUpdate(update: $0, origin: .recovered) }
+        queue = UpdateQueue(recovered.map { QueuedUpdate(update: $0, origin: .recovered) })
         if !queue.isEmpty { batchDeadline = now }
     }
 
@@ -181,7 +181,7 @@ struct Master: NodeRole, Sendable {
     }
 
     mutating func enqueue(_ update: SwarmUpdate, origin: UpdateOrigin, in ctx: inout NodeContext, _ now: Instant) {
-        queue.append(QueuedUpdate(update: update, origin: origin))
+        queue.append(QueuedUpdate(update: update, origin: origin), batchLimit: ctx.config.batchMaxUpdates)
         if batchDeadline == nil { batchDeadline = now + ctx.config.batchDelay }
         tryPrepare(in: &ctx, now)
     }
@@ -190,15 +190,7 @@ struct Master: NodeRole, Sendable {
         guard inFlight == nil, !queue.isEmpty else { return }
         if let r = retryAfter, now < r { return }
         guard queue.count >= ctx.config.batchMaxUpdates || now >= (batchDeadline ?? now) else { return }
-        var items: [QueuedUpdate] = []
-        if queue.count <= ctx.config.batchMaxUpdates {
-            // The whole queue, as under load: taken, not copied element by element.
-            swap(&items, &queue)
-            queue.reserveCapacity(items.count)
-        } else {
-            items = Array(queue.prefix(ctx.config.batchMaxUpdates))
-            queue.removeFirst(items.count)
-        }
+        let items = queue.take(upTo: ctx.config.batchMaxUpdates)
         batchDeadline = queue.isEmpty ? nil : now
         retryAfter = nil
         let previous = ctx.replica.lastCommitted
@@ -313,10 +305,14 @@ struct Master: NodeRole, Sendable {
         for (node, ok) in f.votes.sorted(by: { $0.key < $1.key }) where ok {
             ctx.membership.update(node) { $0.confirmed = f.tx.ref }
         }
+        // Room for the replies at once, rather than the actions growing (and moving) by
+        // doubling as they come.
+        ctx.out.reserveCapacity(ctx.out.count + f.items.count + 4)
         for item in f.items {
             switch item.origin {
             case .peer(let pending):
-                ctx.out.append(.reply(ctx.handler.answer(pending, store: ctx.replica.store, rng: &ctx.rng), to: pending.replyTo))
+                let swarm = ctx.replica.answer(for: pending.update, wanting: ctx.handler.peersToPick(for: pending), rng: &ctx.rng)
+                ctx.out.append(.reply(ctx.handler.answer(pending, swarm: swarm), to: pending.replyTo))
             case .merge(let key):
                 offers[key]?.pending -= 1
                 finishOfferIfDone(key, in: &ctx)
@@ -345,7 +341,7 @@ struct Master: NodeRole, Sendable {
                 keep.append(item)  // expiry, merges and recovered updates must not be lost
             }
         }
-        queue.insert(contentsOf: keep, at: 0)
+        queue.prepend(keep)
         retryAfter = now + ctx.config.voteTimeout
         if !queue.isEmpty { batchDeadline = now }
     }

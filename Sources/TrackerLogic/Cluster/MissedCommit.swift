@@ -34,7 +34,7 @@ extension Master {
     /// recover, and some of them were held requests that the master whose commits we are
     /// about to fetch may have answered (fresh seed 2985 with them carried: answered twice).
     mutating func standAside(in ctx: inout NodeContext) -> [QueuedUpdate] {
-        var items = queue
+        var items = queue.removeAll()
         if let f = inFlight {
             ctx.paths.count(.transactionAborted)
             ctx.out.append(.aborted(f.tx.ref))
@@ -42,7 +42,6 @@ extension Master {
             items = f.items + items
             inFlight = nil
         }
-        queue = []
         var recovered: [SwarmUpdate] = []
         var carried: [QueuedUpdate] = []
         for item in items {

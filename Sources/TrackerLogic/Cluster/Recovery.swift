@@ -148,7 +148,7 @@ struct Recovery: NodeRole, Sendable {
         // A commit an answer reported is not one recovery missed (`MissedCommit.swift`),
         // even where we serve another branch than its (`MajorityBranch.swift`).
         master.recoveredAgainFor = max(recoveredAgainFor, answers.map(\.last).max() ?? .zero)
-        master.queue += carried
+        master.queue.append(contentsOf: carried)
         if !master.queue.isEmpty, master.batchDeadline == nil { master.batchDeadline = now }
         return .serve(master, syncing: answers.map { (node: $0.node, last: $0.last) })
     }

@@ -87,6 +87,12 @@ public struct Replica: Sendable, Equatable {
         ref.txid <= lastCommitted.txid && history.epoch(of: ref.txid) == ref.epoch
     }
 
+    /// What a committed announce's swarm tells it (`SwarmStore.answer`: a read, which
+    /// changes nothing).
+    mutating func answer(for announce: Announce, wanting count: Int?, rng: inout SeededGenerator) -> SwarmAnswer? {
+        store.answer(for: announce.key, in: announce.infoHash, wanting: count, rng: &rng)
+    }
+
     public var digest: UInt64 { Digest.of(store) }
 
     /// The latest retained transaction that announced this peer, with that announce (for

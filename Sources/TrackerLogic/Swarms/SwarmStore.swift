@@ -119,6 +119,25 @@ public struct SwarmStore: Sendable {
         return swarms.values[i].peer(key)
     }
 
+    /// What an announce the store already holds is answered from, read in place.
+    /// Mutating only to reach the swarm through the dictionary's modify accessor
+    /// (`inPlace`): `Dictionary` has no borrowing read, and its getters (`self[infoHash]`,
+    /// `swarms.values[i]`) copy the swarm out, retaining and releasing every table it
+    /// holds, which a master paid once for every answer. Nothing changes. `count`: how
+    /// many peers other than `key` to pick (nil: none, and no draw from `rng`). Nil when
+    /// the store holds no such swarm.
+    public mutating func answer(for key: PeerKey, in infoHash: InfoHash, wanting count: Int?,
+                                rng: inout SeededGenerator) -> SwarmAnswer? {
+        guard let i = swarms.index(forKey: infoHash) else { return nil }
+        return Self.inPlace(&swarms.values[i]) { swarm in
+            // Not `count.map { swarm… }`: a closure within captures a copy of the swarm.
+            var peers = CompactPeers(family: key.ip.family)
+            if let count { peers = swarm.selectPeers(for: key, count: count, rng: &rng) }
+            return SwarmAnswer(answer: AnnounceAnswer(peers: peers, seeders: swarm.seeders, leechers: swarm.leechers),
+                               holds: swarm.holds(key))
+        }
+    }
+
     /// A swarm's completion count, read in place; nil when the store does not hold it.
     public func completed(in infoHash: InfoHash) -> Int? {
         guard let i = swarms.index(forKey: infoHash) else { return nil }
@@ -197,6 +216,14 @@ public struct AnnounceAnswer: Sendable, Equatable {
     init(peers: CompactPeers, swarm: Swarm?) {
         self.init(peers: peers, seeders: swarm?.seeders ?? 0, leechers: swarm?.leechers ?? 0)
     }
+}
+
+/// What an announce's swarm tells it once the announce is held (`SwarmStore.answer`): the
+/// peers picked for it and the swarm's counts, and whether the swarm holds the announcing
+/// peer (a stop later in the same transaction may have removed it).
+public struct SwarmAnswer: Sendable, Equatable {
+    public var answer: AnnounceAnswer
+    public var holds: Bool
 }
 
 /// `SwarmStore.announce`: refused (the reason goes to the peer) or applied.
