@@ -123,7 +123,10 @@ public struct SwarmStore: Sendable {
     /// Mutating only to reach the swarm through the dictionary's modify accessor
     /// (`inPlace`): `Dictionary` has no borrowing read, and its getters (`self[infoHash]`,
     /// `swarms.values[i]`) copy the swarm out, retaining and releasing every table it
-    /// holds, which a master paid once for every answer. Nothing changes. `count`: how
+    /// holds, which a master paid once for every answer. Nothing changes, but storage
+    /// shared with a copy (a `PeerImage` of the commit being answered) is copied here,
+    /// once per image, where the next commit made while the store writer still held the
+    /// image copied it before. `count`: how
     /// many peers other than `key` to pick (nil: none, and no draw from `rng`). Nil when
     /// the store holds no such swarm.
     public mutating func answer(for key: PeerKey, in infoHash: InfoHash, wanting count: Int?,
