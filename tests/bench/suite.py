@@ -56,27 +56,22 @@ def cpu_seconds(pid, tid=None):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def thread_cpu(pid, prefix):
-    """utime + stime, in seconds, of each thread of `pid` whose name starts with `prefix`."""
-    found = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().startswith(prefix):
-                    found[tid] = cpu_seconds(pid, tid)
-        except OSError:
-            pass  # the thread ended
-    return found
-
-
 # HotSpot's JIT compiler threads ("C1 CompilerThread0", "C2 CompilerThread1", …), which it
 # starts and stops as it needs them.
 JIT_THREADS = ("C1 Compiler", "C2 Compiler")
+# The `tid` of a breakdown line that reads those threads.
+JIT = "jit"
 
 
 def jit_cpu(pid):
     """The JIT compiler threads of the JVM `pid`, by thread id: CPU seconds each."""
-    return {tid: c for prefix in JIT_THREADS for tid, c in thread_cpu(pid, prefix).items()}
+    found = {}
+    for tid in thread_ids(pid, JIT_THREADS, prefix=True):
+        try:
+            found[tid] = cpu_seconds(pid, tid)
+        except OSError:
+            pass  # the thread ended
+    return found
 
 
 def part_cpu(pid, tid):
@@ -86,23 +81,22 @@ def part_cpu(pid, tid):
     return jit_cpu(pid) if tid == JIT else cpu_seconds(pid, tid)
 
 
-JIT = "jit"
-
-
 def part_delta(before, after):
     if isinstance(after, dict):
         return sum(c - before.get(tid, 0.0) for tid, c in after.items())
     return after - before
 
 
-def thread_ids(pid, name):
-    """The threads of `pid` whose name is `name` (a store writer names its thread)."""
+def thread_ids(pid, name, prefix=False):
+    """The threads of `pid` whose name is `name` (a store writer names its thread), or with
+    `prefix`, starts with `name` (a string or a tuple of them)."""
     found = []
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().strip() == name:
-                    found.append(int(tid))
+                comm = f.read().strip()
+            if comm.startswith(name) if prefix else comm == name:
+                found.append(int(tid))
         except OSError:
             pass
     return found
@@ -277,7 +271,8 @@ def settle_broker(clusters, levels, limit):
     """Load on the clusters, 5 s at a time, in turn and at each concurrency of the rounds
     (each shapes the broker's traffic its own way), until the broker's JIT compiler has
     been quiet (under 2 % of the broker's CPU) for six windows in a row, or for `limit`
-    seconds. It compiles in bursts: two quiet windows were followed by a busy one. An operator's broker has run for days and compiled its paths long ago, but
+    seconds. It compiles in bursts: two quiet windows were followed by a busy one. An
+    operator's broker has run for days and compiled its paths long ago, but
     HotSpot's C2 goes on compiling a fresh broker's STOMP paths for a minute or two of
     load (measured: up to 4 µs per response in a window, a seventh of the whole cluster's
     CPU), which the rounds would otherwise count as the cluster's cost. Whatever it still
