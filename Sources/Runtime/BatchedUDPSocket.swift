@@ -7,7 +7,7 @@ import Synchronization
 import TrackerLogic
 
 /// A UDP socket served by one thread of its own: up to `batchSize` datagrams read with
-/// one recvmmsg(2) (`DatagramSlots`), answered with one sendmmsg(2) (`ReplyBatch`),
+/// one recvmmsg(2) (`DatagramSlots`), answered with one sendmmsg(2) (`DatagramBatch`),
 /// through buffers allocated once. A reply goes back to its request's `sockaddr` as the
 /// kernel filled it in.
 ///
@@ -41,7 +41,7 @@ public final class BatchedUDPSocket: @unchecked Sendable {
     let fd: Int32
     private let stopping = Atomic<Bool>(false)
     private let slots = DatagramSlots()
-    private let replies = ReplyBatch()
+    private let replies = DatagramBatch()
     private var batch = Batch()
 
     /// Binds `endpoint` (`reusePort`: beside other sockets of this process on the same

@@ -1,5 +1,5 @@
 // A second BEP 15 load generator for the benchmark suite, independent of `tracker bench`
-// (which is Swift and NIO): plain C, one thread, `sockets` connected UDP sockets read with
+// (which is Swift): plain C, one thread, `sockets` connected UDP sockets read with
 // recvmmsg, each keeping `inflight` announces outstanding. The suite compares trackers
 // under both, so that no result depends on one generator's own costs.
 //

@@ -75,7 +75,7 @@ public final class ClusterService: @unchecked Sendable {
     /// Each family's peer socket, read by the node itself (`PeerIntake`).
     var intakes: [PeerIntake] = []
     /// Each family's replies not yet sent (`flushReplies`).
-    var replyBatches: [ReplyBatch] = []
+    var replyBatches: [DatagramBatch] = []
     /// A provoked failure (the dashboard's button): the node hears and says nothing, to
     /// peers or to the cluster, as if its link were cut; its timers run on, so it behaves
     /// as a partitioned node does.
@@ -170,7 +170,7 @@ public final class ClusterService: @unchecked Sendable {
                            turnEnded: { [self] in peerReadComplete() })
             }
             for intake in intakes { intake.start() }
-            replyBatches = peerSockets.families.map { _ in ReplyBatch() }
+            replyBatches = peerSockets.families.map { _ in DatagramBatch() }
             stomp = StompClient(settings: settings.broker, tls: tls, loop: loop, logger: logger) { [self] event in brokerEvent(event) }
             stomp.subscribe(settings.topic)
             if let ownTopic { stomp.subscribe(settings.topic(for: ownTopic)) }

@@ -84,7 +84,7 @@ struct PeerSockets {
     /// for it to become readable after it went quiet.
     var receiveDescriptor: CInt
     var reply: Channel
-    /// `reply`'s descriptor: replies leave through `ReplyBatch`, not NIO's writes.
+    /// `reply`'s descriptor: replies leave through `DatagramBatch`, not NIO's writes.
     var replyDescriptor: CInt
     /// The node's own unicast address (for the dashboard and keepalives).
     var unicast: PeerEndpoint

@@ -8,7 +8,7 @@ import TrackerRuntime
 
 /// Replies leave a node in batches: encoded into one buffer, each with its own `sockaddr`,
 /// sent with one sendmmsg; one the kernel refuses costs only itself.
-@Suite struct ReplyBatchTests {
+@Suite struct DatagramBatchTests {
     /// A client on loopback, bound so that replies can be sent to it, and its address.
     private func client() throws -> (fd: Int32, endpoint: PeerEndpoint) {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
@@ -28,9 +28,9 @@ import TrackerRuntime
         defer { close(server) }
         let clients = try (0..<2).map { _ in try client() }
         defer { clients.forEach { close($0.fd) } }
-        let batch = ReplyBatch()
+        let batch = DatagramBatch()
         var expected: [[UInt32]] = [[], []]
-        for i in 0..<ReplyBatch.capacity {
+        for i in 0..<DatagramBatch.capacity {
             let reply = TrackerResponse.connect(ConnectResponse(transactionID: UInt32(i), connectionID: UInt64(i)))
             if i == 5 {
                 // An IPv6 address on an IPv4 socket: the kernel refuses this one.

@@ -5,25 +5,25 @@ import CBatchedUDP
 import NIOCore
 import TrackerLogic
 
-/// Replies encoded one after another into one buffer allocated once, each with the
-/// `sockaddr` it goes to, and sent with one sendmmsg(2).
+/// BEP 15 datagrams encoded one after another into one buffer allocated once, each with
+/// the `sockaddr` it goes to, and sent with one sendmmsg(2).
 ///
-/// Why not a NIO channel's writes: each reply cost a `SocketAddress` (a boxed address),
-/// an envelope, a pending-write entry and its bookkeeping after the vector write, about a
-/// tenth of a serving node's loop. The standalone socket and a cluster node's replies
-/// both leave through this.
+/// Why not a NIO channel's writes: each datagram cost a `SocketAddress` (a boxed
+/// address), an envelope, a pending-write entry and its bookkeeping after the vector
+/// write, about a tenth of a serving node's loop. The standalone socket's and a cluster
+/// node's replies leave through this, and so do `tracker bench`'s requests.
 ///
-/// A reply the kernel refuses (unreachable, not permitted, the socket's send buffer full)
-/// is dropped, as the network might have; its client retransmits.
+/// A datagram the kernel refuses (unreachable, not permitted, the socket's send buffer
+/// full) is dropped, as the network might have; its client retransmits.
 ///
-/// Invariants: used by one thread at a time; at most `capacity` replies between sends
+/// Invariants: used by one thread at a time; at most `capacity` datagrams between sends
 /// (`append` says when it is full).
-package final class ReplyBatch {
+package final class DatagramBatch {
     package static let capacity = DatagramSlots.count
 
     private let vectors = MessageVectors(count: capacity)
     private var outbound: ByteBuffer
-    /// Where each reply lies in `outbound`.
+    /// Where each datagram lies in `outbound`.
     private var spans: [(offset: Int, length: Int)] = []
 
     package init() {
@@ -41,7 +41,7 @@ package final class ReplyBatch {
     package func append(_ response: TrackerResponse, to endpoint: PeerEndpoint) -> Bool {
         guard !isFull else { return false }
         vectors.nameLengths[spans.count] = endpoint.store(in: vectors.names + spans.count)
-        encode(response)
+        encode { BEP15Codec.encode(response, into: &$0) }
         return true
     }
 
@@ -51,17 +51,26 @@ package final class ReplyBatch {
         guard !isFull else { return false }
         vectors.names[spans.count] = name.pointee
         vectors.nameLengths[spans.count] = length
-        encode(response)
+        encode { BEP15Codec.encode(response, into: &$0) }
         return true
     }
 
-    private func encode(_ response: TrackerResponse) {
+    /// Adds a request to `endpoint`; false (and nothing added) when the batch is full.
+    @discardableResult
+    package func append(_ request: TrackerRequest, to endpoint: PeerEndpoint) -> Bool {
+        guard !isFull else { return false }
+        vectors.nameLengths[spans.count] = endpoint.store(in: vectors.names + spans.count)
+        encode { BEP15Codec.encode(request, into: &$0) }
+        return true
+    }
+
+    private func encode(_ write: (inout ByteBuffer) -> Void) {
         let offset = outbound.writerIndex
-        BEP15Codec.encode(response, into: &outbound)
+        write(&outbound)
         spans.append((offset, outbound.writerIndex - offset))
     }
 
-    /// Sends every reply on `fd` and empties the batch; returns how many were dropped.
+    /// Sends every datagram on `fd` and empties the batch; returns how many were dropped.
     @discardableResult
     package func send(on fd: CInt) -> Int {
         guard !spans.isEmpty else { return 0 }

@@ -1,0 +1,81 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import NIOCore
+import Testing
+import TrackerLogic
+import TrackerRuntime
+
+/// `tracker bench`'s generator: what it counts is what its target answered, and a target
+/// that never answers ends the run instead of hanging it.
+@Suite struct LoadGeneratorTests {
+    /// A target on loopback that answers through `answer` until stopped.
+    private func serving(_ answer: @escaping @Sendable (TrackerRequest) -> TrackerResponse?) throws -> (BatchedUDPSocket, PeerEndpoint, DispatchSemaphore) {
+        let server = try BatchedUDPSocket(binding: try #require(PeerEndpoint("127.0.0.1:0")), reusePort: false)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            server.serve { batch in
+                for (slot, bytes, _) in batch.requests {
+                    guard case .success(let request) = BEP15Codec.decodeRequest(bytes), let reply = answer(request) else { continue }
+                    batch.replies.append((slot, reply))
+                }
+            }
+            done.signal()
+        }
+        return (server, try #require(server.localEndpoint), done)
+    }
+
+    @Test func countsAnsweredRequestsApartFromErrorRepliesAndRepliesOfTheWrongKind() async throws {
+        // Announces answered with their own action; every third answered with an error,
+        // every fifth with a scrape's reply (the wrong kind); scrapes answered as scrapes.
+        let (server, address, done) = try serving { request in
+            switch request {
+            case .connect(let r):
+                return .connect(ConnectResponse(transactionID: r.transactionID, connectionID: 42))
+            case .announce(let r) where r.connectionID == 42:
+                let n = r.transactionID & 0xFFFF
+                if n % 3 == 0 { return .error(ErrorResponse(transactionID: r.transactionID, message: "no")) }
+                if n % 5 == 0 { return .scrape(ScrapeResponse(transactionID: r.transactionID, entries: [])) }
+                return .announce(AnnounceResponse(transactionID: r.transactionID, interval: 60, leechers: 1, seeders: 0,
+                                                  peers: [PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881)]))
+            case .scrape(let r) where r.connectionID == 42:
+                return .scrape(ScrapeResponse(transactionID: r.transactionID,
+                                              entries: r.infoHashes.map { _ in ScrapeEntry(seeders: 0, completed: 0, leechers: 0) }))
+            default:
+                return nil
+            }
+        }
+        defer { server.stop(); done.wait(); server.close() }
+        var config = BenchConfig(target: address, duration: .milliseconds(600), torrents: 50, concurrency: 16)
+        config.sockets = 2
+        config.scrapeEvery = 7
+        let result = try await LoadGenerator.run(config)
+        #expect(result.responses > 100)
+        #expect(result.errorReplies > 0)
+        #expect(result.invalidReplies > 0)
+        #expect(result.timeouts == 0)
+        // The connect of each socket, and every request it answered or that was in flight
+        // when the window closed (at most the concurrency).
+        #expect(result.sent >= result.responses + result.errorReplies + result.invalidReplies + 2)
+        #expect(result.sent <= result.responses + result.errorReplies + result.invalidReplies + 2 + 16)
+        // Six requests in seven are announces (a slot's transaction ids count its requests):
+        // a third of those are errors (2/7 of all), a fifth but not a third invalid (4/35).
+        let answered = Double(result.responses + result.errorReplies + result.invalidReplies)
+        #expect(abs(Double(result.errorReplies) / answered - 2.0 / 7) < 0.05)
+        #expect(abs(Double(result.invalidReplies) / answered - 4.0 / 35) < 0.05)
+        #expect(result.seconds >= 0.6 && result.seconds < 1.5)
+    }
+
+    @Test func aTargetThatNeverAnswersEndsTheRunAfterItsDurationAndATimeout() async throws {
+        let (server, address, done) = try serving { _ in nil }
+        defer { server.stop(); done.wait(); server.close() }
+        var config = BenchConfig(target: address, duration: .milliseconds(300), torrents: 10, concurrency: 4)
+        config.timeout = .milliseconds(200)
+        let started = NIODeadline.now()
+        let result = try await LoadGenerator.run(config)
+        let took = NIODeadline.now() - started
+        #expect(result.responses == 0 && result.sent >= 2 && result.timeouts >= 1)
+        #expect(took >= .milliseconds(500) && took < .seconds(3))
+    }
+}
