@@ -54,16 +54,16 @@ import TrackerRuntime
         #expect(result.responses > 100)
         #expect(result.errorReplies > 0)
         #expect(result.invalidReplies > 0)
-        #expect(result.timeouts == 0)
-        // The connect of each socket, and every request it answered or that was in flight
-        // when the window closed (at most the concurrency).
-        #expect(result.sent >= result.responses + result.errorReplies + result.invalidReplies + 2)
-        #expect(result.sent <= result.responses + result.errorReplies + result.invalidReplies + 2 + 16)
+        // The connect of each socket, every request answered, each one resent after a
+        // timeout (none on an idle machine; the tests share two cores), and at most the
+        // concurrency in flight when the window closed.
+        let answered = result.responses + result.errorReplies + result.invalidReplies
+        #expect(result.sent >= answered + 2)
+        #expect(result.sent <= answered + 2 + result.timeouts + 16)
         // Six requests in seven are announces (a slot's transaction ids count its requests):
         // a third of those are errors (2/7 of all), a fifth but not a third invalid (4/35).
-        let answered = Double(result.responses + result.errorReplies + result.invalidReplies)
-        #expect(abs(Double(result.errorReplies) / answered - 2.0 / 7) < 0.05)
-        #expect(abs(Double(result.invalidReplies) / answered - 4.0 / 35) < 0.05)
+        #expect(abs(Double(result.errorReplies) / Double(answered) - 2.0 / 7) < 0.05)
+        #expect(abs(Double(result.invalidReplies) / Double(answered) - 4.0 / 35) < 0.05)
         #expect(result.seconds >= 0.6 && result.seconds < 1.5)
     }
 
@@ -72,10 +72,12 @@ import TrackerRuntime
         defer { server.stop(); done.wait(); server.close() }
         var config = BenchConfig(target: address, duration: .milliseconds(300), torrents: 10, concurrency: 4)
         config.timeout = .milliseconds(200)
-        let started = NIODeadline.now()
         let result = try await LoadGenerator.run(config)
-        let took = NIODeadline.now() - started
-        #expect(result.responses == 0 && result.sent >= 2 && result.timeouts >= 1)
-        #expect(took >= .milliseconds(500) && took < .seconds(3))
+        // A connect every timeout until the duration and one timeout have passed: two
+        // resent (the wall clock is not asked: an awaiting test resumes only when the
+        // suite's cooperative threads are free).
+        #expect(result.responses == 0 && result.seconds == 0)
+        #expect((1...4).contains(result.timeouts))
+        #expect(result.sent == result.timeouts + 1)
     }
 }
