@@ -1,14 +1,19 @@
 import NIOCore
 
 /// Everything that can happen to a node. Time comes with each event.
+///
+/// Layout: a peer's datagram is most events of a serving node, and an event is as large
+/// as its largest case. Every case larger than `.peer` is `indirect` (boxed, one
+/// allocation for each such event, a broker message at most), so that a peer's event is
+/// not carried, copied and matched as 161 bytes.
 public enum NodeEvent: Sendable {
     /// Time passed; the node does whatever is due.
     case tick
     /// A cluster message arrived from the broker.
-    case cluster(ClusterEnvelope)
+    indirect case cluster(ClusterEnvelope)
     /// A keepalive arrived on the peer network (the group every node has joined), sealed
     /// like a broker frame. It proves its sender alive when the broker cannot.
-    case beacon(ClusterEnvelope)
+    indirect case beacon(ClusterEnvelope)
     /// A datagram arrived from a peer (every node of the group receives it).
     case peer(ByteBuffer, from: PeerEndpoint)
     /// The answer to a `persist…`, `wipeStore` or `probeStore` action.
@@ -19,33 +24,39 @@ public enum NodeEvent: Sendable {
     /// Operator asked for a clean shutdown.
     case shutdown
     /// Operator registered or removed a torrent (the dashboard).
-    case submit(CatalogueChange)
+    indirect case submit(CatalogueChange)
     /// Operator reloaded the configuration (SIGHUP): the settings that change live
     /// (`TrackerConfig.takingLiveSettings`) apply from this step on. Each node answers
     /// as master with its own settings; what it commits is replicated whatever they are.
-    case reconfigure(TrackerConfig)
+    indirect case reconfigure(TrackerConfig)
 }
 
 /// What a node asks its environment to do. The runtime and the simulator perform them.
+///
+/// Layout: replies are most of a serving master's actions (a transaction's answers
+/// together), and an array of actions strides by its largest case. Every case larger
+/// than `.reply` is `indirect` (boxed, one allocation for each such action, a broker
+/// message or a store write at most), so that a step's replies are written, copied and
+/// read as about 56 bytes each, not 168.
 public enum NodeAction: Hashable, Sendable {
     /// To every other node (the broker topic).
-    case broadcast(ClusterEnvelope)
+    indirect case broadcast(ClusterEnvelope)
     /// To one node.
-    case send(ClusterEnvelope)
+    indirect case send(ClusterEnvelope)
     /// A keepalive to every other node over the peer network as well: losing the broker
     /// must not look like losing the other nodes (nodes that still hear the master there
     /// do not elect another one).
-    case beacon(ClusterEnvelope)
+    indirect case beacon(ClusterEnvelope)
     /// To a peer, from the node's unicast (or shared service) address.
     case reply(TrackerResponse, to: PeerEndpoint)
     /// Write the rows of one committed transaction (one SQL transaction).
-    case persist(CommitRows)
+    indirect case persist(CommitRows)
     /// Replace the whole stored repository (after a snapshot or a store repair).
-    case persistSnapshot(Snapshot)
+    indirect case persistSnapshot(Snapshot)
     /// Write the stored peers afresh from this image of the replica, taken right after
     /// the commit persisted last, and drop the logged rows that led there (`PeerImage`).
     /// A store that does not hold that commit ignores it.
-    case persistPeerImage(PeerImage)
+    indirect case persistPeerImage(PeerImage)
     /// Record the highest epoch seen, so a restarted node never reuses one.
     case persistEpoch(Epoch)
     /// Empty the stored repository (clean shutdown; a merged-away diverged state).
@@ -68,19 +79,19 @@ public enum NodeAction: Hashable, Sendable {
     case subscribe(NodeID)
     /// The node's role, epoch, master or service changed in this step (the dashboard's
     /// timeline, the log). Said once per change, after the actions that made it.
-    case standingChanged(StandingChange)
+    indirect case standingChanged(StandingChange)
     /// This master committed a transaction it prepared: the quorum it decided on (the
     /// simulator's checker holds it against the votes actually sent) and the time from
     /// its first PREPARE to the decision (the commit latency metric).
-    case committed(CommitQuorum, latency: Milliseconds)
+    indirect case committed(CommitQuorum, latency: Milliseconds)
     /// This master gave a transaction up (its peers got a BEP 15 error).
     case aborted(TxRef)
     /// The replica's catalogue of registered torrents changed in this step (a commit, a
     /// snapshot, a wipe): what it holds now, so an operator waiting for a change sees it.
-    case catalogueChanged(Catalogue)
+    indirect case catalogueChanged(Catalogue)
     /// An operator's catalogue change (`NodeEvent.submit`) goes nowhere: the catalogue
     /// cannot take it, or no master is known to commit it.
-    case submitRefused(CatalogueChange, reason: String)
+    indirect case submitRefused(CatalogueChange, reason: String)
 }
 
 /// Where a node stands, as its host reports it.
