@@ -39,10 +39,7 @@ package final class DatagramBatch {
     /// Adds a reply to `endpoint`; false (and nothing added) when the batch is full.
     @discardableResult
     package func append(_ response: TrackerResponse, to endpoint: PeerEndpoint) -> Bool {
-        guard !isFull else { return false }
-        vectors.nameLengths[spans.count] = endpoint.store(in: vectors.names + spans.count)
-        encode { BEP15Codec.encode(response, into: &$0) }
-        return true
+        append(to: endpoint) { BEP15Codec.encode(response, into: &$0) }
     }
 
     /// Adds a reply to an address as recvmsg(2) filled it in; false when the batch is full.
@@ -58,9 +55,13 @@ package final class DatagramBatch {
     /// Adds a request to `endpoint`; false (and nothing added) when the batch is full.
     @discardableResult
     package func append(_ request: TrackerRequest, to endpoint: PeerEndpoint) -> Bool {
+        append(to: endpoint) { BEP15Codec.encode(request, into: &$0) }
+    }
+
+    private func append(to endpoint: PeerEndpoint, encoding write: (inout ByteBuffer) -> Void) -> Bool {
         guard !isFull else { return false }
         vectors.nameLengths[spans.count] = endpoint.store(in: vectors.names + spans.count)
-        encode { BEP15Codec.encode(request, into: &$0) }
+        encode(write)
         return true
     }
 
