@@ -25,21 +25,18 @@ import TrackerRuntime
         let address = try #require(server.localEndpoint)
         #expect(address.port != 0)
         let received = NIOLockedValueBox(0)
-        let done = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            // The reply says which request it answers (its transaction id) and how long it was.
-            server.serve { batch in
-                received.withLockedValue { $0 += batch.received }
-                for (slot, bytes, _) in batch.requests {
-                    let id = bytes.getInteger(at: bytes.readerIndex, as: UInt32.self) ?? 0
-                    batch.replies.append((slot, .connect(ConnectResponse(transactionID: id, connectionID: UInt64(bytes.readableBytes)))))
-                }
+        // The reply says which request it answers (its transaction id) and how long it was.
+        let done = serveOnAThreadOfItsOwn(server) { batch in
+            received.withLockedValue { $0 += batch.received }
+            for (slot, bytes, _) in batch.requests {
+                let id = bytes.getInteger(at: bytes.readerIndex, as: UInt32.self) ?? 0
+                batch.replies.append((slot, .connect(ConnectResponse(transactionID: id, connectionID: UInt64(bytes.readableBytes)))))
             }
-            done.signal()
         }
         defer { server.stop(); done.wait(); server.close() }
 
-        let clients = try (0..<2).map { _ in try clientSocket(timeout: 1000) }
+        // A read waits long (the tests share two cores); none waits once all are answered.
+        let clients = try (0..<2).map { _ in try clientSocket(timeout: 10_000) }
         defer { clients.forEach { _ = Glibc.close($0) } }
         let count = 3 * BatchedUDPSocket.batchSize + 5
         var sent: [Int32: Set<[UInt64]>] = [:]
@@ -58,19 +55,26 @@ import TrackerRuntime
         for client in clients {
             var answered: Set<[UInt64]> = []
             var reply = [UInt8](repeating: 0, count: 64)
-            while case let n = recv(client, &reply, reply.count, 0), n > 0 {
+            while answered.count < sent[client, default: []].count, case let n = recv(client, &reply, reply.count, 0), n > 0 {
                 guard case .success(.connect(let r)) = BEP15Codec.decodeResponse(ByteBuffer(bytes: reply[0..<n]), family: .v4) else { Issue.record("not a connect reply"); break }
                 answered.insert([UInt64(r.transactionID), r.connectionID])
             }
             #expect(answered == sent[client])
         }
+        // The overlong datagram came last: once the server has read it, a reply to it would
+        // already be on its way to the first client.
+        let deadline = DispatchTime.now() + .seconds(10)
+        while received.withLockedValue({ $0 }) < count + 1, DispatchTime.now() < deadline { usleep(10_000) }
         #expect(received.withLockedValue { $0 } == count + 1)
+        var tv = timeval(tv_sec: 0, tv_usec: 300_000)
+        setsockopt(clients[0], SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var extra = [UInt8](repeating: 0, count: 64)
+        #expect(recv(clients[0], &extra, extra.count, 0) < 0, "the overlong datagram was answered")
     }
 
     @Test func stopEndsServeWhileItWaitsForADatagram() throws {
         let server = try BatchedUDPSocket(binding: try #require(PeerEndpoint("127.0.0.1:0")), reusePort: false)
-        let done = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async { server.serve { _ in }; done.signal() }
+        let done = serveOnAThreadOfItsOwn(server) { _ in }
         server.stop()
         #expect(done.wait(timeout: .now() + 2) == .success)
         server.close()

@@ -13,15 +13,11 @@ import TrackerRuntime
     /// A target on loopback that answers through `answer` until stopped.
     private func serving(_ answer: @escaping @Sendable (TrackerRequest) -> TrackerResponse?) throws -> (BatchedUDPSocket, PeerEndpoint, DispatchSemaphore) {
         let server = try BatchedUDPSocket(binding: try #require(PeerEndpoint("127.0.0.1:0")), reusePort: false)
-        let done = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            server.serve { batch in
-                for (slot, bytes, _) in batch.requests {
-                    guard case .success(let request) = BEP15Codec.decodeRequest(bytes), let reply = answer(request) else { continue }
-                    batch.replies.append((slot, reply))
-                }
+        let done = serveOnAThreadOfItsOwn(server) { batch in
+            for (slot, bytes, _) in batch.requests {
+                guard case .success(let request) = BEP15Codec.decodeRequest(bytes), let reply = answer(request) else { continue }
+                batch.replies.append((slot, reply))
             }
-            done.signal()
         }
         return (server, try #require(server.localEndpoint), done)
     }
@@ -64,7 +60,8 @@ import TrackerRuntime
         // a third of those are errors (2/7 of all), a fifth but not a third invalid (4/35).
         #expect(abs(Double(result.errorReplies) / Double(answered) - 2.0 / 7) < 0.05)
         #expect(abs(Double(result.invalidReplies) / Double(answered) - 4.0 / 35) < 0.05)
-        #expect(result.seconds >= 0.6 && result.seconds < 1.5)
+        // Not bounded tightly above: the wall clock of a loaded machine says little.
+        #expect(result.seconds >= 0.6 && result.seconds < 10)
     }
 
     @Test func aTargetThatNeverAnswersEndsTheRunAfterItsDurationAndATimeout() async throws {
