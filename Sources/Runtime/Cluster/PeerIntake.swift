@@ -33,8 +33,9 @@ import TrackerLogic
 package final class PeerIntake {
     /// How long a busy socket waits between polls.
     package static let interval = TimeAmount.milliseconds(1)
-    /// recvmmsg calls per poll at most (32 datagrams each): a turn's bound on the loop.
-    package static let batchesPerPoll = 8
+    /// recvmmsg calls per poll at most (`DatagramSlots.count` datagrams each, 256 a
+    /// turn): a turn's bound on the loop.
+    package static let batchesPerPoll = 256 / DatagramSlots.count
     /// Empty polls in a row after which the socket counts as quiet.
     package static let quietPolls = 8
 
