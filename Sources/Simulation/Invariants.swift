@@ -60,12 +60,17 @@ extension Simulator {
         }
         // After a snapshot replaced the state, what the replica holds beyond it (its log
         // restarts at the snapshot) was applied in this step: those commits count too, and
-        // their expiries with them.
+        // their expiries with them. That holds whether or not the state before the step
+        // was a prefix of the snapshot (an emptied replica is a prefix of every state): a
+        // commit left out here leaves its expiry out of the checker's cutoff, and a peer
+        // it expired then reads as an acknowledged announce lost.
         let txs: [Transaction]
         if !node.replica.isPrefix(tracked) {
             txs = node.replica.retained
         } else if let since = node.replica.transactions(after: tracked.txid, limit: Int.max) {
             txs = since
+        } else if applied &- trackedApplied == UInt64(node.replica.retained.count) {
+            txs = node.replica.retained  // a snapshot, then every commit since, in this step
         } else {
             return  // more than the log keeps was applied in one step
         }

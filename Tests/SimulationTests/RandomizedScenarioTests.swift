@@ -141,6 +141,12 @@ struct RandomizedScenarioTests {
     /// 31022229: a master installed a snapshot and committed a transaction in one step; the
     /// checker skipped that transaction's expiry and called an expired announce lost — now
     /// what a replica commits after a snapshot is seen like any other commit.
+    /// 571831610718017986 (shrunk; sweep of 6d1f152): the same, from an emptied replica.
+    /// A node whose store had failed was emptied by a merge, led e8.3, installed a snapshot
+    /// and committed #41 with an expiry in one step. An empty replica is a prefix of every
+    /// state, so the checker took the path of a log outgrown in one step, skipped #41, and
+    /// called the announce #41 expired lost — now the commits since a snapshot count
+    /// whatever the state before it was.
     /// 40000822: an impostor heard the original's keepalives once before its startup listen
     /// ended (one lost, one stamped before its start by a slow clock), left startup, and both
     /// processes of n6 led e6.6 and committed e6.6#20 twice — now a starting node that heard
@@ -152,6 +158,10 @@ struct RandomizedScenarioTests {
     /// and the start was answered from the state after the stop ("0 seeders, 0 leechers")
     /// — now a start or refresh counts its own peer (TransactionAnswerTests).
     @Test(arguments: [
+        "seed=571831610718017986 nodes=3 quorum=live loss=0.08 dup=0.01 delay=1-66 peers=7 torrents=3 until=25000 "
+            + "settle=25000 drift=0,0,0 interval=6 timeout=12000 fragments=1048576 corrupt=0.0 adversary=insider/425 "
+            + "faults=3789:slow:2:456,6834:broker-down,6856:crash:2,7371:partition:0+2,7678:crash:0,9930:restart:0,10988:heal,"
+            + "13896:store-fails:2,13897:restart:2 operator=",
         "seed=7970914232149413 nodes=5 quorum=live loss=0.23 dup=0.08 delay=4-16 peers=2 torrents=3 until=14000 "
             + "settle=25000 drift=0,-40,0,58,0 interval=1800 timeout=3600000 fragments=394 corrupt=0.04 "
             + "faults=4362:crash:3,6506:broker-down,9160:slow:3:363,11057:slow:2:581,11604:slow:3:541,11902:restart:3,12636:heal,13350:join:4 operator=5208:register:3:0",
