@@ -4,7 +4,7 @@
 # same `tracker bench` load, alternating rounds, then opentracker and standalone again under
 # a second generator (tests/bench/udpgen.c); prints responses/s, p50/p99, CPU µs per
 # response, peak RSS and the ratios.
-# Usage: scripts/bench.sh [--seconds S] [--rounds N] [--warmup S] [--broker-settle S] [--concurrency 64,256,1024]
+# Usage: scripts/bench.sh [--seconds S] [--rounds N] [--warmup S] [--broker-settle S] [--concurrency 64,256,1024,2048]
 #                         [--threads 1,2] [--smoke] [--json FILE] [--skip-cluster]
 set -euo pipefail
 cd "$(dirname "$0")/.."

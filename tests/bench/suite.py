@@ -23,7 +23,7 @@ the repository's resident bytes per tracked peer (`tracker bench --memory`: 100,
 swarms of 10 peers, without and with 10 % completions), and the time a node that joins
 empty takes to receive a master's 1,000,000 peers (tests/bench/transfer.py).
 
-Usage: suite.py [--seconds S] [--rounds N] [--warmup S] [--broker-settle S] [--concurrency 64,256,1024] [--threads 1,2]
+Usage: suite.py [--seconds S] [--rounds N] [--warmup S] [--broker-settle S] [--concurrency 64,256,1024,2048] [--threads 1,2]
                 [--smoke] [--json FILE] [--skip-cluster] [--skip-floating] [--skip-opentracker]
                 [--skip-memory] [--skip-transfer] [--skip-udpgen]
 """
@@ -339,7 +339,7 @@ def main():
                         help="seconds of load on each target before the rounds, not measured")
     parser.add_argument("--broker-settle", type=float, default=240,
                         help="at most this many seconds of load on the clusters, not measured, until the broker's JIT is quiet")
-    parser.add_argument("--concurrency", default="64,256,1024")
+    parser.add_argument("--concurrency", default="64,256,1024,2048")
     parser.add_argument("--threads", default="1")
     parser.add_argument("--smoke", action="store_true", help="seconds-long run, one round, one concurrency")
     parser.add_argument("--skip-cluster", action="store_true")
