@@ -63,7 +63,7 @@ import TrackerRuntime
         send(0..<backlog, from: client, to: address)
         try await loop.submit {
             let intake = PeerIntake(channel: channel, descriptor: fd,
-                                    deliver: { bytes, _ in seen.withLockedValue { $0.ids.append(bytes.getInteger(at: bytes.readerIndex) ?? .max); $0.currentTurn += 1 } },
+                                    deliver: { bytes, _, _ in seen.withLockedValue { $0.ids.append(bytes.getInteger(at: bytes.readerIndex) ?? .max); $0.currentTurn += 1 } },
                                     turnEnded: { seen.withLockedValue { $0.turns.append($0.currentTurn); $0.currentTurn = 0 } })
             reads.intake = intake
             intake.start()

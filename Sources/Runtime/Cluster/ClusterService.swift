@@ -166,7 +166,7 @@ public final class ClusterService: @unchecked Sendable {
             sockets = peerSockets
             intakes = peerSockets.families.map { family in
                 PeerIntake(channel: family.receive, descriptor: family.receiveDescriptor,
-                           deliver: { [self] bytes, source in peerDatagram(bytes, from: source) },
+                           deliver: { [self] bytes, source, now in peerDatagram(bytes, from: source, at: now) },
                            turnEnded: { [self] in peerReadComplete() })
             }
             for intake in intakes { intake.start() }
@@ -201,10 +201,15 @@ public final class ClusterService: @unchecked Sendable {
 
     // MARK: stepping
 
-    func step(_ event: NodeEvent) {
-        let now = WallClock.now()
+    /// `now` is read once per recvmmsg for the datagrams it read (`PeerIntake`): they
+    /// were all queued by then, and the node counts in milliseconds.
+    func step(_ event: NodeEvent, now: Instant = WallClock.now()) {
         let actions = node.step(event, now: now)
-        for action in actions { perform(action) }
+        // Each action borrowed from the array: iterating copied each one out (a retain
+        // of its payload, a reply's peers among them) and released it after.
+        actions.withUnsafeBufferPointer { performed in
+            for i in performed.indices { perform(performed[i]) }
+        }
         // Within a read of the peer socket, replies and the timer wait for its end
         // (`peerReadComplete`): one sendmmsg and one look at the node's deadlines a burst.
         if inPeerRead {
@@ -383,7 +388,7 @@ public final class ClusterService: @unchecked Sendable {
         peerDatagram(data, from: endpoint)
     }
 
-    func peerDatagram(_ data: ByteBuffer, from endpoint: PeerEndpoint) {
+    func peerDatagram(_ data: ByteBuffer, from endpoint: PeerEndpoint, at now: Instant = WallClock.now()) {
         stats.datagrams += 1
         // Every node receives every request; only the serving master answers. The others
         // hold it, so that whoever serves next answers what arrived while nobody did.
@@ -391,7 +396,7 @@ public final class ClusterService: @unchecked Sendable {
         if ClusterChannel.isFrame(data) { return beaconReceived(data) }
         stats.traffic.received(data, from: endpoint)
         if var discard = backlogDiscard {
-            if discard.drops(at: WallClock.now()) {
+            if discard.drops(at: now) {
                 backlogDiscard = discard
                 stats.backlogDiscarded += 1
                 return
@@ -399,7 +404,7 @@ public final class ClusterService: @unchecked Sendable {
             endBacklogDiscard()
         }
         inPeerRead = true
-        step(.peer(data, from: endpoint))
+        step(.peer(data, from: endpoint), now: now)
         inPeerRead = false
     }
 

@@ -45,11 +45,11 @@ package final class PeerIntake {
     private var scheduled: Scheduled<Void>?
     private var stopped = false
     private var emptyPolls = 0
-    /// Each datagram read, and the end of a turn's reads.
-    private let deliver: (ByteBuffer, PeerEndpoint) -> Void
+    /// Each datagram read (with when its recvmmsg returned), and the end of a turn's reads.
+    private let deliver: (ByteBuffer, PeerEndpoint, Instant) -> Void
     private let turnEnded: () -> Void
 
-    package init(channel: Channel, descriptor: CInt, deliver: @escaping (ByteBuffer, PeerEndpoint) -> Void, turnEnded: @escaping () -> Void) {
+    package init(channel: Channel, descriptor: CInt, deliver: @escaping (ByteBuffer, PeerEndpoint, Instant) -> Void, turnEnded: @escaping () -> Void) {
         self.channel = channel
         self.descriptor = descriptor
         self.deliver = deliver
@@ -79,8 +79,9 @@ package final class PeerIntake {
         var drained = false
         for _ in 0..<Self.batchesPerPoll {
             let n = slots.receive(from: descriptor)
+            let now = n > 0 ? WallClock.now() : Instant(milliseconds: 0)
             for i in 0..<n {
-                if let (bytes, source) = slots.datagram(i) { deliver(bytes, source) }
+                if let (bytes, source) = slots.datagram(i) { deliver(bytes, source, now) }
             }
             read += n
             if n < DatagramSlots.count { drained = true; break }

@@ -8,6 +8,11 @@
 struct UpdateQueue: Sendable {
     private var batches: [[QueuedUpdate]] = []
     private(set) var count = 0
+    /// Room a new batch reserves: the size of the last one taken. Under load a batch
+    /// fills to about what the last transaction took, and grew there by doubling, each
+    /// step a new buffer and a copy; idle, a transaction takes one update and a batch
+    /// reserves little.
+    private var expected = 1
 
     init(_ items: [QueuedUpdate] = []) {
         append(contentsOf: items)
@@ -24,7 +29,10 @@ struct UpdateQueue: Sendable {
         if let last = batches.indices.last, batches[last].count < batchLimit {
             batches[last].append(item)
         } else {
-            batches.append([item])
+            var batch: [QueuedUpdate] = []
+            batch.reserveCapacity(min(max(expected, 1), max(batchLimit, 1)))
+            batch.append(item)
+            batches.append(batch)
         }
         count += 1
     }
@@ -71,6 +79,7 @@ struct UpdateQueue: Sendable {
             }
         }
         count -= taken.count
+        expected = taken.count
         return taken
     }
 }
