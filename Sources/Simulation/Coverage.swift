@@ -27,6 +27,11 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case clusterStopped
     /// A node handed its disk an image of its peers, and it held exactly what the disk did.
     case peerImageWritten
+    /// A peer datagram reached a slave's socket whose filter dropped it (not the heir).
+    case peerDatagramFiltered
+    /// A serving master was lost with its heir settled: the check that the heir reads
+    /// peer datagrams applied (`checkHeirReads`).
+    case settledMasterLost
 
     public var description: String {
         switch self {
@@ -42,6 +47,8 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .largeStrictClusterPartitioned: return "strict cluster of 6+ partitioned"
         case .clusterStopped: return "whole cluster stopped, then restarted"
         case .peerImageWritten: return "peer image written"
+        case .peerDatagramFiltered: return "peer datagram filtered at a slave"
+        case .settledMasterLost: return "master lost with its heir settled"
         }
     }
 }
@@ -85,7 +92,7 @@ public struct Coverage: Sendable, Equatable {
                                     .transactionCommitted, .transactionAborted, .commitCarriedByPrepare, .prepareResent, .silentVotersDropped,
                                     .voteNotInSync, .voteStoreFailed, .unconfirmedVoteCounted, .missedCommitApplied, .catchUpSent,
                                     .catchUpApplied, .staleCatchUpIgnored, .snapshotSent, .snapshotInstalled, .snapshotRefused,
-                                    .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered,
+                                    .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered, .peersLeftToHeir,
                                     .staleRecoveryAnswerIgnored, .reconfigured, .keptDataOffered, .olderRunRefused]
         return node.map { ($0.description, 20) } + [(ProtocolPath.notInSyncVoteCounted.description, 1)]
             + SimPath.allCases.map { ($0.description, 20) }

@@ -211,6 +211,28 @@ extension Simulator {
                                           generations: slots.map(\.operatorGeneration)) { fail(v) }
     }
 
+    /// Only the heir holds (`TrackerNode.needsPeers`), so a lone master failure must find
+    /// it reading: when a serving master crashes, stops or pauses, the node that would
+    /// succeed it — the highest id of the running, unpaused others — reads peer datagrams,
+    /// if it follows that master and nothing changed who runs for long enough that every
+    /// node heard of it (a node that died is believed live for `downAfter` after its last
+    /// message; a node that woke from a pause discounts it from its silences). Otherwise a
+    /// master's failure leaves the requests sent until the election to no one: nothing
+    /// else fails then, since a node that read nothing holds nothing for `checkHeld`.
+    mutating func checkHeirReads(losing master: Int) {
+        guard adversary?.plan.kind != .insider, let masterID = slots[master].nodeID else { return }
+        let settle = config.downAfter + config.keepaliveInterval + Milliseconds(2 * (scenario.maxDelay + network.slowest))
+        let lastPauseEnd = slots.map(\.lastPauseEnd).max() ?? .zero
+        guard now - max(lineupChangedAt, lastPauseEnd) > settle else { return }
+        let others = slots.indices.filter { $0 != master && slots[$0].isRunning && !slots[$0].isPaused(at: now) }
+        guard let heir = others.max(by: { (slots[$0].nodeID ?? .unassigned) < (slots[$1].nodeID ?? .unassigned) }),
+              slots[heir].inspect({ $0.master }) == masterID else { return }
+        coverage.count(.settledMasterLost)
+        guard slots[heir].peersFiltered else { return }
+        fail("s\(master) stopped serving at \(now.milliseconds - Scenario.start.milliseconds)ms while s\(heir), the node "
+             + "to succeed it, left peer datagrams unread: no node held what arrives until the election")
+    }
+
     mutating func endServingSpan(_ slot: Int) {
         checker.servingEnded(slot, at: now)
     }

@@ -39,6 +39,11 @@ final class SimSlot {
     var reloadedInterval: UInt32?
     /// The node's process is stopped until then: what reaches it waits.
     var pausedUntil: Instant?
+    /// When its last pause ended (or ends): the others' view of who is live settles after it.
+    var lastPauseEnd = Instant(milliseconds: .min)
+    /// Its peer socket drops peer datagrams as they arrive (`NodeAction.readPeers(false)`):
+    /// a filter on the socket, which outlives a pause and goes with the process.
+    var peersFiltered = false
     /// Peer datagrams queued in its socket during the last pause: read one a millisecond
     /// after it wakes (the broker's backlog at once), so a node that comes to serve fast
     /// still has some of them to read, as a real one does.
@@ -107,6 +112,8 @@ extension Simulator {
                                address: "10.9.0.\(slot + 1):6969")
         slots[slot].node = node
         slots[slot].held = HeldWatch()  // a new process holds nothing
+        slots[slot].peersFiltered = false  // and its new socket has no filter
+        lineupChangedAt = now
         slots[slot].pausedUntil = nil
         slots[slot].backlogDiscard = nil
         slots[slot].heardServing = HeardServing()
@@ -149,7 +156,11 @@ extension Simulator {
     mutating func retire(_ slot: Int) {
         slots[slot].pausedUntil = nil
         guard let node = slots[slot].node else { return }
-        if slots[slot].held.servingSince != nil { endServingSpan(slot) }
+        if slots[slot].held.servingSince != nil {
+            checkHeirReads(losing: slot)
+            endServingSpan(slot)
+        }
+        lineupChangedAt = now
         coverage.nodes.add(node.paths)
     }
 
@@ -215,13 +226,16 @@ extension Simulator {
         let until = now + Milliseconds(span)
         if let current = slots[s].pausedUntil, current > now {
             slots[s].pausedUntil = max(current, until)
+            slots[s].lastPauseEnd = max(slots[s].lastPauseEnd, until)
             slots[s].held.backlogUntil = max(slots[s].held.backlogUntil, until + config.keepaliveInterval)
             return
         }
         if now - slots[s].startedAt < Milliseconds(1000) { coverage.count(.pauseRightAfterStart) }
+        if slots[s].isServing { checkHeirReads(losing: s) }
         slots[s].pausedUntil = until
         slots[s].backlogDiscard = nil
         slots[s].backlogPosition = 0
+        slots[s].lastPauseEnd = max(slots[s].lastPauseEnd, until)
         slots[s].held.backlogUntil = now + Milliseconds(span) + config.keepaliveInterval
     }
 

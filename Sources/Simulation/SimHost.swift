@@ -183,6 +183,8 @@ extension Simulator {
             if slots[slot].peerBacklog > 0 {
                 slots[slot].backlogDiscard = PeerBacklogDiscard(now: nodeNow(slot), for: config.keepaliveInterval, drainedBytes: 0)
             }
+        case .readPeers(let reads):
+            slots[slot].peersFiltered = !reads
         case .subscribe, .standingChanged, .aborted, .catalogueChanged, .submitRefused:
             // The broker's topics are modelled by node id; status is read by the checker.
             break

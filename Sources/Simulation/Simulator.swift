@@ -101,6 +101,8 @@ public struct Simulator {
     /// Delays, loss and the faults that cut the network, from streams of their own.
     var network: PacketNetwork
     var faultsOver = false
+    /// When a node process last started or ended (see `checkHeirReads`).
+    var lineupChangedAt = Scenario.start
     var extraIDs: [NodeID] = []
     var config: ClusterConfig
     var trackerConfig: TrackerConfig
@@ -285,6 +287,12 @@ public struct Simulator {
     /// One event, handed to the part it belongs to: a node process (which waits out a
     /// pause first), the packet network's deliveries, the workload, the fault plan.
     mutating func handle(_ event: SimEvent) {
+        // A filtered socket drops a peer datagram as it arrives, paused process or not;
+        // what it queued before the filter is still read.
+        if case .peerDatagram(let s, _, _, nil) = event, slots[s].peersFiltered {
+            coverage.count(.peerDatagramFiltered)
+            return
+        }
         if waitsOutPause(event) { return }
         switch event {
         case .tick(let s):

@@ -27,6 +27,7 @@ extension Simulator {
         case .dropKeptOperatorData: return "drop kept operator entries"
         case .probeStore: return "probe store"
         case .discardPeerBacklog: return "discard peer backlog"
+        case .readPeers(let reads): return reads ? "read peer datagrams" : "leave peer datagrams to the heir"
         case .exit(let r): return "exit (\(r))"
         case .subscribe(let id): return "subscribe n\(id.rawValue)"
         case .standingChanged(let c): return "status \(c.current.role) \(c.current.epoch)\(c.current.serving ? " serving" : "")"

@@ -50,7 +50,8 @@ import TrackerLogic
     }
 
     /// A candidate that hears the master of its epoch announce itself follows it: HELLO
-    /// first (the change the gate makes), then its answer with what it holds.
+    /// first (the change the gate makes), then its answer with what it holds. n2 is live
+    /// and higher, so n1 is not the heir: it leaves peer datagrams to n2.
     @Test func aCandidateHearingTheCoordinatorFollowsThenAnswers() {
         var (n1, t) = candidateWaitingForAnswers()
         #expect(n1.role == .candidate)
@@ -61,6 +62,7 @@ import TrackerLogic
             sent(1, incarnation: 1000, epoch: e3, to: 3, .coordinatorAck(lastCommitted: .zero, prepared: nil)),
             .standingChanged(StandingChange(previous: NodeStanding(role: .candidate, epoch: e3, master: nil, serving: false),
                                             current: NodeStanding(role: .slave, epoch: e3, master: NodeID(3), serving: false))),
+            .readPeers(false),
         ])
     }
 

@@ -255,6 +255,22 @@ struct SimulatorDepthTests {
         #expect(report.coverage[.pausedMasterSteppedDown] == 1)
     }
 
+    /// Only the heir holds: behind a group the lowest of three nodes reads no peer
+    /// datagram while the master serves; the master crashes, the heir (the middle node)
+    /// wins, and answers what arrived while none served. The checker fails the run if the
+    /// heir had left peer datagrams unread when the master went (`checkHeirReads`).
+    @Test func onlyTheHeirHoldsForTheNextMaster() {
+        var s = Scenario.calm(seed: 5, nodes: 3, quorum: .live, peers: 40, faultSeconds: 20, faults: [(8_000, .crash(2))])
+        s.settle = Milliseconds.seconds(20)
+        var sim = Simulator(scenario: s)
+        let report = sim.run()
+        #expect(report.passed, "\(report)")
+        #expect(report.coverage[.settledMasterLost] == 1)
+        #expect(report.coverage[.peerDatagramFiltered] > 100)
+        #expect(report.coverage[.peersLeftToHeir] >= 1)
+        #expect(report.coverage[.heldRequestAnswered] > 0)
+    }
+
     /// Found by the soak: the highest node, stopped as master while another took over,
     /// stepped down on waking, won the next election before it had read its socket's
     /// backlog, and answered those requests a second time. The simulator reads a paused

@@ -109,7 +109,32 @@ def one_shot_answers(client, tids, killed_at, window=8.0):
     return got
 
 
+def peer_requests_read(node):
+    """Peer requests the node read, of every action and family."""
+    counts = (node.api() or {}).get("requestCounts", {})
+    return sum(n for families in counts.values() for n in families.values())
+
+
+def only_heir_reads(cluster, master):
+    """Of the slaves, only the highest id (the next master) reads peer requests; the
+    kernels of the others drop them (`readsPeers` false, their count stands still).
+    Returns the non-heirs with their counts, to compare once requests flowed."""
+    slaves = sorted((n for n in cluster.live() if n is not master), key=lambda n: n.node_id)
+    want = {n.node_id: n is slaves[-1] for n in slaves}
+    deadline = time.time() + 5
+    while True:
+        reads = {n.node_id: (n.api() or {}).get("readsPeers") for n in slaves}
+        if reads == want:
+            break
+        if time.time() > deadline:
+            cluster.dump()
+            fail(f"readsPeers of the slaves is {reads}, want only the heir reading: {want}")
+        time.sleep(0.2)
+    return [(n, peer_requests_read(n)) for n in slaves[:-1]]
+
+
 def failover(cluster, master, bound_s=FAILOVER_BOUND_S):
+    others = only_heir_reads(cluster, master)
     flow = AnnounceFlow(cluster.group)
     flow.start()
     oneshot = GroupClient(cluster.group)
@@ -118,6 +143,11 @@ def failover(cluster, master, bound_s=FAILOVER_BOUND_S):
     before = len(flow.answered)
     if before < 10:
         fail(f"only {before} announces answered in 3 s before the kill")
+    for node, read in others:
+        more = peer_requests_read(node) - read
+        if more > 0:
+            fail(f"node {node.node_id}, not the heir, read {more} peer requests while {before} were answered")
+    log(f"only the heir read peer requests: nodes {[n.node_id for n, _ in others]} read none of {before}")
     killed_at = time.time()
     master.kill9()
     log(f"kill -9 master {master.node_id} after {before} answered announces")

@@ -23,4 +23,9 @@ int cbatched_recvmmsg(int fd, cbatched_message *messages, unsigned int count);
 /// sendmmsg: returns how many were sent, or -1 with errno.
 int cbatched_sendmmsg(int fd, cbatched_message *messages, unsigned int count);
 
+/// With `on`, attaches a socket filter that passes only datagrams starting with `magic`
+/// (big-endian) and `version`, the cluster's frames; the kernel drops every other datagram
+/// before it is queued. Without, detaches it (none attached is fine). 0, or -1 with errno.
+int cbatched_pass_only_frames(int fd, int on, unsigned short magic, unsigned char version);
+
 #endif

@@ -266,6 +266,17 @@ public final class ClusterService: @unchecked Sendable {
                                                 drainedBytes: Self.drainedQueueBytes)
             logger.notice("woke from a pause; dropping the peer datagrams queued meanwhile (another master answers them)",
                           metadata: ["queued-bytes": "\(sockets.receiveQueueBytes().map { "\($0)" } ?? "unknown")"])
+        case .readPeers(let reads):
+            guard let sockets else { return }
+            let problems = sockets.passOnlyFrames(!reads)
+            if problems.isEmpty {
+                stats.readsPeers = reads
+                logger.info(reads ? "reading peer requests (this node may serve or hold them next)"
+                                  : "leaving peer requests to the heir (a higher live node holds them for the next master)")
+            } else {
+                // Reading them all is correct, only dearer.
+                logger.warning("peer socket filter not changed; reading every datagram", metadata: ["error": "\(problems.joined(separator: "; "))"])
+            }
         case .exit(let reason):
             logger.notice("node stopped", metadata: ["reason": "\(reason)"])
             teardown(code: reason.exitCode)
@@ -532,6 +543,8 @@ public struct NodeCounters: Sendable {
     public var storeFailures = 0
     /// Peer datagrams dropped unread after a pause another master served through (total).
     public var backlogDiscarded = 0
+    /// The peer sockets pass peer requests (false: filtered, `NodeAction.readPeers`).
+    public var readsPeers = true
     /// Writes handed to the writer thread and not yet done: how far the disk trails memory.
     public var storeBacklog = 0
     /// Requests by BEP 15 action and replies by type, each by address family.

@@ -39,6 +39,7 @@ extension ClusterService {
         s.heldAnswered = Int(clamping: node.answeredHeld)
         s.beacons = stats.beacons
         s.backlogDiscarded = stats.backlogDiscarded
+        s.readsPeers = stats.readsPeers
         s.protocolPaths = Dictionary(uniqueKeysWithValues: ProtocolPath.allCases.map { ($0.description, node.paths[$0]) })
         s.broker = NodeStatus.BrokerStatus(
             connected: stomp?.isReady ?? false, connectedTo: stomp?.connectedTo?.url, problem: stomp?.problem, sent: stomp?.stats.sent ?? 0, received: stomp?.stats.received ?? 0,

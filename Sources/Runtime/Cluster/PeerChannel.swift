@@ -124,6 +124,16 @@ struct PeerSocketSet {
     }
 
     var all: [Channel] { families.flatMap(\.all) }
+
+    /// Attaches (or detaches) a filter on every receive socket that passes only the
+    /// cluster's frames: the kernel drops peer requests before they are queued, and the
+    /// keepalives that share a group's socket still arrive. What is queued already stays.
+    /// Returns what failed, per socket.
+    func passOnlyFrames(_ on: Bool) -> [String] {
+        families.compactMap { family in
+            PeerChannelBinder.passOnlyFrames(family.receiveDescriptor, on).map { "\(family.unicast): \($0)" }
+        }
+    }
 }
 
 package enum PeerChannelBinder {
@@ -135,6 +145,13 @@ package enum PeerChannelBinder {
     /// The same for IPv6 (IPV6_MULTICAST_ALL from Linux 4.20, IPV6_FREEBIND from 4.15).
     static let ipv6MulticastAll: CInt = 29
     static let ipv6FreeBind: CInt = 78
+
+    /// Attaches to socket `fd` a filter that passes only the cluster's frames (`on`), or
+    /// lets every datagram through again; nil when done, else why not.
+    package static func passOnlyFrames(_ fd: CInt, _ on: Bool) -> String? {
+        guard cbatched_pass_only_frames(fd, on ? 1 : 0, ClusterChannel.magic, ClusterChannel.version) != 0 else { return nil }
+        return String(cString: strerror(errno))
+    }
 
     static func bind(_ channels: PeerChannels, loop: EventLoop, handler: @escaping @Sendable () -> ChannelHandler) async throws -> PeerSocketSet {
         var families: [PeerSockets] = []

@@ -88,6 +88,9 @@ public struct NodeStatus: Codable, Sendable {
     var beacons = 0
     /// Peer datagrams dropped unread from its socket after a pause (another master's).
     var backlogDiscarded = 0
+    /// Whether its peer socket passes peer requests: false on a slave that is not the
+    /// heir, whose kernel drops them unread (`NodeAction.readPeers`).
+    var readsPeers = true
     /// How often this node's process took each protocol branch (elections, aborts,
     /// catch-ups, snapshots, merges, …), by the branch's name.
     var protocolPaths: [String: UInt64] = [:]

@@ -72,6 +72,12 @@ public enum NodeAction: Hashable, Sendable {
     /// the node was stopped and another master served them (see `Pause.swift`). Only the
     /// host can tell a queued datagram from a fresh one.
     case discardPeerBacklog
+    /// Read peer datagrams (true) or let them go unread (false): the node neither serves
+    /// nor is the heir that holds them for the next master (`TrackerNode.needsPeers`). The
+    /// host may drop them before they reach the node (a socket filter that passes only
+    /// the cluster's frames, which share a group's socket); dropping none is correct too,
+    /// only dearer. A host reads them until told otherwise; said once per change.
+    case readPeers(Bool)
     /// The node must stop: its id is taken, or it left.
     case exit(reason: ExitReason)
     /// Listen on this node's own topic as well as the cluster's: its id is known (at the
@@ -150,7 +156,7 @@ extension NodeAction {
             return ok ? nil : .storeResult(ok: false, detail: detail)
         case .persistEpoch(let epoch): return ok ? .epochStored(epoch) : .storeResult(ok: false, detail: detail)
         case .probeStore: return .storeResult(ok: ok, detail: detail)
-        case .broadcast, .send, .beacon, .reply, .discardPeerBacklog, .exit, .subscribe, .standingChanged, .committed, .aborted,
+        case .broadcast, .send, .beacon, .reply, .discardPeerBacklog, .readPeers, .exit, .subscribe, .standingChanged, .committed, .aborted,
              .catalogueChanged, .submitRefused:
             return nil
         }

@@ -85,6 +85,9 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case storeRewritten
     /// A new master answered a request held while no master served.
     case heldRequestAnswered
+    /// A slave that is not the heir let its host drop peer datagrams unread
+    /// (`TrackerNode.needsPeers`).
+    case peersLeftToHeir
     /// A restarted node found its stored state unusable and discarded it.
     case restoredStateDiscarded
     /// A master that kept its office through a pause heard another master before reading
@@ -138,6 +141,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .idAssigned: return "id assigned"
         case .storeRewritten: return "store rewritten after failure"
         case .heldRequestAnswered: return "held request answered"
+        case .peersLeftToHeir: return "peer datagrams left to the heir"
         case .restoredStateDiscarded: return "restored state discarded"
         case .pausedMasterHeardAnother: return "paused master heard another master"
         case .staleRecoveryAnswerIgnored: return "stale recovery answer ignored"

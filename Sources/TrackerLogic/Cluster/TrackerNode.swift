@@ -35,6 +35,9 @@ public struct TrackerNode: Sendable {
     @usableFromInline var reportedStanding: NodeStanding
     /// Whether the host was told to listen on the node's own topic (`NodeAction.subscribe`).
     var subscribed = false
+    /// What the host was last told about reading peer datagrams (`NodeAction.readPeers`):
+    /// a host reads them until told otherwise.
+    var reportedReadsPeers = true
 
     @inlinable public var id: NodeID { ctx.id }
     @inlinable public var incarnation: UInt64 { ctx.incarnation }
@@ -145,6 +148,12 @@ public struct TrackerNode: Sendable {
             ctx.out.append(.standingChanged(StandingChange(previous: reportedStanding, current: current)))
             reportedStanding = current
         }
+        let readsPeers = needsPeers(now)
+        if readsPeers != reportedReadsPeers {
+            if !readsPeers { ctx.paths.count(.peersLeftToHeir) }
+            ctx.out.append(.readPeers(readsPeers))
+            reportedReadsPeers = readsPeers
+        }
         wakeDue = nextWake(now: now)
         // Handed over whole: emptying it "keeping capacity" while the caller holds the
         // same buffer allocated a fresh one at every step, even a step with no action (a
@@ -237,6 +246,26 @@ public struct TrackerNode: Sendable {
         case .recovering, .master: return ctx.id
         case .slave(let s): return s.master
         case .starting, .candidate, .stopped, .modifying: return nil
+        }
+    }
+
+    /// Whether this node needs the peers' datagrams: every node does but a slave that
+    /// is not the heir. Bully elects the highest live id, so when the master fails the
+    /// node that succeeds it is the highest live id but the master's; only that node must
+    /// hold what arrives meanwhile (`HeldRequests`). Any other slave neither serves nor
+    /// is needed to hold, and its host may drop peer datagrams before they are read:
+    /// behind a group each follower read every request only to hold it, the largest
+    /// cost of a follower that is not ours to cut otherwise.
+    ///
+    /// The price: a master that fails together with its heir (or before this node heard
+    /// the heir is gone, up to `downAfter` later) leaves held requests to no one, and
+    /// their clients retransmit. A node that stands for election (candidate), starts,
+    /// recovers or serves reads everything, and so does a slave with no master.
+    func needsPeers(_ now: Instant) -> Bool {
+        guard case .slave(let s) = state, let master = s.master else { return true }
+        let me = ctx.id, downAfter = ctx.config.downAfter
+        return !ctx.membership.members.values.contains { m in
+            m.id > me && m.id != master && m.role != .stopped && now - m.lastHeard <= downAfter
         }
     }
 
