@@ -211,14 +211,16 @@ extension Simulator {
                                           generations: slots.map(\.operatorGeneration)) { fail(v) }
     }
 
-    /// Only the heir holds (`TrackerNode.needsPeers`), so a lone master failure must find
-    /// it reading: when a serving master crashes, stops or pauses, the node that would
-    /// succeed it — the highest id of the running, unpaused others — reads peer datagrams,
-    /// if it follows that master and nothing changed who runs for long enough that every
-    /// node heard of it (a node that died is believed live for `downAfter` after its last
-    /// message; a node that woke from a pause discounts it from its silences). Otherwise a
-    /// master's failure leaves the requests sent until the election to no one: nothing
-    /// else fails then, since a node that read nothing holds nothing for `checkHeld`.
+    /// Only the heir holds (`TrackerNode.peersUnneeded`), and only from `receiveSkew`
+    /// after the last decision it heard. So a lone master failure must find it reading
+    /// soon: when a serving master crashes, stops or pauses, the node that would succeed
+    /// it (the highest id of the running, unpaused others) is checked once every frame
+    /// the master sent is in (`heirCheckDelay`), if it follows that master and nothing
+    /// changed who runs for long enough that every node heard of it (a node that died is
+    /// believed live for `downAfter` after its last message; a node that woke from a
+    /// pause discounts it from its silences). Without this a master's failure could leave
+    /// the requests sent until the election to no one and nothing else would fail, since
+    /// a node that read nothing holds nothing for `checkHeld`.
     mutating func checkHeirReads(losing master: Int) {
         guard adversary?.plan.kind != .insider, let masterID = slots[master].nodeID else { return }
         let settle = config.downAfter + config.keepaliveInterval + Milliseconds(2 * (scenario.maxDelay + network.slowest))
@@ -226,11 +228,32 @@ extension Simulator {
         guard now - max(lineupChangedAt, lastPauseEnd) > settle else { return }
         let others = slots.indices.filter { $0 != master && slots[$0].isRunning && !slots[$0].isPaused(at: now) }
         guard let heir = others.max(by: { (slots[$0].nodeID ?? .unassigned) < (slots[$1].nodeID ?? .unassigned) }),
-              slots[heir].inspect({ $0.master }) == masterID else { return }
+              slots[heir].inspect({ $0.master }) == masterID, let process = slots[heir].inspect({ $0.incarnation }) else { return }
         coverage.count(.settledMasterLost)
-        guard slots[heir].peersFiltered else { return }
-        fail("s\(master) stopped serving at \(now.milliseconds - Scenario.start.milliseconds)ms while s\(heir), the node "
-             + "to succeed it, left peer datagrams unread: no node held what arrives until the election")
+        queue.push(now + heirCheckDelay, .checkHeirReads(heir, process: process, master: masterID, lostAt: now))
+    }
+
+    /// Every frame the lost master sent has arrived by then, and the heir's window
+    /// after the last of them (`receiveSkew`) has closed.
+    var heirCheckDelay: Milliseconds {
+        Milliseconds(scenario.maxDelay + network.slowest) + config.receiveSkew + Milliseconds(2)
+    }
+
+    /// The heir of a master lost at `lostAt` reads peer datagrams once `receiveSkew` has
+    /// passed since it last heard a serving master — unless it is gone, was paused since
+    /// (it cannot take its filter off while stopped: a double failure), was shown a
+    /// forged master (an insider), or follows another master by now: one elected apart
+    /// (a partition, the broker down), which serves, and whose own heir is another node
+    /// (seeds 1811 and 9477: the heir took the higher epoch of a lower master while the
+    /// lost one, above it, still counted as live, and left peer datagrams to it).
+    mutating func checkHeirReads(_ heir: Int, process: UInt64, master: NodeID, lostAt: Instant) {
+        guard slots[heir].inspect({ $0.incarnation }) == process, slots[heir].inspect({ $0.master }) == master,
+              !slots[heir].isPaused(at: now),
+              slots[heir].lastPauseEnd <= lostAt, slots[heir].peersFiltered,
+              now - slots[heir].held.lastHeardServing > config.receiveSkew + Milliseconds(1) else { return }
+        fail("s\(heir), the heir of the master lost at \(lostAt.milliseconds - Scenario.start.milliseconds)ms, still left peer "
+             + "datagrams unread \((now - slots[heir].held.lastHeardServing).value) ms after it last heard a serving master "
+             + "(window \(config.receiveSkew.value) ms): no node held what arrives until the election")
     }
 
     mutating func endServingSpan(_ slot: Int) {

@@ -53,6 +53,8 @@ enum SimEvent {
     case operatorAction(Int)
     /// A node came to serve at this instant: check it answered what it held.
     case checkHeld(Int, Instant)
+    /// A master was lost at `lostAt`: check its heir (this process) reads peer datagrams.
+    case checkHeirReads(Int, process: UInt64, master: NodeID, lostAt: Instant)
 }
 
 /// A peer request, by peer and transaction id.
@@ -315,6 +317,8 @@ public struct Simulator {
             adversaryActs()
         case .checkHeld(let s, let start):
             checkHeld(s, servingSince: start)
+        case .checkHeirReads(let s, let process, let master, let lostAt):
+            checkHeirReads(s, process: process, master: master, lostAt: lostAt)
         case .fault(let f):
             note(-1, "FAULT \(f)")
             apply(f)
@@ -348,7 +352,7 @@ extension SimEvent {
     var slot: Int? {
         switch self {
         case .tick(let s), .cluster(let s, _, _, _, _, _), .peerDatagram(let s, _, _, _), .store(let s, _, _): return s
-        case .reply, .peerWake, .fault, .endFaults, .adversaryWake, .operatorAction, .checkHeld: return nil
+        case .reply, .peerWake, .fault, .endFaults, .adversaryWake, .operatorAction, .checkHeld, .checkHeirReads: return nil
         }
     }
 }

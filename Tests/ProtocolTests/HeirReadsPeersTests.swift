@@ -2,10 +2,12 @@ import NIOCore
 import Testing
 import TrackerLogic
 
-/// Only the heir reads peer datagrams among the slaves (`TrackerNode.needsPeers`): bully
-/// elects the highest live id, so only the highest live slave must hold requests for the
-/// next master; a lower slave tells its host to drop them unread, once, and to read them
-/// again the moment it could be needed (the heir gone silent, an election).
+/// Only the heir reads peer datagrams among the slaves (`TrackerNode.peersUnneeded`):
+/// bully elects the highest live id, so only the highest live slave must hold requests
+/// for the next master; a lower slave tells its host to drop them unread, once, and to
+/// read them again the moment it could be needed (the heir gone silent, an election).
+/// The heir itself leaves them unread for `receiveSkew` after each decision it hears a
+/// serving master make: what it read then would count as answered anyway.
 @Suite("Heir reads peers") struct HeirReadsPeersTests {
     let t0 = Instant(milliseconds: 13_000_000)
     let ids = ConnectionIDPolicy(key: SipHash24(k0: 3, k1: 4))
@@ -83,5 +85,31 @@ import TrackerLogic
         }
         #expect(n1.role == .candidate || n1.role == .master)
         #expect(said == [true])
+    }
+
+    /// A COMMIT of the serving master: the heir leaves peer datagrams unread, and asks to
+    /// wake when the window closes, `receiveSkew` later, when it reads them again.
+    @Test func theHeirLeavesPeersUnreadForTheSkewAfterADecision() {
+        var n2 = node(2)
+        let (_, t) = run(&n2, from: t0, for: 6000, others: [1])
+        let commit = NodeEvent.cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
+                                                       message: .commit(TxRef(epoch: e3, txid: 1), digest: 0)))
+        var said: [Bool] = []
+        for case .readPeers(let reads) in n2.step(commit, now: t) { said.append(reads) }
+        #expect(said == [false])
+        let skew = ClusterConfig().receiveSkew
+        #expect(n2.nextWake(now: t) == t + skew)
+        #expect(!n2.step(.tick, now: t + skew - Milliseconds(1)).contains(.readPeers(true)))
+        #expect(n2.step(.tick, now: t + skew).contains(.readPeers(true)))
+    }
+
+    /// A slave below the heir keeps its filter through decisions: it wakes for none.
+    @Test func aSlaveBelowTheHeirWakesForNoWindow() {
+        var n1 = node(1)
+        let (_, t) = run(&n1, from: t0, for: 6000, others: [2])
+        let commit = NodeEvent.cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
+                                                       message: .commit(TxRef(epoch: e3, txid: 1), digest: 0)))
+        #expect(!n1.step(commit, now: t).contains { if case .readPeers = $0 { true } else { false } })
+        #expect(n1.nextWake(now: t) > t + ClusterConfig().receiveSkew)
     }
 }

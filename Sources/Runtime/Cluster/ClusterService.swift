@@ -271,8 +271,11 @@ public final class ClusterService: @unchecked Sendable {
             let problems = sockets.passOnlyFrames(!reads)
             if problems.isEmpty {
                 stats.readsPeers = reads
-                logger.info(reads ? "reading peer requests (this node may serve or hold them next)"
-                                  : "leaving peer requests to the heir (a higher live node holds them for the next master)")
+                stats.peerFilterChanges += 1
+                // The heir changes its filter at each pause of its master's decisions, up
+                // to hundreds of times a second under load: no line of its own at info.
+                logger.debug(reads ? "reading peer requests (this node may serve or hold them next)"
+                                   : "leaving peer requests unread (another node holds them, or a master decided just now)")
             } else {
                 // Reading them all is correct, only dearer.
                 logger.warning("peer socket filter not changed; reading every datagram", metadata: ["error": "\(problems.joined(separator: "; "))"])
@@ -545,6 +548,8 @@ public struct NodeCounters: Sendable {
     public var backlogDiscarded = 0
     /// The peer sockets pass peer requests (false: filtered, `NodeAction.readPeers`).
     public var readsPeers = true
+    /// How often the filter went on or off.
+    public var peerFilterChanges = 0
     /// Writes handed to the writer thread and not yet done: how far the disk trails memory.
     public var storeBacklog = 0
     /// Requests by BEP 15 action and replies by type, each by address family.

@@ -40,6 +40,7 @@ extension ClusterService {
         s.beacons = stats.beacons
         s.backlogDiscarded = stats.backlogDiscarded
         s.readsPeers = stats.readsPeers
+        s.peerFilterChanges = stats.peerFilterChanges
         s.protocolPaths = Dictionary(uniqueKeysWithValues: ProtocolPath.allCases.map { ($0.description, node.paths[$0]) })
         s.broker = NodeStatus.BrokerStatus(
             connected: stomp?.isReady ?? false, connectedTo: stomp?.connectedTo?.url, problem: stomp?.problem, sent: stomp?.stats.sent ?? 0, received: stomp?.stats.received ?? 0,

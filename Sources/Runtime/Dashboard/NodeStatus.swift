@@ -89,8 +89,11 @@ public struct NodeStatus: Codable, Sendable {
     /// Peer datagrams dropped unread from its socket after a pause (another master's).
     var backlogDiscarded = 0
     /// Whether its peer socket passes peer requests: false on a slave that is not the
-    /// heir, whose kernel drops them unread (`NodeAction.readPeers`).
+    /// heir, whose kernel drops them unread, and on the heir within `receiveSkew` of its
+    /// master's last decision (`NodeAction.readPeers`).
     var readsPeers = true
+    /// How often that changed.
+    var peerFilterChanges = 0
     /// How often this node's process took each protocol branch (elections, aborts,
     /// catch-ups, snapshots, merges, …), by the branch's name.
     var protocolPaths: [String: UInt64] = [:]

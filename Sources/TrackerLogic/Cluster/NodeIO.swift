@@ -212,7 +212,8 @@ public struct ClusterConfig: Sendable, Hashable {
     public var heldRequestWindow = Milliseconds(15_000)
     /// A held request read up to this long after a serving master's message may have
     /// arrived before it (a slower peer path: the spread of the network's delays), so
-    /// that message counts as its answer (see `HeldRequests`).
+    /// that message counts as its answer (see `HeldRequests`). The heir leaves peer
+    /// datagrams unread for as long after each decision it hears (`TrackerNode.peersUnneeded`).
     public var receiveSkew = Milliseconds(10)
     /// The same, within one run of steps with no wait between them: a socket backlog read
     /// after a pause too short to notice.

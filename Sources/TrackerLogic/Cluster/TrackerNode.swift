@@ -196,6 +196,8 @@ public struct TrackerNode: Sendable {
         case .slave(let s):
             consider(s.nextDeadline)
             if s.master != nil { consider(s.since + ctx.config.downAfter + Milliseconds(1)) }
+            // The heir's window without peer datagrams closes: read them from then on.
+            if !reportedReadsPeers { consider(peersUnneeded(now)) }
         case .candidate(let c): consider(c.deadline)
         case .recovering(let r): consider(r.nextDeadline)
         case .master(let m): consider(m.nextDeadline)
@@ -249,24 +251,43 @@ public struct TrackerNode: Sendable {
         }
     }
 
-    /// Whether this node needs the peers' datagrams: every node does but a slave that
-    /// is not the heir. Bully elects the highest live id, so when the master fails the
-    /// node that succeeds it is the highest live id but the master's; only that node must
-    /// hold what arrives meanwhile (`HeldRequests`). Any other slave neither serves nor
-    /// is needed to hold, and its host may drop peer datagrams before they are read:
-    /// behind a group each follower read every request only to hold it, the largest
-    /// cost of a follower that is not ours to cut otherwise.
-    ///
-    /// The price: a master that fails together with its heir (or before this node heard
-    /// the heir is gone, up to `downAfter` later) leaves held requests to no one, and
-    /// their clients retransmit. A node that stands for election (candidate), starts,
-    /// recovers or serves reads everything, and so does a slave with no master.
+    /// Whether this node needs the peers' datagrams now (`NodeAction.readPeers`).
     func needsPeers(_ now: Instant) -> Bool {
-        guard case .slave(let s) = state, let master = s.master else { return true }
+        peersUnneeded(now).map { now >= $0 } ?? true
+    }
+
+    /// Until when this node may leave peer datagrams unread (nil: it must read them).
+    ///
+    /// Bully elects the highest live id, so when the master fails the node that succeeds
+    /// it is the highest live id but the master's; only that node, the heir, must hold
+    /// what arrives meanwhile (`HeldRequests`). Any other slave neither serves nor is
+    /// needed to hold: its host may drop peer datagrams before they are read, for as long
+    /// as it stays so (`Instant.max`). Behind a group each follower read every request
+    /// only to hold it, the largest cost of a follower that was not replication.
+    ///
+    /// The heir itself needs only what a new master would answer: a request it reads
+    /// within `skew` of the last decision it heard a serving master make counts as
+    /// answered (`HeldRequests.takeUnanswered`), so until then it may leave them unread
+    /// too. Under load a PREPARE carries each commit point a few milliseconds after the
+    /// last, and the heir reads almost nothing; a master that falls silent is the heir's
+    /// cue to read, `skew` later, long before anyone counts it down.
+    ///
+    /// The price: a request that arrives as the heir's window closes, before its host
+    /// took the filter off (a late timer), is dropped where it would have been held; a
+    /// master that fails together with its heir (or before this node heard the heir is
+    /// gone, up to `downAfter` later) leaves held requests to no one. Their clients
+    /// retransmit. A node that stands for election, starts, recovers or serves reads
+    /// everything, and so does a slave with no master.
+    func peersUnneeded(_ now: Instant) -> Instant? {
+        guard case .slave(let s) = state, let master = s.master else { return nil }
         let me = ctx.id, downAfter = ctx.config.downAfter
-        return !ctx.membership.members.values.contains { m in
+        let belowHeir = ctx.membership.members.values.contains { m in
             m.id > me && m.id != master && m.role != .stopped && now - m.lastHeard <= downAfter
         }
+        if belowHeir { return Instant(milliseconds: .max) }
+        let decided = ctx.held.evidence.decided
+        guard decided > Instant(milliseconds: .min) else { return nil }
+        return decided + ctx.held.skew
     }
 
     /// Holding the master's office: recovering or serving.
