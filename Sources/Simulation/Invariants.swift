@@ -242,12 +242,14 @@ extension Simulator {
     /// The heir of a master lost at `lostAt` reads peer datagrams once `receiveSkew` has
     /// passed since it last heard a serving master — unless it is gone, was paused since
     /// (it cannot take its filter off while stopped: a double failure), was shown a
-    /// forged master (an insider), or follows another master by now: one elected apart
-    /// (a partition, the broker down), which serves, and whose own heir is another node
-    /// (seeds 1811 and 9477: the heir took the higher epoch of a lower master while the
-    /// lost one, above it, still counted as live, and left peer datagrams to it).
+    /// forged master (an insider), follows another master by now (one elected apart, a
+    /// partition or the broker down, which serves: seeds 1811 and 9477, where the heir
+    /// took the higher epoch of a lower master while the lost one, above it, still counted
+    /// as live, and left peer datagrams to it), or a node started or ended since the loss
+    /// (a higher node that joined is the heir now, and reads everything as it starts: seed
+    /// 2256372192600608115).
     mutating func checkHeirReads(_ heir: Int, process: UInt64, master: NodeID, lostAt: Instant) {
-        guard slots[heir].inspect({ $0.incarnation }) == process, slots[heir].inspect({ $0.master }) == master,
+        guard lineupChangedAt <= lostAt, slots[heir].inspect({ $0.incarnation }) == process, slots[heir].inspect({ $0.master }) == master,
               !slots[heir].isPaused(at: now),
               slots[heir].lastPauseEnd <= lostAt, slots[heir].peersFiltered,
               now - slots[heir].held.lastHeardServing > config.receiveSkew + Milliseconds(1) else { return }

@@ -157,7 +157,17 @@ struct RandomizedScenarioTests {
     /// 7970914232149413: a peer's start and its stop 1 ms later went into one transaction,
     /// and the start was answered from the state after the stop ("0 seeders, 0 leechers")
     /// — now a start or refresh counts its own peer (TransactionAnswerTests).
+    /// 2256372192600579291 (sweep of 11b37f6): s4 registered a torrent alone in a
+    /// partition; after the heal it won, took s0's snapshot and kept its own state aside
+    /// for the merge, then stopped cleanly before the merge committed, keeping only the
+    /// replica's operator data; every node stopped, and the registration was gone — now a
+    /// clean stop keeps the diverged state's operator data too (`keptAtStop`).
     @Test(arguments: [
+        "seed=2256372192600579291 nodes=5 quorum=live loss=0.14 dup=0.04 delay=1-27 peers=3 torrents=3 until=21000 "
+            + "settle=25000 drift=0,213,0,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 adversary=outsider/240 "
+            + "faults=3170:slow:4:378,6284:slow:0:135,6868:broker-down,7521:partition:0+1+3,8340:crash:2,9701:heal,9798:restart:2,"
+            + "12313:shutdown:3,12337:shutdown:2,12400:shutdown:4,12726:shutdown:0,13163:shutdown:1,14151:restart:4,14462:restart:0,"
+            + "14727:restart:3,15068:restart:1,15795:restart:2 operator=5431:register:0:0,8926:register:4:1,12336:register:3:2,13427:reload:3:2590",
         "seed=571831610718017986 nodes=3 quorum=live loss=0.08 dup=0.01 delay=1-66 peers=7 torrents=3 until=25000 "
             + "settle=25000 drift=0,0,0 interval=6 timeout=12000 fragments=1048576 corrupt=0.0 adversary=insider/425 "
             + "faults=3789:slow:2:456,6834:broker-down,6856:crash:2,7371:partition:0+2,7678:crash:0,9930:restart:0,10988:heal,"

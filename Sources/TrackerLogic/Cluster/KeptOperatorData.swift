@@ -18,11 +18,20 @@ extension TrackerNode {
     static let maxKeptOffers = 30
 
     /// A clean stop: what to keep, for the wipe to leave. Each entry's newest version, and
-    /// each registered torrent's swarms' completion counts (the highest).
+    /// each registered torrent's swarms' completion counts (the highest), from every
+    /// state the node holds that the cluster may not: the replica, what an earlier stop
+    /// kept, and a recovering master's own diverged state whose merge has not committed
+    /// (`NodeContext.durableDiverged`). Without the last, a registration a master
+    /// committed alone in a partition, then set aside for the majority's snapshot, was
+    /// lost when the node stopped cleanly before the merge carrying it back committed
+    /// (seed 2256372192600579291).
     func keptAtStop() -> [KeptEntry] {
-        let store = ctx.replica.store
         var newest: [KeptEntry.Key: KeptEntry] = [:]
-        for e in ctx.kept + store.catalogue.keptEntries + store.keptCompletionCounts {
+        var entries = ctx.kept
+        for store in [ctx.replica.store] + (ctx.durableDiverged.map { [$0.store] } ?? []) {
+            entries += store.catalogue.keptEntries + store.keptCompletionCounts
+        }
+        for e in entries {
             guard let old = newest[e.key] else { newest[e.key] = e; continue }
             if case .completed(let h, let n) = e, case .completed(_, let m) = old {
                 newest[e.key] = .completed(h, max(n, m))
