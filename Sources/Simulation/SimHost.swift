@@ -103,7 +103,9 @@ extension Simulator {
     mutating func perform(_ action: NodeAction, from slot: Int) {
         switch action {
         case .broadcast(var env), .send(var env), .beacon(var env):
-            if case .send = action { checker.sent(env) }
+            if case .send = action, let violation = checker.sent(env, slot: slot, generation: slots[slot].generation) {
+                return fail(violation)
+            }
             if case .snapshot(let s) = env.message, let damaged = corruptedSnapshot(s) {
                 env.message = .snapshot(damaged)
                 coverage.count(.snapshotCorrupted)

@@ -129,10 +129,20 @@ public struct StateChecker: Sendable {
     /// Longer than any request of a scenario stays in flight (BEP 15 retransmits after 15 s).
     static let requestLifetime = Milliseconds(20_000)
 
-    /// A node sent a message: OK votes are remembered for (a).
-    public mutating func sent(_ env: ClusterEnvelope) {
-        guard case .vote(let txid, let digest, .ok) = env.message, let to = env.to else { return }
-        okVotes[VoteKey(master: to, ref: TxRef(epoch: env.epoch, txid: txid), digest: digest), default: []].insert(env.from)
+    /// A node sent a message: OK votes are remembered for (a). An OK vouches for one
+    /// transaction: a voter (`slot` at `generation`) that applied another one under that
+    /// ref would commit the one it applied, so its OK for this one lets a second master of
+    /// that epoch commit what no replica holding the first can follow, counted or not. (A
+    /// replica that has not applied the first may well approve a stale PREPARE of an
+    /// aborted one: the master counts only its own transaction's votes.)
+    public mutating func sent(_ env: ClusterEnvelope, slot: Int, generation: Int) -> String? {
+        guard case .vote(let txid, let digest, .ok) = env.message, let to = env.to else { return nil }
+        let ref = TxRef(epoch: env.epoch, txid: txid)
+        okVotes[VoteKey(master: to, ref: ref, digest: digest), default: []].insert(env.from)
+        if let applied = appliedDigests[ref], applied != digest, appliedBy[ref]?[slot] == generation {
+            return "s\(slot) voted OK for a transaction \(ref) other than the one it applied under that ref"
+        }
+        return nil
     }
 
     /// (a) A master committed: the OK votes it counted were sent to it, by voters it asked,
@@ -212,7 +222,7 @@ public struct StateChecker: Sendable {
     // MARK: the ledgers
 
     /// A replica applied `tx` (its slot at `generation`): one transaction id, one content.
-    mutating func applied(_ tx: Transaction, slot: Int, generation: Int, operatorGeneration: Int) -> String? {
+    public mutating func applied(_ tx: Transaction, slot: Int, generation: Int, operatorGeneration: Int) -> String? {
         let digest = tx.digest
         if let known = appliedDigests[tx.ref], known != digest { return "two different transactions committed as \(tx.ref)" }
         appliedDigests[tx.ref] = digest

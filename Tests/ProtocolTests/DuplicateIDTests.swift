@@ -87,4 +87,57 @@ import TrackerLogic
         #expect(n.step(twinCommit(1), now: heard).contains(.persistEpoch(Epoch(term: 1, master: NodeID(2)))))
         #expect(n.epoch == Epoch(term: 1, master: NodeID(2)))
     }
+
+    /// n2 (incarnation 2000) following n3 until `t0 + 3 s`, when n3 falls silent; and a
+    /// keepalive of a run of n2 with `twinIncarnation`.
+    func slaveOfADeadMaster(twinIncarnation: UInt64) -> (TrackerNode, Instant, twin: NodeEvent) {
+        let e3 = Epoch(term: 1, master: NodeID(3))
+        var n = TrackerNode(id: NodeID(2), incarnation: 2000, config: ClusterConfig(),
+                            handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
+                            seed: 7, now: t0, restoring: DurableState(snapshot: nil, epoch: e3))
+        let master = NodeEvent.cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil, message: .keepalive(
+            Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: true, address: ""))))
+        let last = follow(&n, hearing: master, from: t0, until: t0 + Milliseconds(3000))
+        let twin = NodeEvent.cluster(ClusterEnvelope(from: NodeID(2), incarnation: twinIncarnation, epoch: e3, to: nil, message: .keepalive(
+            Keepalive(role: .slave, master: NodeID(3), lastCommitted: .zero, inSync: true, address: ""))))
+        return (n, last, twin)
+    }
+
+    /// Ticks `n` every 50 ms from `start` to `end`, with `event` at `at`; the epochs it
+    /// claims and when.
+    func claims(_ n: inout TrackerNode, from start: Instant, until end: Instant,
+                hearing event: NodeEvent, at: Instant) -> [(Epoch, Instant)] {
+        var claimed: [(Epoch, Instant)] = []
+        var t = start
+        while t < end {
+            t = t + Milliseconds(50)
+            var actions = n.step(.tick, now: t)
+            if t == at { actions += n.step(event, now: t) }
+            for case .persistEpoch(let e) in actions where e.master == n.id { claimed.append((e, t)) }
+        }
+        return claimed
+    }
+
+    /// A running node that heard an older run of its own id does not claim an epoch: that
+    /// run claims by the same rule, and both would lead the same one (fresh seed
+    /// 1472068450387257325: e4.2 led by two processes, each committing its own e4.2#1).
+    /// Once the sighting is `downAfter` old, the older run counts as gone and it claims.
+    @Test func aNodeThatHeardAnOlderRunOfItsIDLeavesTheClaimToIt() throws {
+        var (n, last, twin) = slaveOfADeadMaster(twinIncarnation: 1000)
+        let sighting = last + n.config.downAfter - Milliseconds(200)
+        let claimed = claims(&n, from: last, until: last + Milliseconds(8000), hearing: twin, at: sighting)
+        #expect(n.paths[.claimLeftToOlderRun] >= 1)
+        let first = try #require(claimed.first)
+        #expect(first.1 > sighting + n.config.downAfter)
+    }
+
+    /// The older run is the one that stays: a newer one heard does not hold it back.
+    @Test func aNewerRunOfItsIDDoesNotHoldTheOlderBack() throws {
+        var (n, last, twin) = slaveOfADeadMaster(twinIncarnation: 3000)
+        let sighting = last + n.config.downAfter - Milliseconds(200)
+        let claimed = claims(&n, from: last, until: last + Milliseconds(8000), hearing: twin, at: sighting)
+        let first = try #require(claimed.first)
+        #expect(first.1 <= last + n.config.downAfter + Milliseconds(100))
+        #expect(n.paths[.claimLeftToOlderRun] == 0)
+    }
 }

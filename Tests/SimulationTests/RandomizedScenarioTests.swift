@@ -162,7 +162,16 @@ struct RandomizedScenarioTests {
     /// for the merge, then stopped cleanly before the merge committed, keeping only the
     /// replica's operator data; every node stopped, and the registration was gone — now a
     /// clean stop keeps the diverged state's operator data too (`keptAtStop`).
+    /// 1472068450387257325 (sweep of 800cbaf): an impostor of n2 lost all six of the
+    /// original's frames through its startup listen, heard one keepalive 250 ms before an
+    /// election, and claimed e4.2 beside the original; both committed an e4.2#1, the second
+    /// on an OK from a slave that had committed the first — now a node that heard an older
+    /// run of its id leaves the claim to it (`Candidate.claim`), and an OK on a committed
+    /// transaction id is only for the transaction committed (`Slave.prepareReceived`).
     @Test(arguments: [
+        "seed=1472068450387257325 nodes=3 quorum=live loss=0.2 dup=0.09 delay=3-119 peers=2 torrents=1 until=12000 "
+            + "settle=25000 drift=0,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.05 adversary=insider/292 "
+            + "faults=3792:slow:0:632,4502:disk-loss:0:6,6266:crash:2,6670:restart:0,9527:impostor:1 operator=",
         "seed=2256372192600579291 nodes=5 quorum=live loss=0.14 dup=0.04 delay=1-27 peers=3 torrents=3 until=21000 "
             + "settle=25000 drift=0,213,0,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 adversary=outsider/240 "
             + "faults=3170:slow:4:378,6284:slow:0:135,6868:broker-down,7521:partition:0+1+3,8340:crash:2,9701:heal,9798:restart:2,"

@@ -31,7 +31,7 @@ struct SimulatorDepthTests {
 
     @Test func aCommitCountingAVoteNeverSentIsAViolation() {
         var c = checker()
-        c.sent(vote(from: 1, txid: 1))
+        #expect(c.sent(vote(from: 1, txid: 1), slot: 1, generation: 0) == nil)
         let q = CommitQuorum(ref: TxRef(epoch: e1, txid: 1), digest: 9, voters: [NodeID(1), NodeID(2)],
                              okVoters: [NodeID(1), NodeID(2)], ownVote: true)
         #expect(c.committed(q, by: NodeID(3))?.contains("never sent") == true)
@@ -39,12 +39,12 @@ struct SimulatorDepthTests {
 
     @Test func aCommitBelowTheStrictQuorumIsAViolation() {
         var c = checker(.strict, size: 5)
-        c.sent(vote(from: 1, txid: 1))
+        #expect(c.sent(vote(from: 1, txid: 1), slot: 1, generation: 0) == nil)
         let q = CommitQuorum(ref: TxRef(epoch: e1, txid: 1), digest: 9, voters: [NodeID(1)], okVoters: [NodeID(1)], ownVote: true)
         #expect(c.committed(q, by: NodeID(3))?.contains("demands 3") == true)
         // With a third OK vote actually sent, the same decision holds.
         var d = checker(.strict, size: 5)
-        for n: UInt32 in [1, 2] { d.sent(vote(from: n, txid: 1)) }
+        for n: UInt32 in [1, 2] { #expect(d.sent(vote(from: n, txid: 1), slot: Int(n), generation: 0) == nil) }
         let enough = CommitQuorum(ref: TxRef(epoch: e1, txid: 1), digest: 9, voters: [NodeID(1), NodeID(2)],
                                   okVoters: [NodeID(1), NodeID(2)], ownVote: true)
         #expect(d.committed(enough, by: NodeID(3)) == nil)
@@ -52,15 +52,30 @@ struct SimulatorDepthTests {
 
     @Test func liveQuorumIsAMajorityOfTheVotersAndTheMaster() {
         var c = checker(.live)
-        c.sent(vote(from: 1, txid: 4))
+        #expect(c.sent(vote(from: 1, txid: 4), slot: 1, generation: 0) == nil)
         let three = [NodeID(1), NodeID(2), NodeID(4)]
         let q = CommitQuorum(ref: TxRef(epoch: e1, txid: 4), digest: 9, voters: three, okVoters: [NodeID(1)], ownVote: true)
         #expect(c.committed(q, by: NodeID(3)) != nil, "2 of 4 is no majority")
         // A vote for another transaction or to another master does not count.
         var d = checker(.live)
-        d.sent(vote(from: 1, txid: 4, digest: 8))
+        #expect(d.sent(vote(from: 1, txid: 4, digest: 8), slot: 1, generation: 0) == nil)
         let q2 = CommitQuorum(ref: TxRef(epoch: e1, txid: 4), digest: 9, voters: [NodeID(1)], okVoters: [NodeID(1)], ownVote: true)
         #expect(d.committed(q2, by: NodeID(3))?.contains("never sent") == true)
+    }
+
+    /// A voter's OK for another transaction than the one it applied under that id lets a
+    /// second master of the epoch commit it; a voter that has not applied that id (behind,
+    /// or since restarted without its disk) may approve a stale PREPARE of an aborted one.
+    @Test func anOKVoteForAnotherTransactionThanTheVoterAppliedIsAViolation() {
+        var c = checker(.live)
+        let tx = Transaction(ref: TxRef(epoch: e1, txid: 1), updates: [announce(1, at: 10)])
+        #expect(c.applied(tx, slot: 1, generation: 0, operatorGeneration: 0) == nil)
+        #expect(c.sent(vote(from: 1, txid: 1, digest: tx.digest), slot: 1, generation: 0) == nil)
+        #expect(c.sent(vote(from: 1, txid: 1, digest: tx.digest &+ 1), slot: 1, generation: 0)?
+            .contains("other than the one it applied") == true)
+        #expect(c.sent(vote(from: 2, txid: 1, digest: tx.digest &+ 1), slot: 2, generation: 0) == nil)
+        #expect(c.sent(vote(from: 1, txid: 1, digest: tx.digest &+ 1), slot: 1, generation: 1) == nil)
+        #expect(c.sent(vote(from: 1, txid: 2, digest: tx.digest &+ 1), slot: 1, generation: 0) == nil)
     }
 
     @Test func twoReplicasAtTheSameTransactionMustHoldTheSameStore() {

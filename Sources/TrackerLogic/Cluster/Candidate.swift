@@ -90,7 +90,20 @@ enum Candidate: NodeRole, Sendable, Equatable {
     /// Nobody higher answered: take the next epoch, and lead once it is durable. At the
     /// top of the term space there is no next epoch: the node waits for a master
     /// instead (only a corrupt history gets there; decoders refuse such terms).
+    ///
+    /// Nor does a node that heard an older run of its own id lately: that run is the one
+    /// that stays (the newer yields once it is sure), and it may claim the very epoch we
+    /// would. Two processes of one id both leading one epoch split the repository under
+    /// one transaction id (fresh seed 1472068450387257325: the newer heard the older's
+    /// keepalive 250 ms before its election and claimed e4.2 beside it). It waits as for a
+    /// coordinator, then runs again; the older run leads, or falls silent and the
+    /// sighting lapses after `downAfter`.
     mutating func claim(in ctx: inout NodeContext, _ now: Instant) {
+        if ctx.olderRunOfOwnIDHeard(now) {
+            ctx.paths.count(.claimLeftToOlderRun)
+            self = .awaitingCoordinator(deadline: now + ctx.config.coordinatorTimeout)
+            return
+        }
         guard let next = ctx.epoch.successor(for: ctx.id) else {
             self = .awaitingCoordinator(deadline: now + ctx.config.coordinatorTimeout)
             return

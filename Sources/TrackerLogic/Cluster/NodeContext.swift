@@ -110,6 +110,16 @@
         membership.live(now: now, downAfter: config.downAfter).filter { $0.id != id && $0.role != .stopped }
     }
 
+    /// An older run of this node's id was heard within `downAfter`: another live process
+    /// given the same id (`TrackerNode.receive` records its keepalives and master messages
+    /// under our id; a dead run's frames, stamped before this one started, never get
+    /// there). That run does not yield to us, and it claims epochs by the same rule:
+    /// both could claim the same one and lead it at once.
+    func olderRunOfOwnIDHeard(_ now: Instant) -> Bool {
+        guard let m = membership[id], m.incarnation < incarnation else { return false }
+        return now - m.lastHeard <= config.downAfter
+    }
+
     /// Heard on the broker: who can take part in a transaction (voters, recovery).
     func brokerLiveMembers(_ now: Instant) -> [Member] {
         membership.live(now: now, downAfter: config.downAfter, onBroker: true).filter { $0.id != id && $0.role != .stopped }

@@ -103,6 +103,9 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     /// straggler of a restarted node, a twin that yields, or the real node when a frame
     /// forged under its id and a higher incarnation came first.
     case olderRunRefused
+    /// A candidate that heard an older run of its own id left the epoch to that run
+    /// (`Candidate.claim`).
+    case claimLeftToOlderRun
 
     public var description: String {
         switch self {
@@ -147,6 +150,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .staleRecoveryAnswerIgnored: return "stale recovery answer ignored"
         case .reconfigured: return "configuration reloaded"
         case .olderRunRefused: return "frame of an older run refused"
+        case .claimLeftToOlderRun: return "claim left to an older run of the own id"
         }
     }
 }

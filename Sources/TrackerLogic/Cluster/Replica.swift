@@ -81,6 +81,13 @@ public struct Replica: Sendable, Equatable {
         return Array(log[start..<(start + min(log.count - start, limit))])
     }
 
+    /// The digest of a committed transaction the log still holds (nil when it does not:
+    /// not committed yet, or older than the log reaches).
+    public func digest(ofCommitted txid: UInt64) -> UInt64? {
+        guard txid <= lastCommitted.txid, let first = log.first, txid >= first.txid else { return nil }
+        return log[Int(txid - first.txid)].digest
+    }
+
     /// Whether a replica whose last commit is `ref` holds only transactions we hold too
     /// (so it can catch up by replaying ours).
     public func isPrefix(_ ref: TxRef) -> Bool {

@@ -143,8 +143,13 @@ struct Slave: NodeRole, Sendable {
             ctx.prepared = tx
             if !ctx.storeHealthy { ctx.paths.count(.voteStoreFailed) }
             ctx.send(.vote(txid: tx.txid, digest: tx.digest, verdict: ctx.storeHealthy ? .ok : .storeFailed), to: master)
-        } else if tx.txid <= ctx.replica.lastCommitted.txid, ctx.replica.history.epoch(of: tx.txid) == tx.ref.epoch {
-            // A retransmission of something we already committed.
+        } else if tx.txid <= ctx.replica.lastCommitted.txid, ctx.replica.history.epoch(of: tx.txid) == tx.ref.epoch,
+                  ctx.replica.digest(ofCommitted: tx.txid) == tx.digest {
+            // A retransmission of what we committed: the same transaction, digest and all.
+            // An OK vouches for that exact transaction. Another one under a committed ref
+            // is a second leader's of that epoch (two processes given one id, both past
+            // the twin check: fresh seed 1472068450387257325), and an OK would let it
+            // commit a second transaction under that ref; it gets not-in-sync below.
             ctx.send(.vote(txid: tx.txid, digest: tx.digest, verdict: .ok), to: master)
         } else {
             ctx.paths.count(.voteNotInSync)

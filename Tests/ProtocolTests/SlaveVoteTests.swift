@@ -1,0 +1,50 @@
+import Testing
+import TrackerLogic
+
+/// A slave's OK vouches for one transaction, digest and all: a master counts it only for
+/// that one, and a slave gives it to no other under the same transaction id.
+@Suite("A vote vouches for one transaction") struct SlaveVoteTests {
+    let t0 = Instant(milliseconds: 7_000_000)
+    let e3 = Epoch(term: 1, master: NodeID(3))
+    let ids = ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))
+
+    /// n2 following n3, master of e1.3, since `t0`.
+    func slave() -> (TrackerNode, Instant) {
+        var n = TrackerNode(id: NodeID(2), incarnation: 2000, config: ClusterConfig(),
+                            handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
+                            seed: 7, now: t0, restoring: DurableState(snapshot: nil, epoch: e3))
+        let keepalive = fromMaster(.keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: true, address: "")))
+        let t = follow(&n, hearing: keepalive, from: t0, until: t0 + Milliseconds(3000))
+        return (n, t)
+    }
+
+    func fromMaster(_ message: ClusterMessage) -> NodeEvent {
+        .cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil, message: message))
+    }
+
+    func first(expiring ms: Int64) -> Transaction {
+        Transaction(ref: TxRef(epoch: e3, txid: 1), updates: [.expire(before: t0 + Milliseconds(ms))])
+    }
+
+    func votes(_ actions: [NodeAction]) -> [ClusterMessage] {
+        actions.compactMap { if case .send(let env) = $0, case .vote = env.message { return env.message } else { return nil } }
+    }
+
+    /// e1.3#1 committed; a PREPARE of another e1.3#1 (a second leader of e1.3: two
+    /// processes given one id) gets not-in-sync, and the committed one again gets OK.
+    @Test func aSlaveVotesOKOnACommittedTransactionIdOnlyForTheTransactionItCommitted() {
+        var (n, t) = slave()
+        let ours = first(expiring: 1), theirs = first(expiring: 2)
+        #expect(ours.digest != theirs.digest)
+        t = t + Milliseconds(10)
+        #expect(votes(n.step(fromMaster(.prepare(ours, previous: .zero, previousDigest: 0)), now: t))
+            == [.vote(txid: 1, digest: ours.digest, verdict: .ok)])
+        _ = n.step(fromMaster(.commit(ours.ref, digest: ours.digest)), now: t + Milliseconds(1))
+        #expect(n.replica.lastCommitted == ours.ref)
+        #expect(votes(n.step(fromMaster(.prepare(theirs, previous: .zero, previousDigest: 0)), now: t + Milliseconds(2)))
+            == [.vote(txid: 1, digest: theirs.digest, verdict: .notInSync)])
+        #expect(votes(n.step(fromMaster(.prepare(ours, previous: .zero, previousDigest: 0)), now: t + Milliseconds(3)))
+            == [.vote(txid: 1, digest: ours.digest, verdict: .ok)])
+        #expect(n.replica.lastCommitted == ours.ref)
+    }
+}
