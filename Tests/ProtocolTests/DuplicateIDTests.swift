@@ -91,14 +91,8 @@ import TrackerLogic
     /// n2 (incarnation 2000) following n3 until `t0 + 3 s`, when n3 falls silent; and a
     /// keepalive of a run of n2 with `twinIncarnation`.
     func slaveOfADeadMaster(twinIncarnation: UInt64) -> (TrackerNode, Instant, twin: NodeEvent) {
-        let e3 = Epoch(term: 1, master: NodeID(3))
-        var n = TrackerNode(id: NodeID(2), incarnation: 2000, config: ClusterConfig(),
-                            handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
-                            seed: 7, now: t0, restoring: DurableState(snapshot: nil, epoch: e3))
-        let master = NodeEvent.cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil, message: .keepalive(
-            Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: true, address: ""))))
-        let last = follow(&n, hearing: master, from: t0, until: t0 + Milliseconds(3000))
-        let twin = NodeEvent.cluster(ClusterEnvelope(from: NodeID(2), incarnation: twinIncarnation, epoch: e3, to: nil, message: .keepalive(
+        let (n, last) = n2FollowingN3(from: t0, ids: ids)
+        let twin = NodeEvent.cluster(ClusterEnvelope(from: NodeID(2), incarnation: twinIncarnation, epoch: n3Epoch, to: nil, message: .keepalive(
             Keepalive(role: .slave, master: NodeID(3), lastCommitted: .zero, inSync: true, address: ""))))
         return (n, last, twin)
     }

@@ -12,16 +12,9 @@ import TrackerLogic
     let announcer = PeerEndpoint(ip: .v4(0x0A00_0003), port: 6883)
     let ids = ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))
 
-    func node(_ config: ClusterConfig = ClusterConfig()) -> TrackerNode {
-        TrackerNode(id: NodeID(2), incarnation: 2000, config: config,
-                    handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
-                    seed: 7, now: t0, restoring: DurableState(snapshot: nil, epoch: e3))
-    }
+    func node(_ config: ClusterConfig = ClusterConfig()) -> TrackerNode { n2(at: t0, ids: ids, config: config) }
 
-    func masterKeepalive() -> NodeEvent {
-        .cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
-                                 message: .keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: true, address: ""))))
-    }
+    func masterKeepalive() -> NodeEvent { n3Keepalive() }
 
     func connect(_ tid: UInt32) -> ByteBuffer { BEP15Codec.encode(.connect(ConnectRequest(transactionID: tid))) }
 
@@ -35,9 +28,7 @@ import TrackerLogic
 
     /// n2 follows n3 until `t0 + 3 s`, when n3 falls silent. Returns n2 and n3's last keepalive.
     func slaveOfADeadMaster(_ config: ClusterConfig = ClusterConfig()) -> (TrackerNode, Instant) {
-        var n2 = node(config)
-        let last = follow(&n2, hearing: masterKeepalive(), from: t0, until: t0 + Milliseconds(3000))
-        return (n2, last)
+        n2FollowingN3(from: t0, ids: ids, config: config)
     }
 
     /// Steps n2 until it serves; every action of the way, the epoch written at once.

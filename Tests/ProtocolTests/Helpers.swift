@@ -39,6 +39,30 @@ func follow(_ node: inout TrackerNode, hearing keepalive: NodeEvent, from start:
     return t - Milliseconds(500)
 }
 
+/// The epoch n2 follows in `n2FollowingN3`: n3's first.
+let n3Epoch = Epoch(term: 1, master: NodeID(3))
+
+/// n3's keepalive as master of `n3Epoch`.
+func n3Keepalive() -> NodeEvent {
+    .cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: n3Epoch, to: nil,
+                             message: .keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: true, address: ""))))
+}
+
+/// n2 (incarnation 2000), restored at `n3Epoch`, starting at `t0`.
+func n2(at t0: Instant, ids: ConnectionIDPolicy, config: ClusterConfig = ClusterConfig()) -> TrackerNode {
+    TrackerNode(id: NodeID(2), incarnation: 2000, config: config,
+                handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
+                seed: 7, now: t0, restoring: DurableState(snapshot: nil, epoch: n3Epoch))
+}
+
+/// n2 following n3 from `t0` until `t0 + 3 s`, when n3 falls silent. Returns n2 and the
+/// instant of n3's last keepalive.
+func n2FollowingN3(from t0: Instant, ids: ConnectionIDPolicy, config: ClusterConfig = ClusterConfig()) -> (TrackerNode, Instant) {
+    var n = n2(at: t0, ids: ids, config: config)
+    let last = follow(&n, hearing: n3Keepalive(), from: t0, until: t0 + Milliseconds(3000))
+    return (n, last)
+}
+
 /// A master of a 3-node cluster with its two slaves played by the test: what vote
 /// counting and the effects contract are tested on.
 protocol MasterFixture {

@@ -5,18 +5,11 @@ import TrackerLogic
 /// that one, and a slave gives it to no other under the same transaction id.
 @Suite("A vote vouches for one transaction") struct SlaveVoteTests {
     let t0 = Instant(milliseconds: 7_000_000)
-    let e3 = Epoch(term: 1, master: NodeID(3))
+    let e3 = n3Epoch
     let ids = ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))
 
     /// n2 following n3, master of e1.3, since `t0`.
-    func slave() -> (TrackerNode, Instant) {
-        var n = TrackerNode(id: NodeID(2), incarnation: 2000, config: ClusterConfig(),
-                            handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
-                            seed: 7, now: t0, restoring: DurableState(snapshot: nil, epoch: e3))
-        let keepalive = fromMaster(.keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: true, address: "")))
-        let t = follow(&n, hearing: keepalive, from: t0, until: t0 + Milliseconds(3000))
-        return (n, t)
-    }
+    func slave() -> (TrackerNode, Instant) { n2FollowingN3(from: t0, ids: ids) }
 
     func fromMaster(_ message: ClusterMessage) -> NodeEvent {
         .cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil, message: message))
