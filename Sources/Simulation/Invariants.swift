@@ -99,6 +99,41 @@ extension Simulator {
         }
         if role == .master, let v = checker.leads(epoch, id: id) { return fail(v) }
         checkOneServerWithoutBroker()
+        if isServing { checkCutOffMaster(slot, committedAlone: false) }
+    }
+
+    /// A master whose own broker link is cut, while another node reaches the broker and
+    /// hears it on the peer network, commits nothing on its own vote (it could not say
+    /// whom that commit left out), and leaves the office within the failure-detection
+    /// bound (`BrokerLink.swift`). Judged where the nodes cannot be misled by chance: no
+    /// loss or corruption, no forger, and a topology that stood still long enough for
+    /// every report to arrive. Without the rules a master cut off at start led its
+    /// epoch, and one cut off while serving went on committing alone; a `kill -9` of it
+    /// then lost everything it acknowledged.
+    mutating func checkCutOffMaster(_ s: Int, committedAlone: Bool) {
+        guard let cutAt = network.brokerLinkCutAt[s], network.brokerLinkCut[s] != nil, !network.brokerDown,
+              scenario.lossRate == 0, scenario.corruptRate == 0, scenario.adversary == nil else { return }
+        let drain = Milliseconds(2 * (scenario.maxDelay + network.slowest) + 1)
+        let bound = config.downAfter + config.keepaliveInterval * 3 + drain
+        let overdue = now - cutAt > bound
+        guard committedAlone ? now - cutAt > drain : overdue else { return }
+        // A witness: reaches the broker, has run and been heard by `s` for long enough.
+        let settled = config.downAfter + config.keepaliveInterval * 2 + drain
+        guard now - network.topologyChangedAt > settled else { return }
+        let witness = slots.indices.first { n in
+            n != s && n < scenario.nodes && slots[n].isRunning && !slots[n].isPaused(at: now) && network.reachesBroker(n)
+                && now - slots[n].startedAt > settled + config.startupListen
+                && (network.brokerLinkCutAt[n].map { now - $0 > settled } ?? true)
+                && !network.peerNetworkBlocked(n, s) && !network.peerNetworkBlocked(s, n)
+                && network.brokerSide == nil
+        }
+        guard let n = witness else { return }
+        let since = (now - cutAt).value
+        if committedAlone {
+            fail("s\(s) committed on its own vote \(since) ms after its broker link was cut, while s\(n) reached the broker")
+        } else {
+            fail("s\(s) still serves \(since) ms after its broker link was cut (bound \(bound.value) ms), while s\(n) reaches the broker")
+        }
     }
 
     /// With the broker down and the peer network whole, the nodes still hear each other's
@@ -276,6 +311,10 @@ extension Simulator {
         let receipts = slots[slot].held.receipts
         slots[slot].held.receipts = []
         guard slots[slot].held.servingSince == start, slots[slot].isServing, adversary?.plan.kind != .insider else { return }
+        // A master that cannot commit through the broker answers announces when it can,
+        // or leaves office (`BrokerLink.swift`): a broker fault since it began to serve,
+        // or one under way, takes it out of the bound.
+        guard !network.brokerTrouble, network.brokerTroubleAt < start - config.downAfter else { return }
         // What a node read within its skew (or a backlog's drain) of a serving master's
         // message may count as answered.
         let cutoff = slots[slot].held.lastHeardServing + max(config.receiveSkew, config.backlogDrain)

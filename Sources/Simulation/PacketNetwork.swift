@@ -25,10 +25,26 @@ struct PacketNetwork {
     var brokerDown = false
     /// Only the peer network is cut between the sides (the broker still connects them).
     var peerNetworkSide: Set<Int>?
+    /// Nodes whose own link to the broker is cut, and which way: the rest of the broker
+    /// and the peer network still work (a blocked port, a proxy gone, a broker CA the
+    /// node does not trust).
+    var brokerLinkCut: [Int: Scenario.LinkCut] = [:]
+    /// The broker channel is cut between the sides (the link between the two brokers of
+    /// a pair); every node still reaches its own broker, and the peer network is whole.
+    var brokerSide: Set<Int>?
     /// A slow node's extra delay on everything it sends and receives, in ms.
     var extraDelay: [Int: Int64] = [:]
     /// Once the faults are over, nothing is lost, duplicated or corrupted any more.
     var quiet = false
+    /// When each node's broker link was last cut, and when any other cut last changed
+    /// (`Simulator.checkCutOffMaster` judges only a settled topology).
+    var brokerLinkCutAt: [Int: Instant] = [:]
+    var topologyChangedAt = Instant(milliseconds: .min)
+    /// When a broker fault (an outage, a link cut, the brokers' link) last began.
+    var brokerTroubleAt = Instant(milliseconds: .min)
+
+    /// Some node cannot reach the broker, or not every node's broker reaches the others.
+    var brokerTrouble: Bool { brokerDown || !brokerLinkCut.isEmpty || brokerSide != nil }
 
     init(scenario: Scenario) {
         minDelay = scenario.minDelay
@@ -45,8 +61,13 @@ struct PacketNetwork {
         if brokerDown { return true }
         if let side = partitionSide, side.contains(a) != side.contains(b) { return true }
         if let w = oneWay, w.from == a, w.to == b { return true }
+        if brokerLinkCut[a]?.blocksSending == true || brokerLinkCut[b]?.blocksReceiving == true { return true }
+        if let side = brokerSide, side.contains(a) != side.contains(b) { return true }
         return false
     }
+
+    /// Whether a node's frames reach the broker and the broker's frames reach it.
+    func reachesBroker(_ s: Int) -> Bool { !brokerDown && brokerLinkCut[s] == nil }
 
     /// Whether a keepalive on the peer network from a to b is lost to a fault.
     func peerNetworkBlocked(_ a: Int, _ b: Int) -> Bool {
@@ -57,7 +78,9 @@ struct PacketNetwork {
     }
 
     /// Only the broker is out: every node still hears every other on the peer network.
-    var onlyBrokerDown: Bool { brokerDown && partitionSide == nil && peerNetworkSide == nil && oneWay == nil }
+    var onlyBrokerDown: Bool {
+        brokerDown && partitionSide == nil && peerNetworkSide == nil && oneWay == nil && brokerLinkCut.isEmpty && brokerSide == nil
+    }
 
     /// The slowest link's extra delay.
     var slowest: Int64 { extraDelay.values.max() ?? 0 }
@@ -95,5 +118,7 @@ struct PacketNetwork {
         oneWay = nil
         brokerDown = false
         peerNetworkSide = nil
+        brokerLinkCut = [:]
+        brokerSide = nil
     }
 }

@@ -261,6 +261,15 @@ extension Simulator {
     /// A fault of the plan: to the packet network or to a node's process.
     mutating func apply(_ fault: Scenario.Fault) {
         switch fault {
+        case .partition, .oneWay, .brokerOutage, .peerNetworkPartition, .brokerPartition, .heal:
+            network.topologyChangedAt = now
+        default: break
+        }
+        switch fault {
+        case .brokerOutage, .brokerLink, .masterBrokerLink, .brokerPartition: network.brokerTroubleAt = now
+        default: break
+        }
+        switch fault {
         case .crash(let s): crash(s)
         case .diskLoss(let s, let lastWrites): crashLosingWrites(s, lastWrites: lastWrites)
         case .impostor(let s): startImpostor(of: s)
@@ -276,6 +285,16 @@ extension Simulator {
         case .oneWay(let a, let b): network.oneWay = (a, b)
         case .brokerOutage: network.brokerDown = true
         case .peerNetworkPartition(let side): network.peerNetworkSide = Set(side)
+        case .brokerLink(let s, let cut):
+            network.brokerLinkCut[s] = cut
+            network.brokerLinkCutAt[s] = now
+        case .masterBrokerLink(let cut):
+            if let s = slots.indices.first(where: { slots[$0].isServing }) {
+                network.brokerLinkCut[s] = cut
+                network.brokerLinkCutAt[s] = now
+                note(s, "its broker link is cut (\(cut.rawValue))")
+            }
+        case .brokerPartition(let side): network.brokerSide = Set(side)
         case .heal: network.heal()
         case .slow(let s, let d): network.extraDelay[s] = d
         }

@@ -55,6 +55,14 @@ public struct Scenario: Sendable, CustomStringConvertible {
         case impostor(Int)
         /// The node's process is stopped (SIGSTOP, a paused VM) for this long, then runs on.
         case pause(Int, for: Int64)
+        /// One node's own link to the broker is cut (`LinkCut`); the peer network and
+        /// every other node's link still work.
+        case brokerLink(Int, LinkCut)
+        /// The same, for whichever node serves as master at that moment (none: nothing).
+        case masterBrokerLink(LinkCut)
+        /// The broker channel is cut between the sides (the link between two brokers of
+        /// a pair); each node still reaches its own broker, and the peer network is whole.
+        case brokerPartition([Int])
 
         public var description: String {
             switch self {
@@ -73,8 +81,24 @@ public struct Scenario: Sendable, CustomStringConvertible {
             case .diskLoss(let n, let w): return w == 0 ? "disk-lost s\(n)" : "disk-loses-\(w) s\(n)"
             case .impostor(let n): return "impostor of s\(n)"
             case .pause(let n, let d): return "pause s\(n) \(d)ms"
+            case .brokerLink(let n, let cut): return "broker link of s\(n) cut (\(cut.rawValue))"
+            case .masterBrokerLink(let cut): return "broker link of the master cut (\(cut.rawValue))"
+            case .brokerPartition(let side): return "broker partition \(side.map { "s\($0)" }.joined(separator: ","))|rest"
             }
         }
+    }
+
+    /// Which way a node's broker link is cut.
+    public enum LinkCut: String, Sendable, Hashable, CaseIterable {
+        /// Nothing goes either way (a dead proxy, a dropped route, a TLS handshake refused).
+        case both
+        /// What the node publishes is lost; it still hears the broker.
+        case send
+        /// What the broker delivers to the node is lost; its own frames still go out.
+        case receive
+
+        var blocksSending: Bool { self != .receive }
+        var blocksReceiving: Bool { self != .send }
     }
 
     public struct TimedFault: Sendable, Hashable {
@@ -230,6 +254,34 @@ public struct Scenario: Sendable, CustomStringConvertible {
                 }
             }
         }
+        // Faults drawn from the wiring rather than from memory: each node's own broker
+        // link (either way or both), the serving master's whichever it is then, and the
+        // link between two brokers, while the peer network still joins every node. A
+        // stream of its own; placed before the impostor, which keeps clear of them.
+        var wiring = SeededGenerator(seed: seed ^ 0x5749_5249_4E47_5321)
+        if initial > 1 && wiring.chance(0.35) {
+            for _ in 0..<(1 + wiring.below(2)) {
+                let at = Scenario.start + Milliseconds(Int64(2500 + wiring.below(Int(max(1, faultSeconds * 1000 - 3000)))))
+                let cut: LinkCut = [.both, .both, .both, .send, .receive][wiring.below(5)]
+                let fault: Fault
+                switch wiring.below(6) {
+                case 0, 1: fault = .masterBrokerLink(cut)
+                case 2:
+                    let side = (0..<initial).filter { _ in wiring.chance(0.5) }
+                    fault = side.isEmpty || side.count == initial ? .masterBrokerLink(cut) : .brokerPartition(side)
+                default: fault = .brokerLink(wiring.below(initial), cut)
+                }
+                guard at < faultEnd else { continue }
+                faults.append(TimedFault(at: at, fault: fault))
+                let healAt = at + Milliseconds(Int64(1500 + wiring.below(8000)))
+                if healAt < faultEnd { faults.append(TimedFault(at: healAt, fault: .heal)) }
+                // The node cut off is killed while it is cut, as an operator would find it.
+                if case .brokerLink(let n, _) = fault, wiring.chance(0.3) {
+                    let crashAt = at + Milliseconds(Int64(2000 + wiring.below(4000)))
+                    if crashAt < faultEnd { faults.append(TimedFault(at: crashAt, fault: .crash(n))) }
+                }
+            }
+        }
         // Before the impostor: it is placed only where no partition or pause is near.
         if initial > 1 && neighbours.chance(0.06) {
             let at = Scenario.start + Milliseconds(Int64(2500 + neighbours.below(Int(max(1, faultSeconds * 1000 - 5000)))))
@@ -259,7 +311,8 @@ public struct Scenario: Sendable, CustomStringConvertible {
             let clear = !faults.contains { f in
                 guard window.contains(f.at) else { return false }
                 switch f.fault {
-                case .partition, .oneWay, .brokerOutage, .peerNetworkPartition, .heal, .pause: return true
+                case .partition, .oneWay, .brokerOutage, .peerNetworkPartition, .heal, .pause, .brokerLink, .masterBrokerLink,
+                     .brokerPartition: return true
                 default: return f.fault.slots.contains(n)
                 }
             }

@@ -8,7 +8,9 @@ import TrackerLogic
 /// `crash:N`, `restart:N`, `shutdown:N`, `join:N`, `partition:A+B`, `one-way:A>B`,
 /// `broker-down`, `peer-partition:A+B`, `heal`, `store-fails:N`, `store-heals:N`,
 /// `slow:N:MS`, `disk-loss:N:W` (W newest writes lost, 0 for all), `impostor:N`,
-/// `pause:N:MS`. Operator actions are
+/// `pause:N:MS`, `broker-link:N:both|send|receive` (one node's own broker link cut),
+/// `master-link:both|send|receive` (the serving master's, whichever it is then),
+/// `broker-partition:A+B` (the broker channel cut between the sides). Operator actions are
 /// `at:register:N:K` / `at:unregister:N:K` / `at:reload:N:INTERVAL`.
 extension Scenario {
     public var line: String {
@@ -52,6 +54,9 @@ extension Scenario {
         case .diskLoss(let n, let w): return "disk-loss:\(n):\(w)"
         case .impostor(let n): return "impostor:\(n)"
         case .pause(let n, let d): return "pause:\(n):\(d)"
+        case .brokerLink(let n, let cut): return "broker-link:\(n):\(cut.rawValue)"
+        case .masterBrokerLink(let cut): return "master-link:\(cut.rawValue)"
+        case .brokerPartition(let s): return "broker-partition:\(side(s))"
         }
     }
 
@@ -178,6 +183,9 @@ extension Scenario {
         case "disk-loss": return n(1).flatMap { s in n(2).map { .diskLoss(s, lastWrites: $0) } }
         case "impostor": return n(1).map { .impostor($0) }
         case "pause": return n(1).flatMap { s in n(2).map { .pause(s, for: Int64($0)) } }
+        case "broker-link": return n(1).flatMap { s in p.count == 3 ? Scenario.LinkCut(rawValue: String(p[2])).map { .brokerLink(s, $0) } : nil }
+        case "master-link": return p.count == 2 ? Scenario.LinkCut(rawValue: String(p[1])).map { .masterBrokerLink($0) } : nil
+        case "broker-partition": return side(1).map { .brokerPartition($0) }
         default: return nil
         }
     }
@@ -188,10 +196,10 @@ extension Scenario.Fault {
     public var slots: [Int] {
         switch self {
         case .crash(let n), .restart(let n), .shutdown(let n), .join(let n), .storeFails(let n), .storeHeals(let n),
-             .slow(let n, _), .diskLoss(let n, _), .impostor(let n), .pause(let n, _): return [n]
-        case .partition(let s), .peerNetworkPartition(let s): return s
+             .slow(let n, _), .diskLoss(let n, _), .impostor(let n), .pause(let n, _), .brokerLink(let n, _): return [n]
+        case .partition(let s), .peerNetworkPartition(let s), .brokerPartition(let s): return s
         case .oneWay(let a, let b): return [a, b]
-        case .brokerOutage, .heal: return []
+        case .brokerOutage, .heal, .masterBrokerLink: return []
         }
     }
 }

@@ -142,11 +142,18 @@ public enum Shrinker {
             case .oneWay(let a, let b):
                 if a == k || b == k { return nil }
                 f.fault = .oneWay(from: move(a), to: move(b))
-            case .partition(let side), .peerNetworkPartition(let side):
+            case .brokerLink(let n, let cut):
+                if n == k { return nil }
+                f.fault = .brokerLink(move(n), cut)
+            case .partition(let side), .peerNetworkPartition(let side), .brokerPartition(let side):
                 let rest = side.filter { $0 != k }.map(move)
                 if rest.isEmpty || rest.count >= c.nodes { return nil }
-                if case .partition = f.fault { f.fault = .partition(rest) } else { f.fault = .peerNetworkPartition(rest) }
-            case .brokerOutage, .heal:
+                switch f.fault {
+                case .partition: f.fault = .partition(rest)
+                case .peerNetworkPartition: f.fault = .peerNetworkPartition(rest)
+                default: f.fault = .brokerPartition(rest)
+                }
+            case .brokerOutage, .heal, .masterBrokerLink:
                 break
             }
             return f

@@ -32,8 +32,12 @@ extension Simulator {
             if fromAdversary && adversary?.plan.kind == .outsider {
                 return fail("s\(s) accepted a frame forged without the key: \(env.message.name) from n\(env.from.rawValue)")
             }
-            if servingAt != nil || (!fromAdversary && HeardServing.isMasterWord(env)) { slots[s].held.lastHeardServing = now }
-            if let sent = servingAt { slots[s].heardServing.note(env, sentAt: sent, heardAt: now) }
+            // Its own keepalive, carried back by the broker, is no word from a serving master.
+            let ownEcho = slots[s].inspect({ $0.id == env.from && $0.incarnation == env.incarnation }) ?? false
+            if !ownEcho {
+                if servingAt != nil || (!fromAdversary && HeardServing.isMasterWord(env)) { slots[s].held.lastHeardServing = now }
+                if let sent = servingAt { slots[s].heardServing.note(env, sentAt: sent, heardAt: now) }
+            }
             step(s, beacon ? .beacon(env) : .cluster(env),
                  label: "\(fromAdversary ? "HOSTILE " : "")\(beacon ? "beacon " : "")\(env.message.name) from n\(env.from.rawValue) \(env.epoch)")
         case .failure(let reason):
@@ -129,6 +133,10 @@ extension Simulator {
                 adversary?.capture(frame)
                 if beacon {
                     for s in slots.indices where s != slot { deliverCluster(frame, from: slot, to: s, beacon: true) }
+                } else if case .keepalive = env.message {
+                    // The broker carries a keepalive to every subscriber of the topic, its
+                    // sender included: that echo is how a node knows its link works.
+                    for s in slots.indices { deliverCluster(frame, from: slot, to: s) }
                 } else if case .send = action, let to = env.to {
                     // Unicast reaches every live node holding that id (an impostor too).
                     for s in slots.indices where s != slot && slots[s].nodeID == to { deliverCluster(frame, from: slot, to: s) }
@@ -180,7 +188,8 @@ extension Simulator {
              .dropKeptOperatorData:
             performStore(action, from: slot)
         case .committed(let quorum, _):
-            if let id = slots[slot].nodeID, let v = checker.committed(quorum, by: id) { fail(v) }
+            if let id = slots[slot].nodeID, let v = checker.committed(quorum, by: id) { return fail(v) }
+            if quorum.okVoters.isEmpty { checkCutOffMaster(slot, committedAlone: true) }
         case .discardPeerBacklog:
             if slots[slot].peerBacklog > 0 {
                 slots[slot].backlogDiscard = PeerBacklogDiscard(now: nodeNow(slot), for: config.keepaliveInterval, drainedBytes: 0)

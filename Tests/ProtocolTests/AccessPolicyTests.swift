@@ -88,9 +88,9 @@ import TrackerLogic
     @Test func aMergeBringsBackTheRulesTheMasterLacks() throws {
         var (n3, t) = masterWithTwoSlaves()
         let own = Transaction(ref: TxRef(epoch: n3.epoch, txid: 1), updates: [.catalogue(.setAccessRule(.deny, [h2]))])
-        _ = n3.step(.submit(.setAccessRule(.deny, [h2])), now: t)
+        _ = n3.stepEchoing(.submit(.setAccessRule(.deny, [h2])), now: t)
         t = t + Milliseconds(10)
-        var actions = n3.step(.tick, now: t)
+        var actions = n3.stepEchoing(.tick, now: t)
         let first = try #require(actions.lazy.compactMap { if case .broadcast(let e) = $0, case .prepare(let tx, _, _) = e.message { tx } else { nil } }.first)
         #expect(first.updates == own.updates)
         _ = vote(1, first, .ok, &n3, at: t)
@@ -98,9 +98,9 @@ import TrackerLogic
 
         let offer = MergeOffer(offerID: 5, part: 0, parts: 1, swarms: [],
                                access: [AccessEntry(infoHash: h1, rule: .allow), AccessEntry(infoHash: h2, rule: .allow)])
-        actions = n3.step(env(from: 1, epoch: n3.epoch, .mergeOffer(offer)), now: t)
+        actions = n3.stepEchoing(env(from: 1, epoch: n3.epoch, .mergeOffer(offer)), now: t)
         t = t + Milliseconds(10)
-        actions += n3.step(.tick, now: t)
+        actions += n3.stepEchoing(.tick, now: t)
         let merge = try #require(actions.lazy.compactMap { if case .broadcast(let e) = $0, case .prepare(let tx, _, _) = e.message { tx } else { nil } }.first)
         #expect(merge.updates == [.catalogue(.setAccessRule(.allow, [h1]))], "only the hash the master holds no rule for")
         actions = vote(1, merge, .ok, &n3, at: t)

@@ -32,14 +32,14 @@ import TrackerLogic
     @Test func aCatchUpSentInTheEpochFollowedIsApplied() {
         var (n2, t) = aSlave()
         #expect(n2.role == .slave)
-        _ = n2.step(catchUp(sentIn: current), now: t + Milliseconds(10))
+        _ = n2.stepEchoing(catchUp(sentIn: current), now: t + Milliseconds(10))
         #expect(n2.replica.lastCommitted == TxRef(epoch: current, txid: 1))
     }
 
     @Test func aCatchUpSentInAnEarlierReignOfTheSameMasterIsNot() {
         var (n2, t) = aSlave()
         #expect(n2.role == .slave)
-        _ = n2.step(catchUp(sentIn: earlier), now: t + Milliseconds(10))
+        _ = n2.stepEchoing(catchUp(sentIn: earlier), now: t + Milliseconds(10))
         #expect(n2.replica.lastCommitted == .zero)
     }
 }

@@ -20,7 +20,7 @@ import TrackerLogic
     func tick(_ node: inout TrackerNode, from start: Instant, until end: Instant) {
         var t = node.nextWake(now: start)
         while t <= end {
-            _ = node.step(.tick, now: t)
+            _ = node.stepEchoing(.tick, now: t)
             #expect(node.role == .starting)
             t = node.nextWake(now: t)
         }
@@ -31,9 +31,9 @@ import TrackerLogic
     @Test func aStartingNodeThatHeardItsIDWaitsToKnowWhetherTheTwinIsLive() {
         var n = starting()
         let until = t0 + n.config.startupListen
-        _ = n.step(twin, now: until - Milliseconds(100))
+        _ = n.stepEchoing(twin, now: until - Milliseconds(100))
         tick(&n, from: until - Milliseconds(100), until: until + Milliseconds(899))
-        let actions = n.step(twin, now: until + Milliseconds(900))
+        let actions = n.stepEchoing(twin, now: until + Milliseconds(900))
         #expect(actions.contains(.exit(reason: .idInUse(NodeID(2)))))
     }
 
@@ -42,9 +42,9 @@ import TrackerLogic
     @Test func aTwinHeardOnceDelaysStartupByAtMostDownAfter() {
         var n = starting()
         let heard = t0 + n.config.startupListen - Milliseconds(100)
-        _ = n.step(twin, now: heard)
+        _ = n.stepEchoing(twin, now: heard)
         tick(&n, from: heard, until: heard + n.config.downAfter)
-        _ = n.step(.tick, now: heard + n.config.downAfter + Milliseconds(1))
+        _ = n.stepEchoing(.tick, now: heard + n.config.downAfter + Milliseconds(1))
         #expect(n.role == .candidate)
     }
 
@@ -53,9 +53,9 @@ import TrackerLogic
     @Test func aPauseDoesNotStretchOneSightingIntoAnInterval() {
         var n = starting()
         let heard = t0 + n.config.startupListen - Milliseconds(100)
-        _ = n.step(twin, now: heard)
+        _ = n.stepEchoing(twin, now: heard)
         let woke = heard + n.config.downAfter + Milliseconds(1)
-        let actions = n.step(.tick, now: woke)
+        let actions = n.stepEchoing(.tick, now: woke)
         #expect(actions.contains(.discardPeerBacklog))
         #expect(!actions.contains(.exit(reason: .idInUse(NodeID(2)))))
         #expect(n.role == .starting)
@@ -73,9 +73,9 @@ import TrackerLogic
     @Test func aTwinHeardOnlyThroughItsCommitsIsLiveToo() {
         var n = starting()
         let until = t0 + n.config.startupListen
-        _ = n.step(twinCommit(1), now: until - Milliseconds(100))
+        _ = n.stepEchoing(twinCommit(1), now: until - Milliseconds(100))
         tick(&n, from: until - Milliseconds(100), until: until + Milliseconds(899))
-        let actions = n.step(twinCommit(2), now: until + Milliseconds(900))
+        let actions = n.stepEchoing(twinCommit(2), now: until + Milliseconds(900))
         #expect(actions.contains(.exit(reason: .idInUse(NodeID(2)))))
     }
 
@@ -84,7 +84,7 @@ import TrackerLogic
     @Test func theTwinsEpochIsNeverClaimedAgain() {
         var n = starting()
         let heard = t0 + n.config.startupListen - Milliseconds(100)
-        #expect(n.step(twinCommit(1), now: heard).contains(.persistEpoch(Epoch(term: 1, master: NodeID(2)))))
+        #expect(n.stepEchoing(twinCommit(1), now: heard).contains(.persistEpoch(Epoch(term: 1, master: NodeID(2)))))
         #expect(n.epoch == Epoch(term: 1, master: NodeID(2)))
     }
 
@@ -105,8 +105,8 @@ import TrackerLogic
         var t = start
         while t < end {
             t = t + Milliseconds(50)
-            var actions = n.step(.tick, now: t)
-            if t == at { actions += n.step(event, now: t) }
+            var actions = n.stepEchoing(.tick, now: t)
+            if t == at { actions += n.stepEchoing(event, now: t) }
             for case .persistEpoch(let e) in actions where e.master == n.id { claimed.append((e, t)) }
         }
         return claimed

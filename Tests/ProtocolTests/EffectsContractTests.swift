@@ -33,7 +33,7 @@ struct EffectsContractTests: MasterFixture {
             connectionID: ids.issue(for: peer.ip, now: t), transactionID: 2, infoHash: InfoHash(a: 1, b: 2, c: 3),
             peerID: PeerID(a: 4, b: 5, c: 2), downloaded: 0, left: 100, uploaded: 0, event: .started, key: 1, numWant: 10,
             port: peer.port)))
-        #expect(n.step(.peer(second, from: peer), now: t).isEmpty)
+        #expect(n.stepEchoing(.peer(second, from: peer), now: t).isEmpty)
         func broadcasts(_ actions: [NodeAction]) -> [ClusterMessage] {
             actions.compactMap { if case .broadcast(let e) = $0 { e.message } else { nil } }
         }
@@ -99,17 +99,17 @@ struct EffectsContractTests: MasterFixture {
                 default: break
                 }
             }
-            for e in stored { perform(n.step(.epochStored(e), now: t)) }
+            for e in stored { perform(n.stepEchoing(.epochStored(e), now: t)) }
         }
         for _ in 0..<60 {
-            perform(n.step(.tick, now: t))
+            perform(n.stepEchoing(.tick, now: t))
             #expect(told == n.standing, "the host knows the status without reading the node")
             t = t + Milliseconds(100)
         }
         #expect(topics == [NodeID(3)])
         #expect(told == NodeStanding(role: .master, epoch: n.epoch, master: NodeID(3), serving: true))
         #expect(changes >= 2, "a candidate, then a serving master")
-        perform(n.step(.shutdown, now: t))
+        perform(n.stepEchoing(.shutdown, now: t))
         #expect(topics == [NodeID(3)], "never twice")
     }
 
@@ -127,7 +127,7 @@ struct EffectsContractTests: MasterFixture {
         t = t + Milliseconds(7)
         _ = vote(2, tx1, .ok, &n, at: t)
         let tx2 = try announce(2, &n, at: &t)
-        actions = n.step(.tick, now: t + Milliseconds(300))
+        actions = n.stepEchoing(.tick, now: t + Milliseconds(300))
         #expect(actions.contains { if case .broadcast(let e) = $0, case .prepare = e.message { return true } else { return false } },
                 "the vote timed out: PREPARE again")
         actions = vote(1, tx2, .ok, &n, at: t + Milliseconds(320))
@@ -146,15 +146,15 @@ struct EffectsContractTests: MasterFixture {
         let torrent = try RegisteredTorrent(file: Torrents.v1Single, registeredAt: t0)
         var starting = TrackerNode(id: NodeID(3), incarnation: 3000, config: ClusterConfig(),
                                    handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids), seed: 7, now: t0)
-        #expect(starting.step(.submit(.unregister(torrent.infoHash)), now: t0)
+        #expect(starting.stepEchoing(.submit(.unregister(torrent.infoHash)), now: t0)
             .contains(.submitRefused(.unregister(torrent.infoHash), reason: "\(torrent.infoHash.hex) is not registered")))
-        #expect(starting.step(.submit(.register(torrent)), now: t0)
+        #expect(starting.stepEchoing(.submit(.register(torrent)), now: t0)
             .contains(.submitRefused(.register(torrent), reason: "no master to commit it (the cluster is electing); try again")))
 
         var (n, t) = masterWithTwoSlaves()
-        var actions = n.step(.submit(.register(torrent)), now: t)
+        var actions = n.stepEchoing(.submit(.register(torrent)), now: t)
         t = t + Milliseconds(5)
-        actions += n.step(.tick, now: t)
+        actions += n.stepEchoing(.tick, now: t)
         let tx = try #require(actions.compactMap { a -> Transaction? in
             if case .broadcast(let e) = a, case .prepare(let tx, _, _) = e.message { return tx } else { return nil }
         }.first)
@@ -162,7 +162,7 @@ struct EffectsContractTests: MasterFixture {
         actions = vote(1, tx, .ok, &n, at: t)
         let said = actions.compactMap { if case .catalogueChanged(let c) = $0 { return c } else { return nil } }
         #expect(said.count == 1 && said.first?.torrents[torrent.infoHash] == torrent)
-        #expect(n.step(.submit(.register(torrent)), now: t).contains { if case .submitRefused = $0 { true } else { false } },
+        #expect(n.stepEchoing(.submit(.register(torrent)), now: t).contains { if case .submitRefused = $0 { true } else { false } },
                 "registered already")
     }
 

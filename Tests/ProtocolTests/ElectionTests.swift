@@ -18,18 +18,18 @@ import TrackerLogic
     @Test func anEpochOfAnEarlierIncarnationOfOurIDDoesNotStallTheElection() {
         var n2 = node(2, epoch: Epoch(term: 12, master: NodeID(2)))
         let startup = t0 + ClusterConfig().startupListen
-        _ = n2.step(.tick, now: startup)
+        _ = n2.stepEchoing(.tick, now: startup)
         #expect(n2.role == .candidate)
         let stale = Epoch(term: 13, master: NodeID(2))
         let election = ClusterEnvelope(from: NodeID(1), incarnation: 5, epoch: stale, to: nil,
                                        message: .election(lastCommitted: .zero))
-        let answers = n2.step(.cluster(election), now: startup + Milliseconds(10))
+        let answers = n2.stepEchoing(.cluster(election), now: startup + Milliseconds(10))
         #expect(answers.contains { if case .send(let e) = $0, case .answer = e.message { return e.to == NodeID(1) } else { return false } })
         var t = startup + Milliseconds(10)
         for _ in 0..<40 where n2.role != .master {
             t = t + Milliseconds(100)
             // The disk takes every epoch it is given.
-            for case .persistEpoch(let e) in n2.step(.tick, now: t) { _ = n2.step(.epochStored(e), now: t) }
+            for case .persistEpoch(let e) in n2.stepEchoing(.tick, now: t) { _ = n2.stepEchoing(.epochStored(e), now: t) }
         }
         #expect(n2.role == .master)
         #expect(n2.epoch > stale, "a new reign claims an epoch above every one seen")
@@ -39,12 +39,12 @@ import TrackerLogic
     @Test func aCandidateLeadsOnlyOnceItsEpochIsStored() throws {
         var n1 = node(1, epoch: .zero)
         var t = t0 + ClusterConfig().startupListen
-        _ = n1.step(.tick, now: t)
+        _ = n1.stepEchoing(.tick, now: t)
         #expect(n1.role == .candidate)
         var claimed: Epoch?
         for _ in 0..<15 {
             t = t + Milliseconds(100)
-            for case .persistEpoch(let e) in n1.step(.tick, now: t) { claimed = e }
+            for case .persistEpoch(let e) in n1.stepEchoing(.tick, now: t) { claimed = e }
         }
         let epoch = try #require(claimed)
         #expect(n1.role == .candidate, "no COORDINATOR before the epoch is durable")
@@ -52,13 +52,13 @@ import TrackerLogic
         var next: Epoch?
         for _ in 0..<30 where next == nil {
             t = t + Milliseconds(100)
-            for case .persistEpoch(let e) in n1.step(.tick, now: t) { next = e }
+            for case .persistEpoch(let e) in n1.stepEchoing(.tick, now: t) { next = e }
         }
-        _ = n1.step(.epochStored(epoch), now: t)
+        _ = n1.stepEchoing(.epochStored(epoch), now: t)
         #expect(n1.role == .candidate, "a late confirmation of an abandoned claim crowns nobody")
         let second = try #require(next)
         #expect(second > epoch)
-        _ = n1.step(.epochStored(second), now: t)
+        _ = n1.stepEchoing(.epochStored(second), now: t)
         #expect(n1.role == .master && n1.epoch == second)
     }
 
@@ -74,8 +74,8 @@ import TrackerLogic
         }
         var t = t0
         while t < t0 + ClusterConfig().startupListen + Milliseconds(1000) {
-            _ = n2.step(.cluster(keepalive(t)), now: t)
-            _ = n2.step(.tick, now: t)
+            _ = n2.stepEchoing(.cluster(keepalive(t)), now: t)
+            _ = n2.stepEchoing(.tick, now: t)
             t = t + Milliseconds(500)
         }
         #expect(n2.role == .slave && n2.master == NodeID(3))
@@ -83,7 +83,7 @@ import TrackerLogic
         var claimedAt: Instant?
         while claimedAt == nil && t < lastHeard + Milliseconds(5000) {
             t = t + Milliseconds(50)
-            let actions = n2.step(.tick, now: t)
+            let actions = n2.stepEchoing(.tick, now: t)
             if actions.contains(where: { if case .persistEpoch(let e) = $0 { return e.master == NodeID(2) } else { return false } }) {
                 claimedAt = t
                 #expect(actions.contains { if case .broadcast(let env) = $0, case .election = env.message { return true } else { return false } },
@@ -104,9 +104,9 @@ import TrackerLogic
         var n2 = node(2, epoch: e3)
         var t = t0
         while t < t0 + ClusterConfig().startupListen + Milliseconds(1000) {
-            _ = n2.step(.cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
+            _ = n2.stepEchoing(.cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
                                                  message: .keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: true, address: "")))), now: t)
-            _ = n2.step(.tick, now: t)
+            _ = n2.stepEchoing(.tick, now: t)
             t = t + Milliseconds(500)
         }
         #expect(n2.role == .slave && n2.master == NodeID(3))
@@ -116,18 +116,18 @@ import TrackerLogic
         // PauseTests) until just before n3 expires.
         while n2.nextWake(now: t) < expiry - Milliseconds(20) {
             t = n2.nextWake(now: t)
-            _ = n2.step(.tick, now: t)
+            _ = n2.stepEchoing(.tick, now: t)
         }
         t = expiry - Milliseconds(20)
         let election = ClusterEnvelope(from: NodeID(1), incarnation: 1000, epoch: e3, to: nil, message: .election(lastCommitted: .zero))
-        let answered = n2.step(.cluster(election), now: t)
+        let answered = n2.stepEchoing(.cluster(election), now: t)
         #expect(answered.contains { if case .send(let e) = $0, case .answer = e.message { return e.to == NodeID(1) } else { return false } })
         #expect(n2.role == .candidate)
         #expect(!answered.contains { if case .persistEpoch = $0 { return true } else { return false } }, "n3 is still live here")
         var claimedAt: Instant?
         for _ in 0..<100 where claimedAt == nil {
             t = n2.nextWake(now: t)
-            if n2.step(.tick, now: t).contains(where: { if case .persistEpoch(let e) = $0 { return e.master == NodeID(2) } else { return false } }) {
+            if n2.stepEchoing(.tick, now: t).contains(where: { if case .persistEpoch(let e) = $0 { return e.master == NodeID(2) } else { return false } }) {
                 claimedAt = t
             }
         }
@@ -145,19 +145,19 @@ import TrackerLogic
                             message: .keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: true, address: "")))
         }
         while t < t0 + ClusterConfig().startupListen + Milliseconds(1000) {
-            _ = n2.step(.cluster(keepalive()), now: t)
-            _ = n2.step(.tick, now: t)
+            _ = n2.stepEchoing(.cluster(keepalive()), now: t)
+            _ = n2.stepEchoing(.tick, now: t)
             t = t + Milliseconds(500)
         }
         let election = ClusterEnvelope(from: NodeID(1), incarnation: 1000, epoch: e3, to: nil, message: .election(lastCommitted: .zero))
-        _ = n2.step(.cluster(election), now: t)
+        _ = n2.stepEchoing(.cluster(election), now: t)
         #expect(n2.role == .candidate)
         let answer = ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: NodeID(2), message: .answer)
-        _ = n2.step(.cluster(answer), now: t + Milliseconds(5))
+        _ = n2.stepEchoing(.cluster(answer), now: t + Milliseconds(5))
         for step in 1...10 {
             let now = t + Milliseconds(100 * Int64(step))
-            if step % 5 == 0 { _ = n2.step(.cluster(keepalive()), now: now) }
-            #expect(!n2.step(.tick, now: now).contains { if case .persistEpoch = $0 { return true } else { return false } })
+            if step % 5 == 0 { _ = n2.stepEchoing(.cluster(keepalive()), now: now) }
+            #expect(!n2.stepEchoing(.tick, now: now).contains { if case .persistEpoch = $0 { return true } else { return false } })
         }
     }
 }

@@ -31,9 +31,9 @@ import TrackerLogic
         var t = t
         let end = t + Milliseconds(ms)
         while t < end {
-            var actions = n.step(keepalive(3, role: .master), now: t)
-            for o in others { actions += n.step(keepalive(o, role: .slave), now: t) }
-            actions += n.step(.tick, now: t)
+            var actions = n.stepEchoing(keepalive(3, role: .master), now: t)
+            for o in others { actions += n.stepEchoing(keepalive(o, role: .slave), now: t) }
+            actions += n.stepEchoing(.tick, now: t)
             for case .readPeers(let reads) in actions { said.append(reads) }
             t = t + Milliseconds(500)
         }
@@ -80,7 +80,7 @@ import TrackerLogic
         var (_, t) = run(&n1, from: t0, for: 6000, others: [2])
         var said: [Bool] = []
         while n1.role == .slave && t < t0 + Milliseconds(12_000) {
-            for case .readPeers(let reads) in n1.step(.tick, now: t) { said.append(reads) }
+            for case .readPeers(let reads) in n1.stepEchoing(.tick, now: t) { said.append(reads) }
             t = t + Milliseconds(100)
         }
         #expect(n1.role == .candidate || n1.role == .master)
@@ -95,12 +95,12 @@ import TrackerLogic
         let commit = NodeEvent.cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
                                                        message: .commit(TxRef(epoch: e3, txid: 1), digest: 0)))
         var said: [Bool] = []
-        for case .readPeers(let reads) in n2.step(commit, now: t) { said.append(reads) }
+        for case .readPeers(let reads) in n2.stepEchoing(commit, now: t) { said.append(reads) }
         #expect(said == [false])
         let skew = ClusterConfig().receiveSkew
         #expect(n2.nextWake(now: t) == t + skew)
-        #expect(!n2.step(.tick, now: t + skew - Milliseconds(1)).contains(.readPeers(true)))
-        #expect(n2.step(.tick, now: t + skew).contains(.readPeers(true)))
+        #expect(!n2.stepEchoing(.tick, now: t + skew - Milliseconds(1)).contains(.readPeers(true)))
+        #expect(n2.stepEchoing(.tick, now: t + skew).contains(.readPeers(true)))
     }
 
     /// A slave below the heir keeps its filter through decisions: it wakes for none.
@@ -109,7 +109,7 @@ import TrackerLogic
         let (_, t) = run(&n1, from: t0, for: 6000, others: [2])
         let commit = NodeEvent.cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
                                                        message: .commit(TxRef(epoch: e3, txid: 1), digest: 0)))
-        #expect(!n1.step(commit, now: t).contains { if case .readPeers = $0 { true } else { false } })
+        #expect(!n1.stepEchoing(commit, now: t).contains { if case .readPeers = $0 { true } else { false } })
         #expect(n1.nextWake(now: t) > t + ClusterConfig().receiveSkew)
     }
 }

@@ -37,9 +37,9 @@ import TrackerLogic
         var all: [NodeAction] = []
         while !n2.isServing && t < start + Milliseconds(10_000) {
             t = t + Milliseconds(50)
-            let actions = n2.step(.tick, now: t)
+            let actions = n2.stepEchoing(.tick, now: t)
             all += actions
-            for case .persistEpoch(let e) in actions { all += n2.step(.epochStored(e), now: t) }
+            for case .persistEpoch(let e) in actions { all += n2.stepEchoing(.epochStored(e), now: t) }
         }
         return (all, t)
     }
@@ -51,13 +51,13 @@ import TrackerLogic
     @Test func aNewMasterAnswersWhatNobodyAnsweredOnceItServes() throws {
         var (n2, lastHeard) = slaveOfADeadMaster()
         // Before n3's last keepalive: n3 was alive to answer it.
-        #expect(n2.step(.peer(connect(11), from: early), now: lastHeard - Milliseconds(200)) == [])
+        #expect(n2.stepEchoing(.peer(connect(11), from: early), now: lastHeard - Milliseconds(200)) == [])
         // After it, n3 is gone: nobody answers, n2 holds it. A retransmission of the same
         // connect (same transaction id) is held once.
         let heldAt = lastHeard + Milliseconds(300)
-        #expect(n2.step(.peer(connect(22), from: late), now: heldAt) == [])
-        #expect(n2.step(.peer(connect(22), from: late), now: heldAt + Milliseconds(100)) == [])
-        #expect(n2.step(.peer(announce(33, from: announcer, at: heldAt), from: announcer), now: heldAt + Milliseconds(200)) == [])
+        #expect(n2.stepEchoing(.peer(connect(22), from: late), now: heldAt) == [])
+        #expect(n2.stepEchoing(.peer(connect(22), from: late), now: heldAt + Milliseconds(100)) == [])
+        #expect(n2.stepEchoing(.peer(announce(33, from: announcer, at: heldAt), from: announcer), now: heldAt + Milliseconds(200)) == [])
         var (actions, servingAt) = electUntilServing(&n2, from: heldAt + Milliseconds(200))
         #expect(n2.isServing)
         // During the election nothing was answered: the first reply is in the serving step.
@@ -69,7 +69,7 @@ import TrackerLogic
         // The announce goes through two-phase commit (a one-node cluster commits alone).
         for _ in 0..<10 where !replies(actions).contains(where: { $0.0.transactionID == 33 }) {
             servingAt = servingAt + Milliseconds(10)
-            actions += n2.step(.tick, now: servingAt)
+            actions += n2.stepEchoing(.tick, now: servingAt)
         }
         let announced = try #require(replies(actions).first { $0.0.transactionID == 33 })
         #expect(announced.1 == announcer)
@@ -87,9 +87,9 @@ import TrackerLogic
         var n2 = node()
         let forged = ClusterEnvelope(from: NodeID(3), incarnation: .max, epoch: e3, to: nil,
                                      message: .keepalive(Keepalive(role: .slave, master: .unassigned, lastCommitted: .zero, inSync: false, address: "")))
-        _ = n2.step(.cluster(forged), now: t0)
-        #expect(n2.step(.peer(connect(11), from: early), now: t0 + Milliseconds(100)) == [])
-        _ = n2.step(masterKeepalive(), now: t0 + Milliseconds(200))
+        _ = n2.stepEchoing(.cluster(forged), now: t0)
+        #expect(n2.stepEchoing(.peer(connect(11), from: early), now: t0 + Milliseconds(100)) == [])
+        _ = n2.stepEchoing(masterKeepalive(), now: t0 + Milliseconds(200))
         #expect(n2.membership[NodeID(3)]?.incarnation == .max, "the real run was refused")
         let (actions, _) = electUntilServing(&n2, from: t0 + Milliseconds(200))
         #expect(n2.isServing)
@@ -103,11 +103,11 @@ import TrackerLogic
     @Test func aTwinWithOurIDServingShowsWhatItAnswered() {
         var (n2, lastHeard) = slaveOfADeadMaster()
         let heldAt = lastHeard + Milliseconds(300)
-        #expect(n2.step(.peer(connect(11), from: early), now: heldAt) == [])
+        #expect(n2.stepEchoing(.peer(connect(11), from: early), now: heldAt) == [])
         let twinEpoch = Epoch(term: e3.term + 1, master: NodeID(2))
         let commit = ClusterEnvelope(from: NodeID(2), incarnation: 9999, epoch: twinEpoch, to: nil,
                                      message: .commit(TxRef(epoch: twinEpoch, txid: 1), digest: 0))
-        _ = n2.step(.cluster(commit), now: heldAt + Milliseconds(20))
+        _ = n2.stepEchoing(.cluster(commit), now: heldAt + Milliseconds(20))
         let (actions, _) = electUntilServing(&n2, from: heldAt + Milliseconds(20))
         #expect(n2.isServing)
         #expect(replies(actions).isEmpty, "the twin was heard deciding after the connect arrived")
@@ -118,15 +118,15 @@ import TrackerLogic
         config.heldRequestWindow = Milliseconds(1500)
         var (n2, lastHeard) = slaveOfADeadMaster(config)
         // Received after n3's death, but the election outlasts the window for this one.
-        #expect(n2.step(.peer(connect(44), from: late), now: lastHeard + Milliseconds(100)) == [])
+        #expect(n2.stepEchoing(.peer(connect(44), from: late), now: lastHeard + Milliseconds(100)) == [])
         var t = lastHeard + Milliseconds(100)
         while n2.role != .candidate {
             t = t + Milliseconds(50)
-            _ = n2.step(.tick, now: t)
+            _ = n2.stepEchoing(.tick, now: t)
         }
         // A candidate stays silent, whatever it receives (its epoch is not on disk yet).
         t = t + Milliseconds(500)
-        #expect(n2.step(.peer(connect(55), from: early), now: t) == [])
+        #expect(n2.stepEchoing(.peer(connect(55), from: early), now: t) == [])
         #expect(n2.role == .candidate)
         let (actions, _) = electUntilServing(&n2, from: t)
         #expect(n2.isServing)
@@ -139,12 +139,12 @@ import TrackerLogic
         var (n2, heard) = slaveOfADeadMaster(config)
         let lastHeard = heard + config.receiveSkew
         for tid in UInt32(1)...5 {
-            _ = n2.step(.peer(connect(tid), from: late), now: lastHeard + Milliseconds(Int64(tid) * 10))
+            _ = n2.stepEchoing(.peer(connect(tid), from: late), now: lastHeard + Milliseconds(Int64(tid) * 10))
         }
         // Scrapes and garbage are not held.
-        _ = n2.step(.peer(BEP15Codec.encode(.scrape(ScrapeRequest(connectionID: 1, transactionID: 9, infoHashes: [InfoHash(a: 1, b: 1, c: 1)]))),
+        _ = n2.stepEchoing(.peer(BEP15Codec.encode(.scrape(ScrapeRequest(connectionID: 1, transactionID: 9, infoHashes: [InfoHash(a: 1, b: 1, c: 1)]))),
                           from: early), now: lastHeard + Milliseconds(60))
-        _ = n2.step(.peer(ByteBuffer(bytes: [1, 2, 3]), from: early), now: lastHeard + Milliseconds(60))
+        _ = n2.stepEchoing(.peer(ByteBuffer(bytes: [1, 2, 3]), from: early), now: lastHeard + Milliseconds(60))
         let (actions, _) = electUntilServing(&n2, from: lastHeard + Milliseconds(60))
         #expect(replies(actions).map(\.0.transactionID) == [3, 4, 5])
     }
@@ -157,7 +157,7 @@ import TrackerLogic
         var (n2, heard) = slaveOfADeadMaster(config)
         let lastHeard = heard + config.receiveSkew
         for tid in UInt32(1)...100 {
-            _ = n2.step(.peer(connect(tid), from: late), now: lastHeard + Milliseconds(Int64(tid)))
+            _ = n2.stepEchoing(.peer(connect(tid), from: late), now: lastHeard + Milliseconds(Int64(tid)))
         }
         let (actions, _) = electUntilServing(&n2, from: lastHeard + Milliseconds(100))
         #expect(replies(actions).map(\.0.transactionID) == Array(61...100))
@@ -173,7 +173,7 @@ import TrackerLogic
         var (n2, heard) = slaveOfADeadMaster(config)
         let start = heard + config.receiveSkew + Milliseconds(10)
         func source(_ tid: UInt32) -> PeerEndpoint { PeerEndpoint(ip: .v4(0x0A00_1000 + tid), port: UInt16(20000 + tid)) }
-        func hold(_ tid: UInt32, at t: Instant) { _ = n2.step(.peer(connect(tid), from: source(tid)), now: t) }
+        func hold(_ tid: UInt32, at t: Instant) { _ = n2.stepEchoing(.peer(connect(tid), from: source(tid)), now: t) }
         // 10 that will expire, then 6: the ring's 16 slots are full.
         for tid in UInt32(1)...10 { hold(tid, at: start) }
         for tid in UInt32(11)...16 { hold(tid, at: start + Milliseconds(4000)) }
@@ -185,7 +185,7 @@ import TrackerLogic
         var long = announce(41, from: source(41), at: later)
         long.writeBytes([2, 60] + [UInt8](repeating: 0x61, count: 60))
         #expect(long.readableBytes > 128)
-        _ = n2.step(.peer(long, from: source(41)), now: later)
+        _ = n2.stepEchoing(.peer(long, from: source(41)), now: later)
         hold(42, at: later)
 
         var (actions, t) = electUntilServing(&n2, from: later)
@@ -193,7 +193,7 @@ import TrackerLogic
         #expect(t < start + Milliseconds(9000), "the second ten must still be young")
         for _ in 0..<20 where !replies(actions).contains(where: { $0.0.transactionID == 41 }) {
             t = t + Milliseconds(10)
-            actions += n2.step(.tick, now: t)
+            actions += n2.stepEchoing(.tick, now: t)
         }
         let answered = replies(actions)
         #expect(answered.map(\.0.transactionID).sorted() == Array(11...42))
@@ -215,16 +215,16 @@ extension HeldRequestTests {
         let skew = n2.config.receiveSkew, drain = n2.config.backlogDrain
         #expect(skew == Milliseconds(10) && drain == Milliseconds(50))
         // Read within the skew: answered by the master.
-        #expect(n2.step(.peer(connect(1), from: early), now: lastHeard + Milliseconds(1)) == [])
+        #expect(n2.stepEchoing(.peer(connect(1), from: early), now: lastHeard + Milliseconds(1)) == [])
         // Read in one run of steps a millisecond apart from the master's word: a backlog.
         var t = lastHeard + Milliseconds(1)
         while t < lastHeard + Milliseconds(40) {
             t = t + Milliseconds(1)
-            _ = n2.step(.tick, now: t)
+            _ = n2.stepEchoing(.tick, now: t)
         }
-        #expect(n2.step(.peer(connect(2), from: early), now: t + Milliseconds(1)) == [])
+        #expect(n2.stepEchoing(.peer(connect(2), from: early), now: t + Milliseconds(1)) == [])
         // Read after a wait, past the skew: it arrived after the master's word.
-        #expect(n2.step(.peer(connect(3), from: late), now: t + Milliseconds(10)) == [])
+        #expect(n2.stepEchoing(.peer(connect(3), from: late), now: t + Milliseconds(10)) == [])
         let (actions, _) = electUntilServing(&n2, from: t + Milliseconds(10))
         #expect(replies(actions).map(\.0.transactionID) == [3])
     }
@@ -240,10 +240,10 @@ extension HeldRequestTests {
         #expect(n2.isServing)
         let deposedAt = servingAt + Milliseconds(100)
         let newer = Epoch(term: 9, master: NodeID(3))
-        _ = n2.step(.cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3001, epoch: newer, to: nil, message: .keepalive(
+        _ = n2.stepEchoing(.cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3001, epoch: newer, to: nil, message: .keepalive(
             Keepalive(role: .master, master: NodeID(3), lastCommitted: .zero, inSync: false, address: "")))), now: deposedAt)
         #expect(!n2.isServing)
-        #expect(n2.step(.peer(connect(7), from: late), now: deposedAt + Milliseconds(readAfter)) == [])
+        #expect(n2.stepEchoing(.peer(connect(7), from: late), now: deposedAt + Milliseconds(readAfter)) == [])
         let (actions, _) = electUntilServing(&n2, from: deposedAt + Milliseconds(readAfter))
         #expect(replies(actions).map(\.0.transactionID) == [7])
     }
@@ -254,16 +254,16 @@ extension HeldRequestTests {
     func newsOfUnseenCommitsCountsAsADecision(masterNamesUnseenCommits: Bool) {
         var (n2, lastHeard) = slaveOfADeadMaster()
         let heldAt = lastHeard + Milliseconds(100)
-        _ = n2.step(.peer(announce(33, from: announcer, at: heldAt), from: announcer), now: heldAt)
+        _ = n2.stepEchoing(.peer(announce(33, from: announcer, at: heldAt), from: announcer), now: heldAt)
         let named = masterNamesUnseenCommits ? TxRef(epoch: e3, txid: 5) : .zero
         let news = ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil,
                                    message: .keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: named,
                                                                  inSync: true, address: "")))
-        _ = n2.step(.cluster(news), now: heldAt + Milliseconds(50))
+        _ = n2.stepEchoing(.cluster(news), now: heldAt + Milliseconds(50))
         var (actions, t) = electUntilServing(&n2, from: heldAt + Milliseconds(50) + ClusterConfig().downAfter)
         for _ in 0..<20 {
             t = t + Milliseconds(10)
-            actions += n2.step(.tick, now: t)
+            actions += n2.stepEchoing(.tick, now: t)
         }
         #expect(replies(actions).contains { $0.0.transactionID == 33 } == !masterNamesUnseenCommits)
     }
@@ -274,7 +274,7 @@ extension HeldRequestTests {
     @Test func aPrepareCarryingTheCommitPointIsTheDecision() {
         var (n2, lastHeard) = slaveOfADeadMaster()
         let heldAt = lastHeard + Milliseconds(100)
-        _ = n2.step(.peer(announce(33, from: announcer, at: heldAt), from: announcer), now: heldAt)
+        _ = n2.stepEchoing(.peer(announce(33, from: announcer, at: heldAt), from: announcer), now: heldAt)
         func update(_ source: PeerEndpoint, _ c: UInt32) -> SwarmUpdate {
             .announce(Announce(infoHash: InfoHash(a: 1, b: 2, c: 3), peerID: PeerID(a: 4, b: 5, c: c), endpoint: source,
                                uploaded: 0, downloaded: 0, left: 100, event: .started, at: heldAt))
@@ -284,14 +284,14 @@ extension HeldRequestTests {
         func fromMaster(_ m: ClusterMessage) -> NodeEvent {
             .cluster(ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil, message: m))
         }
-        _ = n2.step(fromMaster(.prepare(tx1, previous: .zero, previousDigest: 0)), now: heldAt + Milliseconds(10))
-        _ = n2.step(fromMaster(.prepare(tx2, previous: tx1.ref, previousDigest: tx1.digest)), now: heldAt + Milliseconds(20))
+        _ = n2.stepEchoing(fromMaster(.prepare(tx1, previous: .zero, previousDigest: 0)), now: heldAt + Milliseconds(10))
+        _ = n2.stepEchoing(fromMaster(.prepare(tx2, previous: tx1.ref, previousDigest: tx1.digest)), now: heldAt + Milliseconds(20))
         #expect(n2.replica.lastCommitted == tx1.ref, "the PREPARE of tx2 committed tx1")
         var (actions, t) = electUntilServing(&n2, from: heldAt + Milliseconds(20) + ClusterConfig().downAfter)
         #expect(n2.isServing)
         for _ in 0..<20 {
             t = t + Milliseconds(10)
-            actions += n2.step(.tick, now: t)
+            actions += n2.stepEchoing(.tick, now: t)
         }
         #expect(!replies(actions).contains { $0.0.transactionID == 33 })
     }
@@ -316,15 +316,15 @@ extension HeldRequestTests {
             message: .keepalive(Keepalive(role: .master, master: NodeID(3), lastCommitted: ref, inSync: true, address: ""))))
         let lastHeard = follow(&n2, hearing: keepalive, from: t0, until: t0 + Milliseconds(3000))
         let heldAt = lastHeard + Milliseconds(100)
-        #expect(n2.step(.peer(announce(33, from: announcer, at: heldAt), from: announcer), now: heldAt) == [])
-        #expect(n2.step(.peer(announce(34, from: late, at: heldAt, infoHash: allowed), from: late), now: heldAt) == [])
+        #expect(n2.stepEchoing(.peer(announce(33, from: announcer, at: heldAt), from: announcer), now: heldAt) == [])
+        #expect(n2.stepEchoing(.peer(announce(34, from: late, at: heldAt, infoHash: allowed), from: late), now: heldAt) == [])
         // The master's last word: alive after both, but no decision.
-        _ = n2.step(keepalive, now: heldAt + Milliseconds(50))
+        _ = n2.stepEchoing(keepalive, now: heldAt + Milliseconds(50))
         var (actions, t) = electUntilServing(&n2, from: heldAt + Milliseconds(50) + ClusterConfig().downAfter)
         #expect(n2.isServing)
         for _ in 0..<20 {
             t = t + Milliseconds(10)
-            actions += n2.step(.tick, now: t)
+            actions += n2.stepEchoing(.tick, now: t)
         }
         #expect(replies(actions).map(\.0.transactionID) == [34], "the refused announce was answered; the admitted one waits on a commit")
         let answer = try #require(replies(actions).first)

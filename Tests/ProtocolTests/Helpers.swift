@@ -32,8 +32,8 @@ func v4(_ text: String) -> IPAddress { IPAddress(text)! }
 func follow(_ node: inout TrackerNode, hearing keepalive: NodeEvent, from start: Instant, until end: Instant) -> Instant {
     var t = start
     while t < end {
-        _ = node.step(keepalive, now: t)
-        _ = node.step(.tick, now: t)
+        _ = node.stepEchoing(keepalive, now: t)
+        _ = node.stepEchoing(.tick, now: t)
         t = t + Milliseconds(500)
     }
     return t - Milliseconds(500)
@@ -87,19 +87,19 @@ extension MasterFixture {
         var t = t0
         for _ in 0..<100 where !n.isServing {
             t = t + Milliseconds(100)
-            for case .persistEpoch(let e) in n.step(.tick, now: t) { _ = n.step(.epochStored(e), now: t) }
+            for case .persistEpoch(let e) in n.stepEchoing(.tick, now: t) { _ = n.stepEchoing(.epochStored(e), now: t) }
         }
         for slave in [UInt32(1), 2] {
-            _ = n.step(env(from: slave, epoch: n.epoch, .keepalive(Keepalive(role: .slave, master: NodeID(3), lastCommitted: .zero,
+            _ = n.stepEchoing(env(from: slave, epoch: n.epoch, .keepalive(Keepalive(role: .slave, master: NodeID(3), lastCommitted: .zero,
                                                                                   inSync: true, address: ""))), now: t)
         }
         // The slaves answer the COORDINATOR (n3 took office alone, with nothing to recover).
         for slave in [UInt32(1), 2] {
-            _ = n.step(env(from: slave, epoch: n.epoch, .coordinatorAck(lastCommitted: .zero, prepared: nil)), now: t)
+            _ = n.stepEchoing(env(from: slave, epoch: n.epoch, .coordinatorAck(lastCommitted: .zero, prepared: nil)), now: t)
         }
         for _ in 0..<20 where !n.isServing {
             t = t + Milliseconds(10)
-            _ = n.step(.tick, now: t)
+            _ = n.stepEchoing(.tick, now: t)
         }
         return (n, t)
     }
@@ -111,9 +111,9 @@ extension MasterFixture {
     /// An announce from `peer`, then the tick that sends its PREPARE: the transaction.
     /// `peerNumber` names the peer (by default, each transaction id is another peer).
     func announce(_ tid: UInt32, peerNumber: UInt32? = nil, _ n: inout TrackerNode, at t: inout Instant) throws -> Transaction {
-        var actions = n.step(announceDatagram(tid, peerNumber: peerNumber, at: t), now: t)
+        var actions = n.stepEchoing(announceDatagram(tid, peerNumber: peerNumber, at: t), now: t)
         t = t + Milliseconds(5)
-        actions += n.step(.tick, now: t)
+        actions += n.stepEchoing(.tick, now: t)
         let prepared = actions.compactMap { action -> Transaction? in
             if case .broadcast(let e) = action, case .prepare(let tx, _, _) = e.message { return tx } else { return nil }
         }
@@ -129,7 +129,7 @@ extension MasterFixture {
     }
 
     func vote(_ from: UInt32, _ tx: Transaction, _ verdict: Verdict, _ n: inout TrackerNode, at t: Instant) -> [NodeAction] {
-        n.step(env(from: from, epoch: n.epoch, .vote(txid: tx.txid, digest: tx.digest, verdict: verdict)), now: t)
+        n.stepEchoing(env(from: from, epoch: n.epoch, .vote(txid: tx.txid, digest: tx.digest, verdict: verdict)), now: t)
     }
 
     func answers(_ actions: [NodeAction]) -> [TrackerResponse] {
@@ -138,4 +138,18 @@ extension MasterFixture {
 
     func isAnnounce(_ r: TrackerResponse) -> Bool { if case .announce = r { return true } else { return false } }
     func isError(_ r: TrackerResponse) -> Bool { if case .error = r { return true } else { return false } }
+}
+
+extension TrackerNode {
+    /// Steps the node as a host with a working broker link does: every keepalive it
+    /// publishes comes back to it through the broker (`BrokerLink.swift`), here at once.
+    /// Tests of what a node does without that echo step it plainly.
+    mutating func stepEchoing(_ event: NodeEvent, now: Instant) -> [NodeAction] {
+        var actions = step(event, now: now)
+        let echoes = actions.compactMap { a -> ClusterEnvelope? in
+            if case .broadcast(let e) = a, case .keepalive = e.message { return e } else { return nil }
+        }
+        for e in echoes { actions += step(.cluster(e), now: now) }
+        return actions
+    }
 }

@@ -20,7 +20,7 @@ import TrackerLogic
         var t = t0
         for _ in 0..<100 where !n.isServing {
             t = t + Milliseconds(100)
-            for case .persistEpoch(let e) in n.step(.tick, now: t) { _ = n.step(.epochStored(e), now: t) }
+            for case .persistEpoch(let e) in n.stepEchoing(.tick, now: t) { _ = n.stepEchoing(.epochStored(e), now: t) }
         }
         return (n, t)
     }
@@ -39,7 +39,7 @@ import TrackerLogic
         for message in [ClusterMessage.coordinator(lastCommitted: .zero), .prepare(Transaction(ref: TxRef(epoch: epoch, txid: 1), updates: []), previous: .zero, previousDigest: 0),
                         .commit(TxRef(epoch: epoch, txid: 1), digest: 0), .mergeRequest, .leaving, .election(lastCommitted: .zero)] {
             t = t + Milliseconds(10)
-            let actions = n.step(env(from: 3, epoch: epoch, message), now: t)
+            let actions = n.stepEchoing(env(from: 3, epoch: epoch, message), now: t)
             #expect(n.role == .master && n.isServing && n.epoch == epoch, "after \(message.name)")
             #expect(!actions.contains { if case .exit = $0 { return true } else { return false } })
         }
@@ -52,18 +52,18 @@ import TrackerLogic
     @Test func theTopOfTheTermSpaceNeverTraps() {
         var n = node(2)
         var t = t0 + ClusterConfig().startupListen
-        _ = n.step(.tick, now: t)
+        _ = n.stepEchoing(.tick, now: t)
         let top = Epoch(term: Epoch.maxTerm, master: NodeID(9))
-        _ = n.step(env(from: 9, epoch: top, .keepalive(Keepalive(role: .master, master: NodeID(9), lastCommitted: .zero, inSync: true))), now: t)
+        _ = n.stepEchoing(env(from: 9, epoch: top, .keepalive(Keepalive(role: .master, master: NodeID(9), lastCommitted: .zero, inSync: true))), now: t)
         #expect(n.epoch == top)
         for _ in 0..<100 {
             t = t + Milliseconds(100)
-            for case .persistEpoch(let e) in n.step(.tick, now: t) { _ = n.step(.epochStored(e), now: t) }
+            for case .persistEpoch(let e) in n.stepEchoing(.tick, now: t) { _ = n.stepEchoing(.epochStored(e), now: t) }
         }
         #expect(n.epoch == top, "no epoch above the top is ever claimed")
         #expect(n.role == .candidate)
         let impossible = Epoch(term: UInt32.max, master: NodeID(9))
-        _ = n.step(env(from: 9, epoch: impossible, .answer), now: t)
+        _ = n.stepEchoing(env(from: 9, epoch: impossible, .answer), now: t)
         #expect(n.epoch == top, "an impossible epoch handed in directly is dropped")
     }
 
@@ -92,7 +92,7 @@ import TrackerLogic
         var assigned = 0
         for i in 0..<5000 {
             t = t + Milliseconds(1)
-            let actions = n.step(env(from: 0, incarnation: UInt64(i), epoch: .zero, .hello(Hello(lastCommitted: .zero, hasState: false))), now: t)
+            let actions = n.stepEchoing(env(from: 0, incarnation: UInt64(i), epoch: .zero, .hello(Hello(lastCommitted: .zero, hasState: false))), now: t)
             assigned += actions.filter { if case .broadcast(let e) = $0, case .idAssigned = e.message { return true } else { return false } }.count
         }
         #expect(assigned <= 4096)
@@ -104,14 +104,14 @@ import TrackerLogic
     @Test func votesAndPreparesThatDoNotFitAreIgnored() {
         var (n, t) = master(2)
         t = t + Milliseconds(5)
-        let none = n.step(env(from: 1, epoch: n.epoch, .vote(txid: 99, digest: 1, verdict: .ok)), now: t)
+        let none = n.stepEchoing(env(from: 1, epoch: n.epoch, .vote(txid: 99, digest: 1, verdict: .ok)), now: t)
         #expect(none.isEmpty)
         var slave = node(1)
         let e = Epoch(term: 3, master: NodeID(2))
-        _ = slave.step(.tick, now: t0 + ClusterConfig().startupListen)
-        _ = slave.step(env(from: 2, epoch: e, .coordinator(lastCommitted: .zero)), now: t0 + ClusterConfig().startupListen)
+        _ = slave.stepEchoing(.tick, now: t0 + ClusterConfig().startupListen)
+        _ = slave.stepEchoing(env(from: 2, epoch: e, .coordinator(lastCommitted: .zero)), now: t0 + ClusterConfig().startupListen)
         let skewed = Transaction(ref: TxRef(epoch: e, txid: 40), updates: [])
-        let votes = slave.step(env(from: 2, epoch: e, .prepare(skewed, previous: .zero, previousDigest: 0)), now: t0 + ClusterConfig().startupListen)
+        let votes = slave.stepEchoing(env(from: 2, epoch: e, .prepare(skewed, previous: .zero, previousDigest: 0)), now: t0 + ClusterConfig().startupListen)
         #expect(!votes.contains { if case .send(let s) = $0, case .vote = s.message { return true } else { return false } })
     }
 }

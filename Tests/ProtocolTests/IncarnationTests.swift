@@ -29,14 +29,14 @@ import TrackerLogic
 
     @Test func theLeavingOfTheRunFollowedStartsAnElection() {
         var (n2, t) = aSlave()
-        _ = n2.step(envelope(incarnation: 3000, .leaving), now: t + Milliseconds(10))
+        _ = n2.stepEchoing(envelope(incarnation: 3000, .leaving), now: t + Milliseconds(10))
         #expect(n2.role == .candidate)
     }
 
     /// A clean restart's LEAVING, replayed after the node came back: refused.
     @Test func theLeavingOfAnOlderRunChangesNothing() {
         var (n2, t) = aSlave()
-        _ = n2.step(envelope(incarnation: 2999, .leaving), now: t + Milliseconds(10))
+        _ = n2.stepEchoing(envelope(incarnation: 2999, .leaving), now: t + Milliseconds(10))
         #expect(n2.role == .slave && n2.master == NodeID(3))
         #expect(n2.membership[NodeID(3)]?.incarnation == 3000)
     }
@@ -45,7 +45,7 @@ import TrackerLogic
     /// or the run left before it was heard) drops nobody.
     @Test func theLeavingOfARunNeverHeardChangesNothing() {
         var (n2, t) = aSlave()
-        _ = n2.step(envelope(incarnation: 3001, .leaving), now: t + Milliseconds(10))
+        _ = n2.stepEchoing(envelope(incarnation: 3001, .leaving), now: t + Milliseconds(10))
         #expect(n2.role == .slave && n2.master == NodeID(3))
         #expect(n2.membership[NodeID(3)]?.incarnation == 3000)
     }
@@ -54,19 +54,19 @@ import TrackerLogic
     /// heard meanwhile, or the node it is would go unheard once the newcomer is gone.
     @Test func theRunHeardBeforeTheNewerOneIsStillHeard() {
         var (n2, t) = aSlave()
-        _ = n2.step(keepalive(incarnation: 3001, address: "10.0.0.99:6969"), now: t + Milliseconds(10))
-        _ = n2.step(keepalive(incarnation: 3000, address: "10.0.0.3:6969"), now: t + Milliseconds(20))
+        _ = n2.stepEchoing(keepalive(incarnation: 3001, address: "10.0.0.99:6969"), now: t + Milliseconds(10))
+        _ = n2.stepEchoing(keepalive(incarnation: 3000, address: "10.0.0.3:6969"), now: t + Milliseconds(20))
         #expect(n2.membership[NodeID(3)]?.incarnation == 3000)
-        _ = n2.step(keepalive(incarnation: 2999, address: "10.6.6.6:6969"), now: t + Milliseconds(30))
+        _ = n2.stepEchoing(keepalive(incarnation: 2999, address: "10.6.6.6:6969"), now: t + Milliseconds(30))
         #expect(n2.membership[NodeID(3)]?.address == "10.0.0.3:6969", "but no run older than both")
     }
 
     /// An older run's keepalive does not replace what the current run said of itself.
     @Test func anOlderRunsKeepaliveIsNotRecorded() {
         var (n2, t) = aSlave()
-        _ = n2.step(keepalive(incarnation: 2999, address: "10.6.6.6:6969"), now: t + Milliseconds(10))
+        _ = n2.stepEchoing(keepalive(incarnation: 2999, address: "10.6.6.6:6969"), now: t + Milliseconds(10))
         #expect(n2.membership[NodeID(3)]?.address == "10.0.0.3:6969")
-        _ = n2.step(keepalive(incarnation: 3001, address: "10.0.0.33:6969"), now: t + Milliseconds(20))
+        _ = n2.stepEchoing(keepalive(incarnation: 3001, address: "10.0.0.33:6969"), now: t + Milliseconds(20))
         #expect(n2.membership[NodeID(3)]?.address == "10.0.0.33:6969", "a newer run replaces the old one")
     }
 }

@@ -110,7 +110,7 @@ import TrackerLogic
                             seed: 7, now: t0, restoring: DurableState(snapshot: replica([.setAccessRule(.allow, [h1]),
                                                                                           .setAccessMode(.allow)], in: e1).snapshot(),
                                                                       epoch: e1))
-        let stop = n.step(.shutdown, now: t0 + Milliseconds(10))
+        let stop = n.stepEchoing(.shutdown, now: t0 + Milliseconds(10))
         let kept = try #require(stop.lazy.compactMap { if case .keepOperatorData(let k) = $0 { k } else { nil } }.first)
         #expect(kept == [.rule(h1, .allow, ref(e1, 1)), .mode(.allow, ref(e1, 2))])
         let keepAt = try #require(stop.firstIndex { if case .keepOperatorData = $0 { true } else { false } })
@@ -124,16 +124,16 @@ import TrackerLogic
         var actions: [NodeAction] = []
         for _ in 0..<200 where !again.replica.store.catalogue.access.rules.keys.contains(h1) {
             t = t + Milliseconds(50)
-            let step = again.step(.tick, now: t)
+            let step = again.stepEchoing(.tick, now: t)
             actions += step
-            for case .persistEpoch(let e) in step { actions += again.step(.epochStored(e), now: t) }
+            for case .persistEpoch(let e) in step { actions += again.stepEchoing(.epochStored(e), now: t) }
         }
         #expect(again.epoch > e1, "a new epoch: anything it commits is newer than what it kept")
         #expect(again.replica.lastCommitted.txid == 1, "the kept data is its first transaction")
         #expect(again.replica.store.catalogue.access.mode == .allow)
         for _ in 0..<60 {
             t = t + Milliseconds(50)
-            actions += again.step(.tick, now: t)
+            actions += again.stepEchoing(.tick, now: t)
         }
         #expect(actions.contains { if case .dropKeptOperatorData = $0 { true } else { false } }, "held again: the kept copy goes")
     }
@@ -153,7 +153,7 @@ import TrackerLogic
         var n = TrackerNode(id: NodeID(1), incarnation: 1000, config: ClusterConfig(),
                             handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids),
                             seed: 7, now: Instant(milliseconds: 9_000_000), restoring: DurableState(snapshot: r.snapshot(), epoch: e1))
-        let stop = n.step(.shutdown, now: Instant(milliseconds: 9_000_010))
+        let stop = n.stepEchoing(.shutdown, now: Instant(milliseconds: 9_000_010))
         let kept = try #require(stop.lazy.compactMap { if case .keepOperatorData(let k) = $0 { k } else { nil } }.first)
         #expect(kept.contains(.completed(h, 3)))
 

@@ -38,11 +38,11 @@ import TrackerLogic
         var (n2, last) = settledSlave()
         #expect(n2.role == .slave)
         let woke = last + Milliseconds(3000)
-        #expect(!startsElection(n2.step(.tick, now: woke)))
+        #expect(!startsElection(n2.stepEchoing(.tick, now: woke)))
         #expect(n2.role == .slave)
         // The master's keepalives, queued while it slept, arrive: all is well.
-        _ = n2.step(masterKeepalive(), now: woke + Milliseconds(5))
-        #expect(!startsElection(n2.step(.tick, now: woke + Milliseconds(500))))
+        _ = n2.stepEchoing(masterKeepalive(), now: woke + Milliseconds(5))
+        #expect(!startsElection(n2.stepEchoing(.tick, now: woke + Milliseconds(500))))
         #expect(n2.role == .slave)
     }
 
@@ -52,12 +52,12 @@ import TrackerLogic
     @Test func aMasterSilentAfterTheWakeIsStillLost() {
         var (n2, last) = settledSlave()
         let woke = last + Milliseconds(3000)
-        _ = n2.step(.tick, now: woke)
+        _ = n2.stepEchoing(.tick, now: woke)
         var electedAt: Instant?
         var t = woke
         while electedAt == nil && t < woke + Milliseconds(5000) {
             t = t + Milliseconds(100)
-            if startsElection(n2.step(.tick, now: t)) { electedAt = t }
+            if startsElection(n2.stepEchoing(.tick, now: t)) { electedAt = t }
         }
         #expect(electedAt != nil)
         if let electedAt { #expect(electedAt - woke <= ClusterConfig().downAfter + Milliseconds(200)) }
@@ -69,7 +69,7 @@ import TrackerLogic
         var t = t0
         while !n1.isServing && t < t0 + Milliseconds(10_000) {
             t = t + Milliseconds(100)
-            for case .persistEpoch(let e) in n1.step(.tick, now: t) { _ = n1.step(.epochStored(e), now: t) }
+            for case .persistEpoch(let e) in n1.stepEchoing(.tick, now: t) { _ = n1.stepEchoing(.epochStored(e), now: t) }
         }
         return (n1, t)
     }
@@ -83,7 +83,7 @@ import TrackerLogic
         let serving = n1.isServing
         #expect(serving)
         let connect = BEP15Codec.encode(.connect(ConnectRequest(transactionID: 5)))
-        #expect(replies(n1.step(.peer(connect, from: peer), now: t + Milliseconds(300))) == 1)
+        #expect(replies(n1.stepEchoing(.peer(connect, from: peer), now: t + Milliseconds(300))) == 1)
     }
 
     /// The datagrams queued in its socket while it was stopped were the next master's to
@@ -93,7 +93,7 @@ import TrackerLogic
         var (n1, t) = servingMaster()
         let woke = t + Milliseconds(3000)
         let connect = BEP15Codec.encode(.connect(ConnectRequest(transactionID: 6)))
-        let first = n1.step(.peer(connect, from: peer), now: woke)
+        let first = n1.stepEchoing(.peer(connect, from: peer), now: woke)
         #expect(replies(first) == 0)
         #expect(startsElection(first))
         #expect(first.first == .discardPeerBacklog, "the rest of the backlog is dropped unread")
@@ -103,9 +103,9 @@ import TrackerLogic
         t = woke
         while !n1.isServing && t < woke + Milliseconds(10_000) {
             t = t + Milliseconds(100)
-            let actions = n1.step(.tick, now: t)
+            let actions = n1.stepEchoing(.tick, now: t)
             later += actions
-            for case .persistEpoch(let e) in actions { later += n1.step(.epochStored(e), now: t) }
+            for case .persistEpoch(let e) in actions { later += n1.stepEchoing(.epochStored(e), now: t) }
         }
         let servingAgain = n1.isServing
         #expect(servingAgain, "alone, it leads again")
@@ -117,7 +117,7 @@ import TrackerLogic
     /// drops it.
     @Test func aPausedSlaveDropsItsBacklog() {
         var (n2, last) = settledSlave()
-        #expect(n2.step(.tick, now: last + Milliseconds(3000)).contains(.discardPeerBacklog))
+        #expect(n2.stepEchoing(.tick, now: last + Milliseconds(3000)).contains(.discardPeerBacklog))
     }
 
     /// Between its wakes a slave only holds what peers send (`TrackerNode.step`'s short
@@ -129,10 +129,10 @@ import TrackerLogic
         let wake = n2.nextWake(now: last)
         for i: Int64 in 1...20 {
             let at = last + Milliseconds(i * 10)
-            #expect(n2.step(.peer(datagram, from: peer), now: at) == [])
+            #expect(n2.stepEchoing(.peer(datagram, from: peer), now: at) == [])
             #expect(n2.nextWake(now: at) == wake)
         }
-        #expect(n2.step(.peer(datagram, from: peer), now: last + Milliseconds(3000)).contains(.discardPeerBacklog))
+        #expect(n2.stepEchoing(.peer(datagram, from: peer), now: last + Milliseconds(3000)).contains(.discardPeerBacklog))
     }
 
     /// A master paused too briefly for anyone to replace it still owns its backlog: nobody
@@ -143,7 +143,7 @@ import TrackerLogic
         // Late by 700 ms: a pause (over half an interval), but not long enough to be replaced.
         let woke = n1.nextWake(now: t) + Milliseconds(700)
         let connect = BEP15Codec.encode(.connect(ConnectRequest(transactionID: 7)))
-        let actions = n1.step(.peer(connect, from: peer), now: woke)
+        let actions = n1.stepEchoing(.peer(connect, from: peer), now: woke)
         #expect(!actions.contains(.discardPeerBacklog))
         #expect(replies(actions) == 1)
         #expect(!startsElection(actions))
@@ -157,12 +157,12 @@ import TrackerLogic
         let (serving, t) = servingMaster()
         var n1 = serving
         let woke = n1.nextWake(now: t) + Milliseconds(paused ? 700 : 0)
-        _ = n1.step(.tick, now: woke)
+        _ = n1.stepEchoing(.tick, now: woke)
         let newer = Epoch(term: n1.epoch.term + 1, master: NodeID(2))
         let keepalive = ClusterEnvelope(from: NodeID(2), incarnation: 2000, epoch: newer, to: nil,
                                         message: .keepalive(Keepalive(role: .master, master: NodeID(2), lastCommitted: .zero,
                                                                       inSync: true, address: "")))
-        let actions = n1.step(.cluster(keepalive), now: woke + Milliseconds(2))
+        let actions = n1.stepEchoing(.cluster(keepalive), now: woke + Milliseconds(2))
         #expect(n1.role != .master)
         #expect(actions.contains(.discardPeerBacklog) == paused)
     }
@@ -176,12 +176,12 @@ import TrackerLogic
         let (serving, t) = servingMaster(restoring: Epoch(term: 5, master: NodeID(2)))
         var n1 = serving
         let woke = n1.nextWake(now: t) + Milliseconds(late)
-        _ = n1.step(.tick, now: woke)
+        _ = n1.stepEchoing(.tick, now: woke)
         let lower = Epoch(term: 5, master: NodeID(2))
         #expect(lower < n1.epoch)
         let commit = ClusterEnvelope(from: NodeID(2), incarnation: 2000, epoch: lower, to: nil,
                                      message: .commit(TxRef(epoch: lower, txid: 9), digest: 1))
-        let actions = n1.step(.cluster(commit), now: woke + Milliseconds(heardAfter))
+        let actions = n1.stepEchoing(.cluster(commit), now: woke + Milliseconds(heardAfter))
         #expect(n1.isServing)
         #expect(actions.contains(.discardPeerBacklog) == (late > 0 && heardAfter < 1000))
     }
@@ -203,9 +203,9 @@ import TrackerLogic
     @Test func aNodePausedBeforeItsFirstStepDropsItsBacklog() {
         var n = starting()
         let datagram = BEP15Codec.encode(.connect(ConnectRequest(transactionID: 5)))
-        #expect(discards(n.step(.peer(datagram, from: PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881)), now: t0 + Milliseconds(4000))))
+        #expect(discards(n.stepEchoing(.peer(datagram, from: PeerEndpoint(ip: .v4(0x0A00_0001), port: 6881)), now: t0 + Milliseconds(4000))))
         var fresh = starting()
-        #expect(!discards(fresh.step(.tick, now: fresh.nextWake(now: t0))))
+        #expect(!discards(fresh.stepEchoing(.tick, now: fresh.nextWake(now: t0))))
     }
 
     /// The startup listen is longer than an interval; the node still wakes every interval,
@@ -215,8 +215,8 @@ import TrackerLogic
         let interval = n.config.keepaliveInterval
         #expect(n.config.startupListen > interval)
         #expect(n.nextWake(now: t0) <= t0 + interval)
-        _ = n.step(.tick, now: t0 + Milliseconds(900))
+        _ = n.stepEchoing(.tick, now: t0 + Milliseconds(900))
         #expect(n.role == .starting)
-        #expect(discards(n.step(.tick, now: t0 + Milliseconds(900) + interval * 2)))
+        #expect(discards(n.stepEchoing(.tick, now: t0 + Milliseconds(900) + interval * 2)))
     }
 }

@@ -25,20 +25,20 @@ struct PeerNetworkKeepaliveTests {
         var n2 = node(2, epoch: e3)
         var t = t0
         while t < t0 + ClusterConfig().startupListen + Milliseconds(1000) {
-            _ = n2.step(.cluster(masterKeepalive()), now: t)
-            _ = n2.step(.tick, now: t)
+            _ = n2.stepEchoing(.cluster(masterKeepalive()), now: t)
+            _ = n2.stepEchoing(.tick, now: t)
             t = t + Milliseconds(500)
         }
         #expect(n2.role == .slave && n2.master == NodeID(3))
         for _ in 0..<40 {
             t = t + Milliseconds(250)
-            if t.milliseconds % 1000 == 0 { _ = n2.step(.beacon(masterKeepalive()), now: t) }
-            let actions = n2.step(.tick, now: t)
+            if t.milliseconds % 1000 == 0 { _ = n2.stepEchoing(.beacon(masterKeepalive()), now: t) }
+            let actions = n2.stepEchoing(.tick, now: t)
             #expect(!actions.contains { if case .broadcast(let e) = $0, case .election = e.message { return true } else { return false } })
         }
         #expect(n2.role == .slave && n2.master == NodeID(3))
         // Silent on both channels: now it elects.
-        for _ in 0..<12 { t = t + Milliseconds(250); _ = n2.step(.tick, now: t) }
+        for _ in 0..<12 { t = t + Milliseconds(250); _ = n2.stepEchoing(.tick, now: t) }
         #expect(n2.role != .slave)
     }
 
@@ -46,7 +46,7 @@ struct PeerNetworkKeepaliveTests {
     /// envelope (the runtime seals each with its own sequence number).
     @Test func everyKeepaliveAlsoGoesOnThePeerNetwork() {
         var n2 = node(2, epoch: e3)
-        let actions = n2.step(.tick, now: t0 + ClusterConfig().startupListen + Milliseconds(1000))
+        let actions = n2.stepEchoing(.tick, now: t0 + ClusterConfig().startupListen + Milliseconds(1000))
         let broker = actions.compactMap { a -> ClusterEnvelope? in if case .broadcast(let e) = a, case .keepalive = e.message { return e } else { return nil } }
         let peer = actions.compactMap { a -> ClusterEnvelope? in if case .beacon(let e) = a { return e } else { return nil } }
         #expect(broker.count == 1 && peer == broker)
@@ -56,10 +56,10 @@ struct PeerNetworkKeepaliveTests {
     @Test func aBeaconThatIsNotAKeepaliveIsIgnored() {
         var n2 = node(2, epoch: .zero)
         let t = t0 + ClusterConfig().startupListen + Milliseconds(10)
-        _ = n2.step(.tick, now: t)
+        _ = n2.stepEchoing(.tick, now: t)
         #expect(n2.role == .candidate)
         let coordinator = ClusterEnvelope(from: NodeID(3), incarnation: 3000, epoch: e3, to: nil, message: .coordinator(lastCommitted: .zero))
-        #expect(n2.step(.beacon(coordinator), now: t + Milliseconds(5)).isEmpty)
+        #expect(n2.stepEchoing(.beacon(coordinator), now: t + Milliseconds(5)).isEmpty)
         #expect(n2.role == .candidate && n2.epoch == .zero && n2.membership[NodeID(3)] == nil)
     }
 

@@ -36,21 +36,21 @@ import TrackerLogic
         var actions: [NodeAction] = []
         for _ in 0..<200 where !n3.isServing {
             for (id, ref) in [(UInt32(1), n1.last), (2, n2.last)] {
-                _ = n3.step(env(from: id, .keepalive(Keepalive(role: .slave, master: .unassigned, lastCommitted: ref, inSync: false,
+                _ = n3.stepEchoing(env(from: id, .keepalive(Keepalive(role: .slave, master: .unassigned, lastCommitted: ref, inSync: false,
                                                                address: ""))), now: t)
             }
-            let step = n3.step(.tick, now: t)
+            let step = n3.stepEchoing(.tick, now: t)
             actions += step
-            for case .persistEpoch(let e) in step { actions += n3.step(.epochStored(e), now: t) }
+            for case .persistEpoch(let e) in step { actions += n3.stepEchoing(.epochStored(e), now: t) }
             if n3.role == .master {
                 // Answered in the new master's epoch, which the COORDINATOR made them adopt.
-                actions += n3.step(env(from: 1, epoch: n3.epoch, .coordinatorAck(lastCommitted: n1.last, prepared: n1.prepared)), now: t)
-                actions += n3.step(env(from: 2, epoch: n3.epoch, .coordinatorAck(lastCommitted: n2.last, prepared: n2.prepared)), now: t)
+                actions += n3.stepEchoing(env(from: 1, epoch: n3.epoch, .coordinatorAck(lastCommitted: n1.last, prepared: n1.prepared)), now: t)
+                actions += n3.stepEchoing(env(from: 2, epoch: n3.epoch, .coordinatorAck(lastCommitted: n2.last, prepared: n2.prepared)), now: t)
             }
             t = t + Milliseconds(50)
         }
         for _ in 0..<10 {
-            actions += n3.step(.tick, now: t)
+            actions += n3.stepEchoing(.tick, now: t)
             t = t + Milliseconds(50)
         }
         return actions.compactMap { if case .broadcast(let e) = $0, case .prepare(let tx, _, _) = e.message { return tx } else { return nil } }
@@ -82,13 +82,13 @@ import TrackerLogic
         var t = t0
         for _ in 0..<160 where !n3.isServing {
             for id in [UInt32(1), 2] {
-                _ = n3.step(env(from: id, .keepalive(Keepalive(role: .slave, master: .unassigned, lastCommitted: .zero, inSync: false,
+                _ = n3.stepEchoing(env(from: id, .keepalive(Keepalive(role: .slave, master: .unassigned, lastCommitted: .zero, inSync: false,
                                                                address: ""))), now: t)
             }
-            for case .persistEpoch(let e) in n3.step(.tick, now: t) { _ = n3.step(.epochStored(e), now: t) }
+            for case .persistEpoch(let e) in n3.stepEchoing(.tick, now: t) { _ = n3.stepEchoing(.epochStored(e), now: t) }
             if n3.role == .master {
                 for id in [UInt32(1), 2] {
-                    _ = n3.step(env(from: id, epoch: inItsEpoch ? n3.epoch : ours, .coordinatorAck(lastCommitted: .zero, prepared: nil)),
+                    _ = n3.stepEchoing(env(from: id, epoch: inItsEpoch ? n3.epoch : ours, .coordinatorAck(lastCommitted: .zero, prepared: nil)),
                                 now: t)
                 }
             }
@@ -123,16 +123,16 @@ import TrackerLogic
         }
         var merge: Transaction?
         for _ in 0..<200 where merge == nil {
-            _ = n3.step(env(from: 1, epoch: theirs, .keepalive(Keepalive(role: .slave, master: .unassigned,
+            _ = n3.stepEchoing(env(from: 1, epoch: theirs, .keepalive(Keepalive(role: .slave, master: .unassigned,
                                                                          lastCommitted: fetched.lastCommitted, inSync: false,
                                                                          address: ""))), now: t)
-            var actions = n3.step(.tick, now: t)
-            for case .persistEpoch(let e) in actions { actions += n3.step(.epochStored(e), now: t) }
+            var actions = n3.stepEchoing(.tick, now: t)
+            for case .persistEpoch(let e) in actions { actions += n3.stepEchoing(.epochStored(e), now: t) }
             if n3.role == .master {
-                actions += n3.step(env(from: 1, epoch: n3.epoch, .coordinatorAck(lastCommitted: fetched.lastCommitted, prepared: nil)),
+                actions += n3.stepEchoing(env(from: 1, epoch: n3.epoch, .coordinatorAck(lastCommitted: fetched.lastCommitted, prepared: nil)),
                                    now: t)
                 for case .send(let e) in actions where e.to == NodeID(1) {
-                    if case .catchUpRequest = e.message { actions += n3.step(env(from: 1, epoch: n3.epoch, .snapshot(fetched.snapshot())), now: t) }
+                    if case .catchUpRequest = e.message { actions += n3.stepEchoing(env(from: 1, epoch: n3.epoch, .snapshot(fetched.snapshot())), now: t) }
                 }
             }
             record(actions)
@@ -145,13 +145,13 @@ import TrackerLogic
         #expect(writes.isEmpty, "the disk still holds the registration: nothing is written over it before the merge commits")
         if leavesOfficeFirst {
             let higher = Epoch(term: n3.epoch.term + 1, master: NodeID(4))
-            record(n3.step(env(from: 4, epoch: higher, .coordinator(lastCommitted: .zero)), now: t))
+            record(n3.stepEchoing(env(from: 4, epoch: higher, .coordinator(lastCommitted: .zero)), now: t))
             #expect(n3.role == .slave)
             #expect(writes.isEmpty)
             #expect(n3.replica.lastCommitted == mine.lastCommitted, "back to what the disk holds, to be merged by the next master")
             #expect(n3.replica.store.catalogue.torrents[torrent.infoHash] != nil)
         } else {
-            record(n3.step(env(from: 1, epoch: n3.epoch, .vote(txid: prepared.txid, digest: prepared.digest, verdict: .ok)), now: t))
+            record(n3.stepEchoing(env(from: 1, epoch: n3.epoch, .vote(txid: prepared.txid, digest: prepared.digest, verdict: .ok)), now: t))
             #expect(n3.replica.lastCommitted == prepared.ref)
             let stored = writes.compactMap { if case .persistSnapshot(let s) = $0 { s } else { nil } }
             #expect(stored.map(\.lastCommitted) == [prepared.ref], "once merged, the whole replica is stored at once")
@@ -185,35 +185,35 @@ import TrackerLogic
         }
         // Recovery meets n2 only, which prepared old#2.
         for _ in 0..<200 where !n3.isServing {
-            _ = n3.step(keepalive(2, base.lastCommitted), now: t)
-            for case .persistEpoch(let e) in n3.step(.tick, now: t) { _ = n3.step(.epochStored(e), now: t) }
+            _ = n3.stepEchoing(keepalive(2, base.lastCommitted), now: t)
+            for case .persistEpoch(let e) in n3.stepEchoing(.tick, now: t) { _ = n3.stepEchoing(.epochStored(e), now: t) }
             if n3.role == .master {
-                _ = n3.step(env(from: 2, epoch: n3.epoch, .coordinatorAck(lastCommitted: base.lastCommitted, prepared: missed)), now: t)
+                _ = n3.stepEchoing(env(from: 2, epoch: n3.epoch, .coordinatorAck(lastCommitted: base.lastCommitted, prepared: missed)), now: t)
             }
             t = t + Milliseconds(50)
         }
         #expect(n3.isServing && n3.replica.lastCommitted == base.lastCommitted)
         // n1 comes back holding old#2 and says hello.
-        _ = n3.step(keepalive(1, missed.ref), now: t)
-        let hello = n3.step(env(from: 1, epoch: n3.epoch, .hello(Hello(lastCommitted: missed.ref, hasState: true))), now: t)
+        _ = n3.stepEchoing(keepalive(1, missed.ref), now: t)
+        let hello = n3.stepEchoing(env(from: 1, epoch: n3.epoch, .hello(Hello(lastCommitted: missed.ref, hasState: true))), now: t)
         #expect(!n3.isServing, "recovering again")
         #expect(!hello.contains { if case .send(let e) = $0, case .mergeRequest = e.message { true } else { false } })
         #expect(hello.contains { if case .broadcast(let e) = $0, case .coordinator = e.message { true } else { false } })
         var prepares: [(Transaction, TxRef)] = []
         for _ in 0..<200 where prepares.isEmpty {
             t = t + Milliseconds(50)
-            for id in [UInt32(1), 2] { _ = n3.step(keepalive(id, id == 1 ? missed.ref : base.lastCommitted), now: t) }
-            var actions = n3.step(.tick, now: t)
+            for id in [UInt32(1), 2] { _ = n3.stepEchoing(keepalive(id, id == 1 ? missed.ref : base.lastCommitted), now: t) }
+            var actions = n3.stepEchoing(.tick, now: t)
             if !n3.isServing {
-                actions += n3.step(env(from: 2, epoch: n3.epoch, .coordinatorAck(lastCommitted: base.lastCommitted, prepared: nil)), now: t)
+                actions += n3.stepEchoing(env(from: 2, epoch: n3.epoch, .coordinatorAck(lastCommitted: base.lastCommitted, prepared: nil)), now: t)
                 if !missedAnswers {
-                    actions += n3.step(env(from: 1, epoch: n3.epoch, .coordinatorAck(lastCommitted: missed.ref, prepared: nil)), now: t)
+                    actions += n3.stepEchoing(env(from: 1, epoch: n3.epoch, .coordinatorAck(lastCommitted: missed.ref, prepared: nil)), now: t)
                 }
             }
             for case .send(let e) in actions where e.to == NodeID(1) {
                 if case .catchUpRequest(let after) = e.message {
                     #expect(after == base.lastCommitted)
-                    actions += n3.step(env(from: 1, epoch: n3.epoch, .catchUp(after: after, [missed])), now: t)
+                    actions += n3.stepEchoing(env(from: 1, epoch: n3.epoch, .catchUp(after: after, [missed])), now: t)
                 }
             }
             prepares += actions.compactMap { if case .broadcast(let e) = $0, case .prepare(let tx, let previous, _) = e.message { (tx, previous) } else { nil } }
@@ -222,7 +222,7 @@ import TrackerLogic
         if missedAnswers {
             // n1 never answered: the master serves as before, and n1's next hello is a merge.
             #expect(n3.replica.lastCommitted == base.lastCommitted)
-            let again = n3.step(env(from: 1, epoch: n3.epoch, .hello(Hello(lastCommitted: missed.ref, hasState: true))), now: t)
+            let again = n3.stepEchoing(env(from: 1, epoch: n3.epoch, .hello(Hello(lastCommitted: missed.ref, hasState: true))), now: t)
             #expect(n3.isServing, "one recovery for one missed commit")
             #expect(again.contains { if case .send(let e) = $0, case .mergeRequest = e.message { true } else { false } })
         } else {
@@ -259,21 +259,21 @@ import TrackerLogic
         var prepare: (tx: Transaction, previous: TxRef)?
         for _ in 0..<200 where prepare == nil {
             for (id, r) in holders {
-                _ = node.step(env(from: id, epoch: node.epoch, .keepalive(Keepalive(role: .slave, master: .unassigned, lastCommitted: r.lastCommitted,
+                _ = node.stepEchoing(env(from: id, epoch: node.epoch, .keepalive(Keepalive(role: .slave, master: .unassigned, lastCommitted: r.lastCommitted,
                                                                  inSync: false, address: ""))), now: t)
             }
-            var actions = node.step(.tick, now: t)
-            for case .persistEpoch(let e) in actions { actions += node.step(.epochStored(e), now: t) }
+            var actions = node.stepEchoing(.tick, now: t)
+            for case .persistEpoch(let e) in actions { actions += node.stepEchoing(.epochStored(e), now: t) }
             if node.role == .master && !node.isServing {
                 for (id, r) in holders.sorted(by: { $0.key < $1.key }) {
-                    actions += node.step(env(from: id, epoch: node.epoch, .coordinatorAck(lastCommitted: r.lastCommitted, prepared: nil)), now: t)
+                    actions += node.stepEchoing(env(from: id, epoch: node.epoch, .coordinatorAck(lastCommitted: r.lastCommitted, prepared: nil)), now: t)
                 }
             }
             var i = 0
             while i < actions.count {
                 if case .send(let e) = actions[i], let to = e.to, case .catchUpRequest = e.message, let r = holders[to.rawValue] {
                     fetchedFrom.append(to.rawValue)
-                    actions += node.step(env(from: to.rawValue, epoch: node.epoch, .snapshot(r.snapshot())), now: t)
+                    actions += node.stepEchoing(env(from: to.rawValue, epoch: node.epoch, .snapshot(r.snapshot())), now: t)
                 }
                 i += 1
             }
@@ -289,7 +289,7 @@ import TrackerLogic
         let merged = Set(first.tx.updates.compactMap { if case .merge(let m) = $0 { m.peers.map(\.peerID.c) } else { nil } }.joined())
         #expect(merged == Set(withANodeAheadAlone ? [7, 41, 42] : [7]), "what the other branches hold comes back by merge")
         for voter in withANodeAheadAlone ? [UInt32(1), 2] : [1] {
-            _ = node.step(env(from: voter, epoch: node.epoch, .vote(txid: first.tx.txid, digest: first.tx.digest, verdict: .ok)), now: t)
+            _ = node.stepEchoing(env(from: voter, epoch: node.epoch, .vote(txid: first.tx.txid, digest: first.tx.digest, verdict: .ok)), now: t)
         }
         #expect(node.replica.lastCommitted == first.tx.ref, "the branch's holders and the master make a majority")
     }

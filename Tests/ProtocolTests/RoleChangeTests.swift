@@ -36,14 +36,14 @@ import TrackerLogic
         var n1 = node(1, epoch: e3)
         var t = t0
         while t < t0 + Milliseconds(4000) {
-            _ = n1.step(keepalive(3, role: .master), now: t)
-            _ = n1.step(keepalive(2, role: .slave), now: t)
-            _ = n1.step(.tick, now: t)
+            _ = n1.stepEchoing(keepalive(3, role: .master), now: t)
+            _ = n1.stepEchoing(keepalive(2, role: .slave), now: t)
+            _ = n1.stepEchoing(.tick, now: t)
             t = t + Milliseconds(500)
         }
         while n1.role == .slave && t < t0 + Milliseconds(10_000) {
-            _ = n1.step(keepalive(2, role: .slave), now: t)
-            _ = n1.step(.tick, now: t)
+            _ = n1.stepEchoing(keepalive(2, role: .slave), now: t)
+            _ = n1.stepEchoing(.tick, now: t)
             t = t + Milliseconds(100)
         }
         return (n1, t)
@@ -56,7 +56,7 @@ import TrackerLogic
         var (n1, t) = candidateWaitingForAnswers()
         #expect(n1.role == .candidate)
         #expect(n1.epoch == e3)
-        let actions = n1.step(heard(from: 3, epoch: e3, .coordinator(lastCommitted: .zero)), now: t)
+        let actions = n1.stepEchoing(heard(from: 3, epoch: e3, .coordinator(lastCommitted: .zero)), now: t)
         #expect(actions == [
             sent(1, incarnation: 1000, epoch: e3, to: 3, .hello(Hello(lastCommitted: .zero, hasState: false))),
             sent(1, incarnation: 1000, epoch: e3, to: 3, .coordinatorAck(lastCommitted: .zero, prepared: nil)),
@@ -74,7 +74,7 @@ import TrackerLogic
         let old = n3.epoch
         let tx = try announce(1, &n3, at: &t)
         let newer = Epoch(term: old.term + 1, master: NodeID(4))
-        let actions = n3.step(heard(from: 4, epoch: newer, .coordinator(lastCommitted: .zero)), now: t)
+        let actions = n3.stepEchoing(heard(from: 4, epoch: newer, .coordinator(lastCommitted: .zero)), now: t)
         #expect(actions == [
             .persistEpoch(newer),
             sent(3, incarnation: 3000, epoch: newer, to: 4, .hello(Hello(lastCommitted: .zero, hasState: false))),
@@ -90,13 +90,13 @@ import TrackerLogic
         var n2 = node(2, epoch: e3)
         var t = t0
         while t < t0 + Milliseconds(4000) {
-            _ = n2.step(keepalive(3, role: .master), now: t)
-            _ = n2.step(.tick, now: t)
+            _ = n2.stepEchoing(keepalive(3, role: .master), now: t)
+            _ = n2.stepEchoing(.tick, now: t)
             t = t + Milliseconds(500)
         }
         #expect(n2.role == .slave)
         let claimed = Epoch(term: 2, master: NodeID(2))
-        let actions = n2.step(heard(from: 3, epoch: e3, .leaving), now: t)
+        let actions = n2.stepEchoing(heard(from: 3, epoch: e3, .leaving), now: t)
         #expect(actions == [
             .broadcast(ClusterEnvelope(from: NodeID(2), incarnation: 2000, epoch: e3, to: nil, message: .election(lastCommitted: .zero))),
             .persistEpoch(claimed),
@@ -104,7 +104,7 @@ import TrackerLogic
                                             current: NodeStanding(role: .candidate, epoch: claimed, master: nil, serving: false))),
         ])
         // Once the epoch is durable it leads; with nobody left to ask, it recovers at once.
-        _ = n2.step(.epochStored(claimed), now: t)
+        _ = n2.stepEchoing(.epochStored(claimed), now: t)
         #expect(n2.isServing)
     }
 }

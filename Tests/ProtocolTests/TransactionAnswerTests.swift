@@ -22,11 +22,11 @@ import TrackerLogic
         var (n, t) = cluster.masterWithTwoSlaves()
         try #require(n.isServing)
         let me = PeerID(a: 4, b: 5, c: 6), other = PeerID(a: 7, b: 8, c: 9)
-        _ = n.step(announce(1, .started, peerID: me, left: 0, at: t), now: t)
-        _ = n.step(announce(2, .started, peerID: other, at: t), now: t)
-        _ = n.step(announce(3, .stopped, peerID: me, left: 0, at: t), now: t)
+        _ = n.stepEchoing(announce(1, .started, peerID: me, left: 0, at: t), now: t)
+        _ = n.stepEchoing(announce(2, .started, peerID: other, at: t), now: t)
+        _ = n.stepEchoing(announce(3, .stopped, peerID: me, left: 0, at: t), now: t)
         t = t + Milliseconds(5)
-        let prepared = n.step(.tick, now: t).compactMap { action -> Transaction? in
+        let prepared = n.stepEchoing(.tick, now: t).compactMap { action -> Transaction? in
             if case .broadcast(let e) = action, case .prepare(let tx, _, _) = e.message { return tx } else { return nil }
         }
         let tx = try #require(prepared.first)

@@ -31,7 +31,7 @@ struct TransactionBatchTests: MasterFixture {
         var tx = try announce(1, &n, at: &t)
         #expect(peers(tx) == [1])
         // Ten more while the first is in flight: none leaves until it commits.
-        for tid in UInt32(2)...11 { #expect(prepared(n.step(announceDatagram(tid, at: t), now: t)).isEmpty) }
+        for tid in UInt32(2)...11 { #expect(prepared(n.stepEchoing(announceDatagram(tid, at: t), now: t)).isEmpty) }
         var expected: [[UInt32]] = [[1], [2, 3, 4, 5], [6, 7, 8, 9], [10, 11]]
         while !expected.isEmpty {
             let answeredNow = expected.removeFirst()

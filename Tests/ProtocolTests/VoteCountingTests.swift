@@ -43,7 +43,7 @@ import TrackerLogic
         var replies: [TrackerResponse] = []
         for _ in 0..<40 where replies.isEmpty {
             t = t + Milliseconds(50)
-            replies = answers(n.step(.tick, now: t))
+            replies = answers(n.stepEchoing(.tick, now: t))
         }
         #expect(replies.count == 1 && replies.allSatisfy(isError))
         #expect(n.replica.lastCommitted == tx1.ref)

@@ -242,7 +242,7 @@ struct SimulatorDepthTests {
         // The master restarts from its disk (its log starts there), so the slave that
         // was down meanwhile needs a snapshot — while a third of snapshots are damaged.
         var refused: UInt64 = 0
-        for seed: UInt64 in 1...6 {
+        for seed: UInt64 in 1...30 {
             var s = calm(3, [(5_000, .crash(0)), (7_000, .crash(2)), (7_500, .restart(2)), (11_000, .restart(0))])
             s.seed = seed
             s.corruptRate = 0.05

@@ -384,6 +384,24 @@ class GroupClient:
         return None
 
 
+def relay(src, dst):
+    """Copies one direction of a relayed TCP connection until either side closes, then
+    closes both (a TLS front, a broker link a test can cut)."""
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    for s in (src, dst):
+        try:
+            s.close()
+        except OSError:
+            pass
+
+
 class StompRaw:
     """A bare STOMP connection, for putting garbage on the broker."""
 

@@ -16,7 +16,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import Cluster, GroupClient, activemq, fail, free_tcp_port, free_udp_port, log, tracker_binary  # noqa: E402
+from _harness import Cluster, GroupClient, activemq, fail, free_tcp_port, free_udp_port, log, relay, tracker_binary  # noqa: E402
 
 
 def openssl(*args):
@@ -65,23 +65,7 @@ class TLSFront(threading.Thread):
                 continue
             upstream = socket.create_connection(("127.0.0.1", self.broker_port))
             for a, b in ((conn, upstream), (upstream, conn)):
-                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def pump(src, dst):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.close()
-            except OSError:
-                pass
+                threading.Thread(target=relay, args=(a, b), daemon=True).start()
 
 
 def main():

@@ -332,10 +332,18 @@ public final class ClusterService: @unchecked Sendable {
 
     func publish(_ env: ClusterEnvelope, to destination: String) {
         guard !silenced else { return }
+        var headers = [("sender", String(incarnation, radix: 16))]
+        // Our own keepalive comes back to us through the broker: the node opens that echo
+        // (it proves our link, `BrokerLink.swift`) and drops our other messages unopened.
+        if case .keepalive = env.message { headers.append(Self.echoHeader) }
         for frame in channel.sealFragments(env, now: WallClock.now()) {
-            stomp.send(to: destination, body: frame, headers: [("sender", String(incarnation, radix: 16))])
+            stomp.send(to: destination, body: frame, headers: headers)
         }
     }
+
+    /// Marks a frame whose echo the node opens. Only a hint: the echo is authenticated
+    /// like every frame, so a forged header gets a forger nothing.
+    static let echoHeader = (name: "echo", value: "1")
 
     /// Hands a write to the writer thread; what the node hears back is `storeOutcome`'s.
     func store(_ write: StoreWrite, for action: NodeAction) {
@@ -479,7 +487,8 @@ public final class ClusterService: @unchecked Sendable {
             break
         case .message(let destination, let headers, let body):
             guard !silenced else { return }
-            if headers.first(where: { $0.name == "sender" })?.value == String(incarnation, radix: 16) { return }
+            if headers.first(where: { $0.name == "sender" })?.value == String(incarnation, radix: 16),
+               !headers.contains(where: { $0.name == Self.echoHeader.name && $0.value == Self.echoHeader.value }) { return }
             switch channel.open(body, ownID: ownTopic ?? .unassigned, now: WallClock.now()) {
             case .success(nil):
                 break  // a fragment taken in; its message is not whole yet

@@ -49,7 +49,7 @@ extension ClusterService {
             errorFrames: stomp?.stats.errorFrames ?? 0, badFrames: stomp?.stats.badFrames ?? 0,
             badClusterMessages: stats.rejected.values.reduce(0, +),
             rejectedClusterMessages: Dictionary(uniqueKeysWithValues: ClusterRejection.allCases.map { ($0.rawValue, stats.rejected[$0] ?? 0) }),
-            authenticated: !settings.keys.isEmpty)
+            authenticated: !settings.keys.isEmpty, echoMsAgo: node.brokerEcho.map { (now - $0).value })
         s.members = node.membership.members.values.sorted { $0.id < $1.id }.map {
             NodeStatus.MemberStatus(id: $0.id.rawValue, role: $0.role.jsonName, master: $0.master.rawValue, epoch: $0.epoch.description,
                                     lastCommitted: $0.lastCommitted.txid, inSync: $0.inSync, address: $0.address,

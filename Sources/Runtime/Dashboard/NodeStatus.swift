@@ -40,6 +40,10 @@ public struct NodeStatus: Codable, Sendable {
         var rejectedClusterMessages: [String: Int] = [:]
         /// False with `--insecure-cluster`: anyone on the broker can forge messages.
         var authenticated = false
+        /// How long ago the broker last carried one of this node's keepalives back to it
+        /// (nil: not since it started). Over two intervals while others' are not: this
+        /// node's own link is cut, and it neither leads nor claims (`BrokerLink.swift`).
+        var echoMsAgo: Int64?
     }
 
     /// `running`, `stopped` (the Stop button: the process and its dashboard stay up) or

@@ -83,7 +83,7 @@ enum Candidate: NodeRole, Sendable, Equatable {
     /// id for a moment whenever nodes started together.
     mutating func claimIfNoHigherLive(in ctx: inout NodeContext, _ now: Instant) {
         guard case .awaitingAnswers(_, knowsMembers: true) = self,
-              !ctx.liveMembers(now).contains(where: { $0.id > ctx.id }) else { return }
+              !ctx.liveMembers(now).contains(where: { $0.id > ctx.id && ctx.couldLead($0, now) }) else { return }
         claim(in: &ctx, now)
     }
 
@@ -98,7 +98,15 @@ enum Candidate: NodeRole, Sendable, Equatable {
     /// keepalive 250 ms before its election and claimed e4.2 beside it). It waits as for a
     /// coordinator, then runs again; the older run leads, or falls silent and the
     /// sighting lapses after `downAfter`.
+    ///
+    /// Nor does a node cut off from the broker while another node reaches it: it could
+    /// commit nothing any other node holds; nor one that cannot tell yet (`BrokerLink.swift`).
     mutating func claim(in ctx: inout NodeContext, _ now: Instant) {
+        if ctx.cutFromBroker(now) || ctx.brokerLinkUnproven(now) {
+            ctx.paths.count(.claimLeftToLinkedNode)
+            self = .awaitingCoordinator(deadline: now + ctx.config.coordinatorTimeout)
+            return
+        }
         if ctx.olderRunOfOwnIDHeard(now) {
             ctx.paths.count(.claimLeftToOlderRun)
             self = .awaitingCoordinator(deadline: now + ctx.config.coordinatorTimeout)

@@ -61,6 +61,11 @@ public enum ClusterCodec {
             write(k.lastCommitted, &b)
             b.writeInteger(k.inSync ? 1 as UInt8 : 0)
             writeString(k.address, &b)
+            switch k.brokerEcho {
+            case .unknown: break
+            case .never: b.writeInteger(BrokerEchoReport.neverCode)
+            case .age(let a): b.writeInteger(UInt32(clamping: min(max(a.value, 0), BrokerEchoReport.maxAge.value)))
+            }
         case .election(let ref), .coordinator(let ref), .catchUpRequest(let ref), .snapshotAck(let ref):
             write(ref, &b)
         case .answer, .mergeRequest, .leaving:
@@ -571,8 +576,14 @@ public enum ClusterCodec {
             switch tag {
             case .keepalive:
                 guard let role = Role(rawValue: try int()) else { throw ClusterDecodingError("bad role") }
-                message = .keepalive(Keepalive(role: role, master: NodeID(try int()), lastCommitted: try ref(), inSync: try bool(),
-                                               address: try string()))
+                var k = Keepalive(role: role, master: NodeID(try int()), lastCommitted: try ref(), inSync: try bool(),
+                                  address: try string())
+                // The broker echo came later: a keepalive without it is an older node's.
+                if remaining > 0 {
+                    let code: UInt32 = try int()
+                    k.brokerEcho = code == BrokerEchoReport.neverCode ? .never : .age(Milliseconds(Int64(code)))
+                }
+                message = .keepalive(k)
             case .election: message = .election(lastCommitted: try ref())
             case .answer: message = .answer
             case .coordinator: message = .coordinator(lastCommitted: try ref())

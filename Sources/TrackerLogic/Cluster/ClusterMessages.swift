@@ -76,11 +76,30 @@ public struct Keepalive: Hashable, Sendable {
     public var inSync: Bool
     /// Where operators reach the node (its peer or dashboard address), for the trackers tab.
     public var address: String
+    /// When the broker last carried one of the sender's own keepalives back to it
+    /// (`BrokerLink.swift`): what the peer network tells of who reaches the broker.
+    public var brokerEcho: BrokerEchoReport
 
-    public init(role: Role, master: NodeID, lastCommitted: TxRef, inSync: Bool, address: String = "") {
+    public init(role: Role, master: NodeID, lastCommitted: TxRef, inSync: Bool, address: String = "",
+                brokerEcho: BrokerEchoReport = .unknown) {
         self.role = role; self.master = master; self.lastCommitted = lastCommitted; self.inSync = inSync
         self.address = address
+        self.brokerEcho = brokerEcho
     }
+}
+
+/// What a keepalive says of its sender's broker link.
+public enum BrokerEchoReport: Hashable, Sendable {
+    /// A keepalive of a version that does not say (encoded as nothing at all).
+    case unknown
+    /// The broker has not carried one of its keepalives back since the sender started.
+    case never
+    /// It last did this long before the keepalive was sent (at most `maxAge`).
+    case age(Milliseconds)
+
+    /// Longest age a keepalive carries; anything older reads as this.
+    public static let maxAge = Milliseconds(Int64(UInt32.max - 1))
+    static let neverCode = UInt32.max
 }
 
 public struct Hello: Hashable, Sendable {

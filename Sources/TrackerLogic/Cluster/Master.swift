@@ -167,6 +167,7 @@ struct Master: NodeRole, Sendable {
             nextExpiry = now + ctx.expiryPeriod
             enqueue(.expire(before: now - ctx.handler.config.effectivePeerTimeout), origin: .expiry, in: &ctx, now)
         }
+        if inFlight != nil { evaluateVotes(in: &ctx, now) }
         if let f = inFlight, now >= f.deadline { voteTimedOut(in: &ctx, now) }
         tryPrepare(in: &ctx, now)
         return nil
@@ -197,7 +198,9 @@ struct Master: NodeRole, Sendable {
         let tx = Transaction(ref: TxRef(epoch: ctx.epoch, txid: previous.txid + 1), updates: items.map(\.update))
         let live = ctx.brokerLiveMembers(now).filter { !$0.suspect && $0.role == .slave }
         let voters = live.filter { $0.confirmed == previous }.map(\.id)
-        let needed = ctx.config.quorum == .strict ? ctx.majority(of: ctx.config.clusterSize) : ctx.majority(of: voters.count + 1)
+        // Live: nodes that reach the broker but not us through it count as voters that say no.
+        let needed = ctx.config.quorum == .strict ? ctx.majority(of: ctx.config.clusterSize)
+            : ctx.majority(of: voters.count + 1 + ctx.unreachableOnBroker(now))
         inFlight = InFlight(tx: tx, previous: previous, items: items, voters: voters,
                             unconfirmed: live.filter { $0.confirmed != previous }.map(\.id), needed: needed,
                             deadline: now + ctx.config.voteTimeout, preparedAt: now)
@@ -246,12 +249,32 @@ struct Master: NodeRole, Sendable {
         let ok = f.votes.values.filter { $0 }.count + (ctx.storeHealthy ? 1 : 0)
         let pending = f.voters.count - f.votes.count + f.unconfirmed.count
         if ok >= f.needed {
+            if ctx.config.quorum == .live, !f.votes.values.contains(true), !ctx.liveMembers(now).isEmpty,
+               !awaitedBrokerEcho(since: f.preparedAt, in: &ctx, now) {
+                return
+            }
             commitInFlight(in: &ctx, now)
         } else if ok + pending < f.needed {
             let errors = f.votes.values.filter { !$0 }.count + (ctx.storeHealthy ? 0 : 1)
             abortInFlight(reason: errors > 0 ? "tracker cluster could not store the announce; retry"
                                              : "tracker cluster has no quorum; retry", in: &ctx, now)
         }
+    }
+
+    /// Whether a live master may commit on its own vote alone, or count silent voters
+    /// down: only once the broker carried one of its keepalives back after the PREPARE
+    /// (what it sends gets through, so the silence is theirs), or in a true outage
+    /// (`BrokerLink.swift`). Until then it asks for that echo: its next keepalive goes
+    /// now (again after each vote timeout), and the echo steps the master again
+    /// (`TrackerNode.receive`).
+    mutating func awaitedBrokerEcho(since prepared: Instant, in ctx: inout NodeContext, _ now: Instant) -> Bool {
+        if ctx.brokerEchoed(since: prepared) || ctx.brokerOutage(now) { return true }
+        ctx.paths.count(.silentVotersAwaitedEcho)
+        // Asked again each vote timeout: an echo may be lost like any frame.
+        if ctx.lastKeepaliveSent < prepared || now - ctx.lastKeepaliveSent >= ctx.config.voteTimeout {
+            ctx.nextKeepalive = min(ctx.nextKeepalive, now)
+        }
+        return false
     }
 
     mutating func voteTimedOut(in ctx: inout NodeContext, _ now: Instant) {
@@ -265,6 +288,12 @@ struct Master: NodeRole, Sendable {
             return
         }
         let silent = f.voters.filter { f.votes[$0] == nil }
+        if ctx.config.quorum == .live, !silent.isEmpty, !awaitedBrokerEcho(since: f.preparedAt, in: &ctx, now) {
+            // Silent voters, or our own link cut? We cannot tell yet: nobody is counted
+            // down, and a master cut off leaves office meanwhile.
+            inFlight?.deadline = now + ctx.config.voteTimeout
+            return
+        }
         for node in silent { ctx.membership.update(node) { $0.suspect = true } }
         // Unconfirmed slaves were never counted on: a silent one is only no longer waited for.
         f.unconfirmed = []

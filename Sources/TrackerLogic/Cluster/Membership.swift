@@ -21,6 +21,11 @@ public struct Member: Hashable, Sendable {
     public var suspect: Bool = false
     /// The run heard before this one (`Membership.heard`).
     public var previousIncarnation: UInt64?
+    /// Whether its keepalives say anything of its broker link (an older node's do not).
+    public var brokerEchoReported = false
+    /// When, by its last keepalive, the broker last carried one of its own keepalives
+    /// back to it (nil: not since it started, or not reported).
+    public var brokerEcho: Instant?
 }
 
 /// The live-node table (the dashboard's trackers tab). Iteration is by id, so a
@@ -71,6 +76,11 @@ public struct Membership: Sendable {
             m.lastCommitted = k.lastCommitted
             m.inSync = k.inSync
             m.address = k.address
+            switch k.brokerEcho {
+            case .unknown: (m.brokerEchoReported, m.brokerEcho) = (false, nil)
+            case .never: (m.brokerEchoReported, m.brokerEcho) = (true, nil)
+            case .age(let age): (m.brokerEchoReported, m.brokerEcho) = (true, now - Milliseconds(max(age.value, 0)))
+            }
         }
         members[env.from] = m
         return true
@@ -130,6 +140,7 @@ public struct Membership: Sendable {
             var m = m
             m.lastHeard = min(m.lastHeard + pause, now)
             if m.lastHeardOnBroker != .zero { m.lastHeardOnBroker = min(m.lastHeardOnBroker + pause, now) }
+            m.brokerEcho = m.brokerEcho.map { min($0 + pause, now) }
             return m
         }
     }

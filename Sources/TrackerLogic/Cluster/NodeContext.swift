@@ -22,6 +22,9 @@
     @usableFromInline var epoch: Epoch
     @usableFromInline var replica: Replica
     @usableFromInline var membership = Membership()
+    /// When the broker last carried one of our own keepalives back (`BrokerLink.swift`);
+    /// nil until it first does.
+    @usableFromInline var brokerEcho: Instant?
     @usableFromInline var storeHealthy = true
     /// The transaction this node last PREPAREd and has not seen committed or aborted. It
     /// outlives role changes: a new master's recovery asks every node for it.
@@ -29,6 +32,9 @@
     var rng: SeededGenerator
     /// When the next keepalive is due (a role brings it forward to tell the cluster at once).
     var nextKeepalive: Instant
+    /// When the first and the last one left.
+    var firstKeepaliveSent: Instant?
+    var lastKeepaliveSent = Instant(milliseconds: .min)
     /// Requests received while not serving, for this node to answer if it comes to serve.
     var held: HeldRequests
     /// Per-source limits on what peers may ask of a serving master (table allocated on

@@ -31,6 +31,8 @@ extension TrackerNode {
         let late = now - due
         guard late > Milliseconds(ctx.config.keepaliveInterval.value / 2) else { return }
         ctx.membership.discount(pause: late, now: now)
+        // Our own echo too: a pause is no evidence that our broker link broke.
+        ctx.brokerEcho = ctx.brokerEcho.map { min($0 + late, now) }
         // So is the first sight of a process with our id: moved like its last, the span it
         // was heard for stays what it was (one keepalive before a pause is not an interval).
         if let c = idConflict { idConflict = (c.incarnation, min(c.firstHeard + late, now)) }

@@ -106,6 +106,14 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     /// A candidate that heard an older run of its own id left the epoch to that run
     /// (`Candidate.claim`).
     case claimLeftToOlderRun
+    /// A master cut off from the broker while another node reaches it left the office
+    /// (`BrokerLink.swift`).
+    case cutMasterSteppedDown
+    /// A candidate cut off from the broker while another node reaches it claimed no epoch.
+    case claimLeftToLinkedNode
+    /// A live master did not count silent voters down: the broker had not carried its
+    /// own keepalive back since its PREPARE, so its own link may be cut.
+    case silentVotersAwaitedEcho
 
     public var description: String {
         switch self {
@@ -151,6 +159,9 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .reconfigured: return "configuration reloaded"
         case .olderRunRefused: return "frame of an older run refused"
         case .claimLeftToOlderRun: return "claim left to an older run of the own id"
+        case .cutMasterSteppedDown: return "master cut off from the broker stepped down"
+        case .claimLeftToLinkedNode: return "claim left to a node that reaches the broker"
+        case .silentVotersAwaitedEcho: return "silent voters kept until the broker echoed"
         }
     }
 }

@@ -110,8 +110,9 @@ struct Slave: NodeRole, Sendable {
         if inSync(ctx) {
             retryAt = nil
             // Bully: a live, up-to-date node with a higher id than its master takes over
-            // (unless its disk cannot record the epoch it would claim).
-            if m < ctx.id && ctx.storeHealthy { return .runElection }
+            // (unless its disk cannot record the epoch it would claim, or it cannot
+            // reach the broker while others can).
+            if m < ctx.id && ctx.storeHealthy && !ctx.cutFromBroker(now) { return .runElection }
         } else if offer == nil, now >= (retryAt ?? now) {
             if !ctx.id.isAssigned || !helloAnswered {
                 follow(m, in: &ctx, now)

@@ -50,6 +50,8 @@ public struct TrackerNode: Sendable {
     @inlinable public var replica: Replica { _read { yield ctx.replica } }
     @inlinable public var membership: Membership { _read { yield ctx.membership } }
     @inlinable public var storeHealthy: Bool { ctx.storeHealthy }
+    /// When the broker last carried one of this node's keepalives back (`BrokerLink.swift`).
+    @inlinable public var brokerEcho: Instant? { ctx.brokerEcho }
     /// How often this node took each protocol branch (the simulator's coverage table).
     @inlinable public var paths: PathCounts { _read { yield ctx.paths } }
     /// Held requests this node handled after it came to serve (for the dashboard).
@@ -282,7 +284,7 @@ public struct TrackerNode: Sendable {
         guard case .slave(let s) = state, let master = s.master else { return nil }
         let me = ctx.id, downAfter = ctx.config.downAfter
         let belowHeir = ctx.membership.members.values.contains { m in
-            m.id > me && m.id != master && m.role != .stopped && now - m.lastHeard <= downAfter
+            m.id > me && m.id != master && m.role != .stopped && now - m.lastHeard <= downAfter && ctx.couldLead(m, now)
         }
         if belowHeir { return Instant(milliseconds: .max) }
         let decided = ctx.held.evidence.decided
@@ -428,15 +430,23 @@ public struct TrackerNode: Sendable {
             if ctx.id.isAssigned {
                 let keepalive = ctx.envelope(.keepalive(Keepalive(role: liveRole, master: liveMaster ?? .unassigned,
                                                                   lastCommitted: ctx.replica.lastCommitted, inSync: inSync,
-                                                                  address: ctx.address)))
+                                                                  address: ctx.address, brokerEcho: ctx.brokerEchoReport(now))))
                 ctx.out.append(.broadcast(keepalive))
                 ctx.out.append(.beacon(keepalive))
+                ctx.lastKeepaliveSent = now
+                if ctx.firstKeepaliveSent == nil { ctx.firstKeepaliveSent = now }
             }
             ctx.nextKeepalive = now + ctx.config.keepaliveInterval
         }
         ctx.membership.forget(before: now - ctx.config.downAfter * 30)
         checkIDConflict(now)
         if case .stopped = state { return }
+        if isMaster && ctx.cutFromBroker(now) {
+            // Commits travel on the broker: a master that cannot reach it while another
+            // node can leaves the office to one that can (`BrokerLink.swift`).
+            ctx.paths.count(.cutMasterSteppedDown)
+            startElection(now)
+        }
         if let probeAt = nextProbe, now >= probeAt {
             nextProbe = now + ctx.config.keepaliveInterval
             ctx.out.append(.probeStore)
@@ -483,7 +493,15 @@ public struct TrackerNode: Sendable {
     /// The checks every role shares, then the role.
     mutating func receive(_ env: ClusterEnvelope, _ now: Instant, onBroker: Bool = true) {
         let id = ctx.id
-        if env.from == id && env.incarnation == ctx.incarnation { return }  // our own topic message
+        if env.from == id && env.incarnation == ctx.incarnation {
+            // Our own topic message: a keepalive the broker carried back proves our link.
+            if onBroker, case .keepalive = env.message {
+                ctx.brokerEcho = max(ctx.brokerEcho ?? now, now)
+                // A master may be waiting for it to commit (`Master.awaitedBrokerEcho`).
+                if serving { dispatch(.tick, now) }
+            }
+            return
+        }
         if let to = env.to, to != id { return }
         // Nothing a message says may break what we hold: an impossible epoch is dropped.
         guard env.epoch.isWellFormed else { return }

@@ -1,0 +1,110 @@
+/// Who reaches the broker: the one rule that ties leadership to the channel commits
+/// travel on.
+///
+/// Nodes hear each other on two channels, the broker and the peer network, and a node
+/// heard on either is alive (a dead broker must not look like dead nodes). But PREPAREs,
+/// votes and COMMITs travel on the broker alone. A node whose own broker link is broken
+/// while the peer network still carries its keepalives looked like a broker outage to
+/// itself: it led, or kept leading, and committed alone what no other node holds.
+///
+/// How a node knows its own link works: the broker carries every keepalive it publishes
+/// back to it (a node subscribes to the topic it publishes on), so an echo within
+/// `downAfter` proves both directions of its link. Each keepalive says how long ago the
+/// last echo came (`Keepalive.brokerEcho`), on the broker and on the peer network, so
+/// every node learns who else reaches the broker even when it cannot.
+///
+/// The rules, each applied where the role acts on it:
+/// - **Cut off** (`cutFromBroker`): no echo for `downAfter`, while a live node reached
+///   the broker more than `downAfter` after our last echo and still does. A node cut off
+///   claims no epoch (`Candidate.claim`), nor does one whose link is not proven yet (no
+///   echo since its first keepalive, less than `downAfter` ago), a master or recovering master cut off leaves
+///   the office (`TrackerNode.tick`), and a slave cut off does not run to take over
+///   from a lower master (`Slave.tick`). The margin of `downAfter` tells a broken link
+///   from a broker outage: when the broker dies every node's echoes stop within one
+///   keepalive interval of each other, so nobody is cut off and the outage rules hold.
+/// - **Could lead** (`couldLead`): while this node reaches the broker, a node that does
+///   not (by its own report) cannot win an election, so a candidate does not wait for
+///   it, and the heir is the highest node that could lead.
+/// - **Live quorum** (`Master.tryPrepare`, `Master.voteTimedOut`): a node heard alive on
+///   the peer network that reaches the broker, but not heard on it here, counts in the
+///   quorum as a voter that says no. And a silent voter counts as down only once the
+///   broker has carried one of the master's own keepalives back after its PREPARE, or
+///   nobody reaches the broker (a true outage, where `live` commits alone): until then
+///   the master cannot tell a dead voter from its own cut link.
+///
+/// A report the sender never made (an older node's keepalive) counts as reaching the
+/// broker everywhere but as evidence that someone does: never a reason to commit alone,
+/// never a reason to leave office.
+extension NodeContext {
+    /// The broker carried one of our own keepalives back within `downAfter`.
+    func brokerLinked(_ now: Instant) -> Bool {
+        brokerEcho.map { now - $0 <= config.downAfter } ?? false
+    }
+
+    /// What the next keepalive says of our link.
+    func brokerEchoReport(_ now: Instant) -> BrokerEchoReport {
+        guard let echo = brokerEcho else { return .never }
+        return .age(min(max(now - echo, Milliseconds(0)), BrokerEchoReport.maxAge))
+    }
+
+    /// The latest instant `m` is known to have reached the broker: heard on it here, or
+    /// its own last echo as it reported it.
+    func brokerEvidence(of m: Member) -> Instant? {
+        let heard = m.lastHeardOnBroker == .zero ? nil : m.lastHeardOnBroker
+        switch (heard, m.brokerEcho) {
+        case let (h?, e?): return max(h, e)
+        case let (h, e): return h ?? e
+        }
+    }
+
+    /// Whether `m` reaches the broker as far as this node knows; an older node that does
+    /// not say is taken to.
+    func reachesBroker(_ m: Member, _ now: Instant) -> Bool {
+        if !m.brokerEchoReported && m.lastHeardOnBroker == .zero { return true }
+        return brokerEvidence(of: m).map { now - $0 <= config.downAfter } ?? !m.brokerEchoReported
+    }
+
+    /// Our own broker link is broken while another node's works: a live node reached
+    /// the broker lately, and more than `downAfter` after we last did.
+    func cutFromBroker(_ now: Instant) -> Bool {
+        guard !brokerLinked(now) else { return false }
+        let downAfter = config.downAfter
+        return liveMembers(now).contains { m in
+            guard let theirs = brokerEvidence(of: m), now - theirs <= downAfter else { return false }
+            return brokerEcho.map { theirs - $0 > downAfter } ?? true
+        }
+    }
+
+    /// No echo yet, and too soon to say there will be none: the node's first keepalive
+    /// left less than `downAfter` ago. Every node's first keepalive says "never" (its echo
+    /// comes after it), so until then nobody can tell a cut link from a cluster starting.
+    func brokerLinkUnproven(_ now: Instant) -> Bool {
+        brokerEcho == nil && (firstKeepaliveSent.map { now - $0 <= config.downAfter } ?? true)
+    }
+
+    /// Whether `m` could win an election: while we reach the broker, only a node that
+    /// does too (the other one's claim waits for us). While we do not, anyone could.
+    func couldLead(_ m: Member, _ now: Instant) -> Bool {
+        !brokerLinked(now) || reachesBroker(m, now)
+    }
+
+    /// Live nodes that reach the broker but that this node does not hear on it: votes
+    /// that cannot reach us, which a live quorum counts as no.
+    func unreachableOnBroker(_ now: Instant) -> Int {
+        let downAfter = config.downAfter
+        return liveMembers(now).filter { m in
+            m.role != .starting && now - m.lastHeardOnBroker > downAfter && reachesBroker(m, now)
+        }.count
+    }
+
+    /// Whether nobody reaches the broker, as far as this node knows: a true outage.
+    func brokerOutage(_ now: Instant) -> Bool {
+        !brokerLinked(now) && !liveMembers(now).contains { reachesBroker($0, now) }
+    }
+
+    /// Whether the broker carried one of our keepalives back since `since`: what we sent
+    /// then got through.
+    func brokerEchoed(since: Instant) -> Bool {
+        brokerEcho.map { $0 >= since } ?? false
+    }
+}

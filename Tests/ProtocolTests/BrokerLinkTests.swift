@@ -1,0 +1,241 @@
+import NIOCore
+import Testing
+import TrackerLogic
+
+/// The rules of `BrokerLink.swift`, driven event by event: a node whose own broker link is
+/// cut while another node reaches the broker claims no epoch, a master so cut leaves the
+/// office, and a live master commits alone or counts silent voters down only once the
+/// broker carried its own keepalive back (or nobody reaches the broker). Each test has a
+/// twin where every node's link is down (a broker outage), where the old rules hold.
+@Suite("Broker link") struct BrokerLinkTests: MasterFixture {
+    let t0 = Instant(milliseconds: 1_000_000)
+    let ids = ConnectionIDPolicy(key: SipHash24(k0: 1, k1: 2))
+    let peer = PeerEndpoint(ip: IPAddress("10.0.0.7")!, port: 6881)
+
+    /// What node `from` says of itself on the peer network.
+    func beacon(from: UInt32, role: Role, master: UInt32, epoch: Epoch, echo: BrokerEchoReport,
+                lastCommitted: TxRef = .zero) -> NodeEvent {
+        .beacon(ClusterEnvelope(from: NodeID(from), incarnation: UInt64(from) * 1000, epoch: epoch, to: nil,
+                                message: .keepalive(Keepalive(role: role, master: NodeID(master), lastCommitted: lastCommitted,
+                                                              inSync: true, address: "", brokerEcho: echo))))
+    }
+
+    /// The broker carries `node`'s own last keepalive back to it.
+    func ownEcho(of node: TrackerNode) -> NodeEvent {
+        .cluster(ClusterEnvelope(from: node.id, incarnation: node.incarnation, epoch: node.epoch, to: nil,
+                                 message: .keepalive(Keepalive(role: node.role, master: node.master ?? .unassigned,
+                                                               lastCommitted: node.replica.lastCommitted, inSync: true))))
+    }
+
+    /// n4 starts among n1..n3, which it hears only on the peer network, each saying `echo`;
+    /// it never hears its own keepalive back. Returns whether it ever claimed an epoch.
+    func n4StartingCutOff(othersSay echo: BrokerEchoReport) -> (claimed: Bool, node: TrackerNode) {
+        var n4 = TrackerNode(id: NodeID(4), incarnation: 4000, config: ClusterConfig(),
+                             handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids), seed: 7, now: t0)
+        var claimed = false
+        var t = t0
+        while t < t0 + Milliseconds(12_000) {
+            for n in UInt32(1)...3 { _ = n4.step(beacon(from: n, role: .candidate, master: 0, epoch: .zero, echo: echo), now: t) }
+            for case .persistEpoch(let e) in n4.step(.tick, now: t) where e.master == NodeID(4) {
+                claimed = true
+                _ = n4.step(.epochStored(e), now: t)
+            }
+            t = t + Milliseconds(250)
+        }
+        return (claimed, n4)
+    }
+
+    @Test func aNodeCutOffFromTheBrokerClaimsNoEpochWhileAnotherReachesIt() {
+        let (claimed, n4) = n4StartingCutOff(othersSay: .age(Milliseconds(40)))
+        #expect(!claimed, "n4 hears nobody on the broker, not even itself, while n1..n3 do: it must not lead")
+        #expect(n4.paths[.claimLeftToLinkedNode] >= 1)
+        #expect(n4.role != .master)
+    }
+
+    @Test func inABrokerOutageTheHighestIDStillClaims() {
+        let (claimed, n4) = n4StartingCutOff(othersSay: .never)
+        #expect(claimed, "nobody reaches the broker: the outage rules hold, and the highest id leads")
+        #expect(n4.role == .master)
+    }
+
+    /// n3 serves (strict, 3 nodes); its slaves stop hearing it on the broker but their
+    /// beacons keep coming, saying `slavesSay`. Returns n3 after `seconds`.
+    func masterLosingItsLink(slavesSay echo: BrokerEchoReport, seconds: Int64) -> TrackerNode {
+        var (n, t) = masterWithTwoSlaves()
+        _ = n.step(ownEcho(of: n), now: t)
+        let end = t + Milliseconds(seconds * 1000)
+        while t < end {
+            t = t + Milliseconds(250)
+            for s in UInt32(1)...2 { _ = n.step(beacon(from: s, role: .slave, master: 3, epoch: n.epoch, echo: echo), now: t) }
+            _ = n.step(.tick, now: t)
+        }
+        return n
+    }
+
+    @Test func aMasterCutOffFromTheBrokerLeavesTheOffice() {
+        let n = masterLosingItsLink(slavesSay: .age(Milliseconds(30)), seconds: 5)
+        #expect(!n.isServing, "its slaves reach the broker and it does not: it must hand over")
+        #expect(n.paths[.cutMasterSteppedDown] >= 1)
+    }
+
+    @Test func inABrokerOutageTheMasterKeepsTheOffice() {
+        let n = masterLosingItsLink(slavesSay: .never, seconds: 5)
+        #expect(n.isServing)
+        #expect(n.paths[.cutMasterSteppedDown] == 0)
+    }
+
+    /// n3 under a live quorum, ticked every 100 ms until it serves; `each` runs before
+    /// each tick (what else it hears meanwhile).
+    func liveN3Leading(_ each: (inout TrackerNode, Instant) -> Void) -> (TrackerNode, Instant) {
+        var config = ClusterConfig()
+        config.quorum = .live
+        var n = TrackerNode(id: NodeID(3), incarnation: 3000, config: config,
+                            handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids), seed: 7, now: t0)
+        var t = t0
+        for _ in 0..<100 where !n.isServing {
+            t = t + Milliseconds(100)
+            each(&n, t)
+            for case .persistEpoch(let e) in n.step(.tick, now: t) { _ = n.step(.epochStored(e), now: t) }
+        }
+        return (n, t)
+    }
+
+    /// A live master of three whose slaves go silent on the broker (their beacons still
+    /// come, saying `slavesSay`): returns the replies to one announce within `seconds`,
+    /// and the master, with `echoes` of its own keepalives carried back meanwhile.
+    func liveMasterWithSilentSlaves(slavesSay echo: BrokerEchoReport, echoes: Bool, seconds: Int64) throws -> ([TrackerResponse], TrackerNode) {
+        var (n, t) = liveN3Leading { _, _ in }
+        _ = n.step(ownEcho(of: n), now: t)
+        for slave in [UInt32(1), 2] {
+            _ = n.step(env(from: slave, epoch: n.epoch, .keepalive(Keepalive(role: .slave, master: NodeID(3), lastCommitted: .zero,
+                                                                              inSync: true, address: "", brokerEcho: .age(Milliseconds(5))))), now: t)
+            _ = n.step(env(from: slave, epoch: n.epoch, .coordinatorAck(lastCommitted: .zero, prepared: nil)), now: t)
+        }
+        _ = n.step(.tick, now: t)
+        try #require(n.isServing)
+        var replies: [TrackerResponse] = []
+        var actions = n.step(announceDatagram(1, at: t), now: t)
+        let end = t + Milliseconds(seconds * 1000)
+        while t < end {
+            replies += answers(actions)
+            t = t + Milliseconds(50)
+            actions = []
+            if t.milliseconds % 500 == 0 {
+                for s in UInt32(1)...2 { actions += n.step(beacon(from: s, role: .slave, master: 3, epoch: n.epoch, echo: echo), now: t) }
+                if echoes { actions += n.step(ownEcho(of: n), now: t) }
+            }
+            actions += n.step(.tick, now: t)
+        }
+        replies += answers(actions)
+        return (replies, n)
+    }
+
+    @Test func aLiveMasterCountsSilentVotersDownOnlyOnceTheBrokerEchoes() throws {
+        let (cut, n) = try liveMasterWithSilentSlaves(slavesSay: .age(Milliseconds(20)), echoes: false, seconds: 2)
+        #expect(!cut.contains(where: isAnnounce), "no echo, slaves that reach the broker: the silence may be its own link")
+        #expect(n.paths[.silentVotersAwaitedEcho] >= 1)
+        let (linked, _) = try liveMasterWithSilentSlaves(slavesSay: .age(Milliseconds(20)), echoes: true, seconds: 2)
+        #expect(linked.contains(where: isAnnounce), "its own link works: silent voters are down, and live commits without them")
+    }
+
+    @Test func inABrokerOutageALiveMasterCommitsAlone() throws {
+        let (replies, _) = try liveMasterWithSilentSlaves(slavesSay: .never, echoes: false, seconds: 4)
+        #expect(replies.contains(where: isAnnounce), "nobody reaches the broker: live commits alone")
+    }
+
+    /// A live master hearing a node only on the peer network, which says it reaches the
+    /// broker, counts it as a vote that cannot reach it: it commits nothing alone.
+    @Test func aLiveQuorumCountsANodeThatReachesTheBrokerButNotUs() throws {
+        var (n, t) = liveN3Leading { n, t in
+            _ = n.step(ownEcho(of: n), now: t)
+            _ = n.step(beacon(from: 1, role: .slave, master: 3, epoch: n.epoch, echo: .age(Milliseconds(10))), now: t)
+        }
+        try #require(n.isServing)
+        var replies: [TrackerResponse] = []
+        replies += answers(n.step(announceDatagram(1, at: t), now: t))
+        for _ in 0..<20 {
+            t = t + Milliseconds(100)
+            replies += answers(n.step(ownEcho(of: n), now: t))
+            replies += answers(n.step(beacon(from: 1, role: .slave, master: 3, epoch: n.epoch, echo: .age(Milliseconds(10))), now: t))
+            replies += answers(n.step(.tick, now: t))
+        }
+        #expect(!replies.contains(where: isAnnounce), "n1 reaches the broker but not n3 through it: one vote of two is no majority")
+    }
+
+    /// A node following n4 (epoch e1.4), hearing it on both channels and its own echoes,
+    /// and n3 beside it if `withN3` (on the peer network only, its link cut). From
+    /// `t0 + 3 s` n4 is heard on the peer network only, its link cut too.
+    func following(_ id: UInt32, withN3: Bool) -> (TrackerNode, Instant, readsPeers: Bool) {
+        let e = Epoch(term: 1, master: NodeID(4))
+        var n = TrackerNode(id: NodeID(id), incarnation: UInt64(id) * 1000, config: ClusterConfig(),
+                            handler: PeerRequestHandler(config: TrackerConfig(), connectionIDs: ids), seed: 7, now: t0,
+                            restoring: DurableState(snapshot: nil, epoch: e))
+        var t = t0
+        var reads = true  // a host reads peer datagrams until told otherwise
+        func note(_ actions: [NodeAction]) { for case .readPeers(let r) in actions { reads = r } }
+        while t < t0 + Milliseconds(6_000) {
+            let n4 = beacon(from: 4, role: .master, master: 4, epoch: e, echo: t < t0 + Milliseconds(3_000) ? .age(Milliseconds(5)) : .age(t - (t0 + Milliseconds(3_000))))
+            if t < t0 + Milliseconds(3_000), case .beacon(let env) = n4 { note(n.stepEchoing(.cluster(env), now: t)) }
+            note(n.stepEchoing(n4, now: t))
+            if withN3 { note(n.stepEchoing(beacon(from: 3, role: .slave, master: 4, epoch: e, echo: .never), now: t)) }
+            note(n.stepEchoing(.tick, now: t))
+            t = t + Milliseconds(250)
+        }
+        return (n, t, reads)
+    }
+
+    /// n4 cut off leaves the office; n3, which reaches the broker, need not wait out an
+    /// answer timeout for n4, which cannot win.
+    @Test func aCandidateDoesNotWaitForAHigherNodeCutOffFromTheBroker() {
+        var (n3, t, _) = following(3, withN3: false)
+        let e = Epoch(term: 1, master: NodeID(4))
+        var claimedAt: Instant?
+        let steppedDown = t
+        var actions = n3.stepEchoing(beacon(from: 4, role: .slave, master: 0, epoch: e, echo: .age(Milliseconds(3_500))), now: t)
+        while claimedAt == nil && t < steppedDown + Milliseconds(2_000) {
+            for case .persistEpoch(let claimed) in actions where claimed.master == NodeID(3) { claimedAt = t }
+            t = t + Milliseconds(10)
+            actions = n3.stepEchoing(.tick, now: t)
+        }
+        #expect(claimedAt.map { $0 - steppedDown < ClusterConfig().answerTimeout } == true,
+                "n4 cannot reach the broker: n3 claims at once rather than after \(ClusterConfig().answerTimeout)")
+    }
+
+    /// n2 follows n4; n3 above it is cut off from the broker and cannot lead: n2 is the
+    /// heir, and reads the peers' requests to hold them.
+    @Test func theHeirIsTheHighestNodeThatCouldLead() {
+        var (n2, t, reads) = following(2, withN3: true)
+        var told = [reads]
+        for _ in 0..<20 {
+            t = t + Milliseconds(100)
+            _ = n2.stepEchoing(beacon(from: 4, role: .master, master: 4, epoch: n2.epoch, echo: .age(Milliseconds(5))), now: t)
+            for case .readPeers(let reads) in n2.stepEchoing(beacon(from: 3, role: .slave, master: 4, epoch: n2.epoch, echo: .never), now: t) {
+                told.append(reads)
+            }
+            for case .readPeers(let reads) in n2.stepEchoing(.tick, now: t) { told.append(reads) }
+        }
+        #expect(n2.master == NodeID(4))
+        #expect(told.last == true,
+                "n3 cannot win an election while n2 reaches the broker: n2 is the heir, and reads")
+    }
+
+    /// The report travels at the end of a keepalive; an older node's keepalive ends
+    /// before it and reads as `unknown`.
+    @Test func theBrokerEchoReportIsEncodedAtTheKeepalivesEnd() throws {
+        func encoded(_ report: BrokerEchoReport) -> [UInt8] {
+            ClusterCodec.encode(ClusterEnvelope(from: NodeID(1), incarnation: 1, epoch: .zero, to: nil,
+                                                message: .keepalive(Keepalive(role: .slave, master: NodeID(2), lastCommitted: .zero,
+                                                                              inSync: true, address: "", brokerEcho: report)))).allBytes
+        }
+        let old = encoded(.unknown)
+        #expect(encoded(.age(Milliseconds(1234))) == old + [0x00, 0x00, 0x04, 0xD2])
+        #expect(encoded(.never) == old + [0xFF, 0xFF, 0xFF, 0xFF])
+        #expect(encoded(.age(Milliseconds(Int64.max))) == old + [0xFF, 0xFF, 0xFF, 0xFE], "an age saturates below never")
+        for report in [BrokerEchoReport.unknown, .never, .age(Milliseconds(0)), .age(Milliseconds(7))] {
+            let decoded = try ClusterCodec.decode(ByteBuffer(bytes: encoded(report))).get()
+            guard case .keepalive(let k) = decoded.message else { Issue.record("not a keepalive"); continue }
+            #expect(k.brokerEcho == report)
+        }
+        #expect(throws: ClusterDecodingError.self) { try ClusterCodec.decode(ByteBuffer(bytes: old + [0x00, 0x00])).get() }
+    }
+}
