@@ -132,7 +132,7 @@ export -f run_python_test
 concurrent=(tests/cluster/group_netns.py tests/cluster/dashboard_browser.py tests/cluster/access_policy.py
             tests/cluster/broker_garbage.py tests/cluster/vip_netns.py tests/cluster/full_restart.py
             tests/cluster/dashboard_api.py tests/cluster/full_disk.py tests/cluster/monitoring.py
-            tests/cluster/reload.py tests/cluster/broker_tls.py tests/cluster/state_files.py
+            tests/cluster/reload.py tests/cluster/broker_tls.py tests/cluster/broker_link.py tests/cluster/state_files.py
             tests/cluster/help_example.py tests/cluster/admin_cli.py tests/interop/*.py)
 for t in "${concurrent[@]}"; do
   if grep -qE 'activemq\("(stop|kill|restart)"' "$t"; then

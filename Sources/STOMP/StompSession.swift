@@ -72,6 +72,8 @@ public struct StompSession {
     public private(set) var phase = Phase.idle(retryAt: nil)
     /// Destination → subscription id. Kept across reconnects.
     public private(set) var subscriptions: [String: String] = [:]
+    /// Subscriptions that receive this connection's own messages too.
+    var ownTooDestinations: Set<String> = []
     var nextSubscription = 0
     var attempts = 0
     var backoff: TimeAmount
@@ -133,12 +135,15 @@ public struct StompSession {
         return take()
     }
 
-    /// Adds a subscription (kept across reconnects); confirmed by a receipt.
-    public mutating func subscribe(_ destination: String) -> [Action] {
+    /// Adds a subscription (kept across reconnects); confirmed by a receipt. `ownToo`:
+    /// the broker hands this connection back what it sent there itself (not so elsewhere,
+    /// `sendSubscribe`).
+    public mutating func subscribe(_ destination: String, ownToo: Bool = false) -> [Action] {
         guard subscriptions[destination] == nil else { return [] }
         nextSubscription += 1
         let id = "sub-\(nextSubscription)"
         subscriptions[destination] = id
+        if ownToo { ownTooDestinations.insert(destination) }
         switch phase {
         case .ready(let a):
             sendSubscribe(destination, id: id, on: a)
@@ -367,15 +372,17 @@ public struct StompSession {
         out.append(.deliver(.ready))
     }
 
-    /// `activemq.noLocal`: the broker does not hand a connection back what it sent itself.
+    /// `activemq.noLocal`: the broker does not hand a connection back what it sent itself
+    /// (but on a destination subscribed `ownToo`).
     /// A node's own frames on the cluster topic (a master's PREPARE and COMMIT, every
     /// keepalive) would otherwise cross the broker once more and be parsed only to be
     /// dropped (a third of a PREPARE's deliveries in a 3-node cluster). A broker that does
     /// not know the header ignores it; the reader still drops its own by their sender.
     mutating func sendSubscribe(_ destination: String, id: String, on attempt: Attempt) {
-        out.append(.write(.frame(StompFrame("SUBSCRIBE", headers: [("destination", destination), ("id", id), ("ack", "auto"),
-                                                                   ("activemq.noLocal", "true"), ("receipt", "r-\(id)")])),
-                          on: attempt))
+        var headers = [("destination", destination), ("id", id), ("ack", "auto")]
+        if !ownTooDestinations.contains(destination) { headers.append(("activemq.noLocal", "true")) }
+        headers.append(("receipt", "r-\(id)"))
+        out.append(.write(.frame(StompFrame("SUBSCRIBE", headers: headers)), on: attempt))
     }
 
     /// Heart-beats as negotiated by `StompHeartbeat` (every value from the broker clamped).

@@ -38,19 +38,24 @@ import Testing
         #expect(s.stats.received == 1 && s.stats.bodyBytesReceived == 3)
     }
 
-    /// Our own frames must not come back through the broker: each SUBSCRIBE asks for that.
+    /// Our own frames must not come back through the broker: each SUBSCRIBE asks for that,
+    /// but one that asks for them (where a node's keepalives come back to prove its link),
+    /// on every connection.
     @Test func subscriptionsAskTheBrokerNotToEchoOurOwnFrames() {
         var s = StompSession(settings: settings())
         _ = s.subscribe("/topic/a")
+        _ = s.subscribe("/topic/a.echo", ownToo: true)
         _ = s.start(now: t0)
         _ = s.connected(1, now: t0)
         let subscribes = s.received(frame("CONNECTED", [("heart-beat", "1000,1000")]), on: 1, now: t0).compactMap { action -> StompFrame? in
             if case .write(.frame(let f), _) = action, f.command == "SUBSCRIBE" { return f }
             return nil
         }
-        #expect(subscribes.count == 1)
-        #expect(subscribes.first?["activemq.noLocal"] == "true")
+        #expect(subscribes.count == 2)
         #expect(subscribes.first?["destination"] == "/topic/a")
+        #expect(subscribes.first?["activemq.noLocal"] == "true")
+        #expect(subscribes.last?["destination"] == "/topic/a.echo")
+        #expect(subscribes.last?["activemq.noLocal"] == nil)
     }
 
     @Test func connectsSubscribesAndIsReadyOnceEveryReceiptIsIn() {

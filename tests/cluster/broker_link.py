@@ -92,8 +92,8 @@ def run(quorum):
         handed_over = None
         port = 31000
         while time.time() < cut_at + HANDOVER_BOUND_S + 4:
-            announce_peers(client, info_hash, port, 5, acked)
-            port += 5
+            announce_peers(client, info_hash, port, 1, acked)
+            port += 1
             now_serving = serving(cluster)
             if handed_over is None and now_serving and 4 not in now_serving:
                 handed_over = time.time() - cut_at

@@ -173,6 +173,7 @@ public final class ClusterService: @unchecked Sendable {
             replyBatches = peerSockets.families.map { _ in DatagramBatch() }
             stomp = StompClient(settings: settings.broker, tls: tls, loop: loop, logger: logger) { [self] event in brokerEvent(event) }
             stomp.subscribe(settings.topic)
+            stomp.subscribe(echoTopic, ownToo: true)
             if let ownTopic { stomp.subscribe(settings.topic(for: ownTopic)) }
             stomp.start()
             armWake(WallClock.now())
@@ -332,18 +333,20 @@ public final class ClusterService: @unchecked Sendable {
 
     func publish(_ env: ClusterEnvelope, to destination: String) {
         guard !silenced else { return }
-        var headers = [("sender", String(incarnation, radix: 16))]
-        // Our own keepalive comes back to us through the broker: the node opens that echo
-        // (it proves our link, `BrokerLink.swift`) and drops our other messages unopened.
-        if case .keepalive = env.message { headers.append(Self.echoHeader) }
-        for frame in channel.sealFragments(env, now: WallClock.now()) {
-            stomp.send(to: destination, body: frame, headers: headers)
+        let headers = [("sender", String(incarnation, radix: 16))]
+        let frames = channel.sealFragments(env, now: WallClock.now())
+        for frame in frames { stomp.send(to: destination, body: frame, headers: headers) }
+        // The broker hands a node none of its own messages on the cluster's topics
+        // (`activemq.noLocal`), so each keepalive goes once more to a topic only this
+        // process reads, its own included: what comes back proves the link both ways
+        // (`BrokerLink.swift`).
+        if case .keepalive = env.message, destination == settings.topic {
+            for frame in frames { stomp.send(to: echoTopic, body: frame, headers: headers) }
         }
     }
 
-    /// Marks a frame whose echo the node opens. Only a hint: the echo is authenticated
-    /// like every frame, so a forged header gets a forger nothing.
-    static let echoHeader = (name: "echo", value: "1")
+    /// Where this process's keepalives come back to it.
+    var echoTopic: String { "\(settings.topic).echo.\(String(incarnation, radix: 16))" }
 
     /// Hands a write to the writer thread; what the node hears back is `storeOutcome`'s.
     func store(_ write: StoreWrite, for action: NodeAction) {
@@ -487,8 +490,7 @@ public final class ClusterService: @unchecked Sendable {
             break
         case .message(let destination, let headers, let body):
             guard !silenced else { return }
-            if headers.first(where: { $0.name == "sender" })?.value == String(incarnation, radix: 16),
-               !headers.contains(where: { $0.name == Self.echoHeader.name && $0.value == Self.echoHeader.value }) { return }
+            if headers.first(where: { $0.name == "sender" })?.value == String(incarnation, radix: 16), destination != echoTopic { return }
             switch channel.open(body, ownID: ownTopic ?? .unassigned, now: WallClock.now()) {
             case .success(nil):
                 break  // a fragment taken in; its message is not whole yet

@@ -43,9 +43,9 @@ public final class StompClient: @unchecked Sendable {
     }
 
     /// Adds a subscription (kept across reconnects); confirmed by a receipt.
-    public func subscribe(_ destination: String) {
+    public func subscribe(_ destination: String, ownToo: Bool = false) {
         loop.preconditionInEventLoop()
-        perform(session.subscribe(destination))
+        perform(session.subscribe(destination, ownToo: ownToo))
     }
 
     /// Publishes a binary body; dropped (and counted) while not connected.
