@@ -71,6 +71,9 @@ package final class DatagramBatch {
         spans.append((offset, outbound.writerIndex - offset))
     }
 
+    /// The errno of the last datagram the kernel refused (0: none yet).
+    package private(set) var lastError: CInt = 0
+
     /// Sends every datagram on `fd` and empties the batch; returns how many were dropped.
     @discardableResult
     package func send(on fd: CInt) -> Int {
@@ -90,6 +93,7 @@ package final class DatagramBatch {
                     continue
                 } else {
                     // The first of the rest was refused: skip it.
+                    lastError = errno
                     done += 1
                     dropped += 1
                 }

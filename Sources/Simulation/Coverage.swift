@@ -32,6 +32,12 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     /// A serving master was lost with its heir settled: the check that the heir reads
     /// peer datagrams applied (`checkHeirReads`).
     case settledMasterLost
+    /// A serving master's own broker link was cut (the peer network still joined it).
+    case masterBrokerLinkCut
+    /// Another node's own broker link was cut.
+    case otherBrokerLinkCut
+    /// The broker channel was cut between two sides (the link between two brokers).
+    case brokersPartitioned
 
     public var description: String {
         switch self {
@@ -49,6 +55,9 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .peerImageWritten: return "peer image written"
         case .peerDatagramFiltered: return "peer datagram filtered at a slave"
         case .settledMasterLost: return "master lost with its heir settled"
+        case .masterBrokerLinkCut: return "broker link of a serving master cut"
+        case .otherBrokerLinkCut: return "broker link of another node cut"
+        case .brokersPartitioned: return "link between two brokers cut"
         }
     }
 }
@@ -93,7 +102,8 @@ public struct Coverage: Sendable, Equatable {
                                     .voteNotInSync, .voteStoreFailed, .unconfirmedVoteCounted, .missedCommitApplied, .catchUpSent,
                                     .catchUpApplied, .staleCatchUpIgnored, .snapshotSent, .snapshotInstalled, .snapshotRefused,
                                     .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered, .peersLeftToHeir,
-                                    .staleRecoveryAnswerIgnored, .reconfigured, .keptDataOffered, .olderRunRefused]
+                                    .staleRecoveryAnswerIgnored, .reconfigured, .keptDataOffered, .olderRunRefused,
+                                    .cutMasterSteppedDown, .claimLeftToLinkedNode, .silentVotersAwaitedEcho]
         return node.map { ($0.description, 20) } + [(ProtocolPath.notInSyncVoteCounted.description, 1)]
             + SimPath.allCases.map { ($0.description, 20) }
     }()

@@ -288,13 +288,17 @@ extension Simulator {
         case .brokerLink(let s, let cut):
             network.brokerLinkCut[s] = cut
             network.brokerLinkCutAt[s] = now
+            coverage.count(slots[s].isServing ? .masterBrokerLinkCut : .otherBrokerLinkCut)
         case .masterBrokerLink(let cut):
             if let s = slots.indices.first(where: { slots[$0].isServing }) {
                 network.brokerLinkCut[s] = cut
                 network.brokerLinkCutAt[s] = now
+                coverage.count(.masterBrokerLinkCut)
                 note(s, "its broker link is cut (\(cut.rawValue))")
             }
-        case .brokerPartition(let side): network.brokerSide = Set(side)
+        case .brokerPartition(let side):
+            network.brokerSide = Set(side)
+            coverage.count(.brokersPartitioned)
         case .heal: network.heal()
         case .slow(let s, let d): network.extraDelay[s] = d
         }

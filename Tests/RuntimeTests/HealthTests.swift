@@ -23,6 +23,15 @@ import TrackerRuntime
             #expect(verdict.reason == reason)
         }
     }
+
+    /// A master whose sends the kernel refuses (a firewall rule, a route gone) answers
+    /// nobody, whatever it believes: the address must move off it.
+    @Test func aNodeThatCannotSendOnThePeerChannelIsNotHealthy() {
+        let verdict = HealthVerdict(service: "running", role: "master", epoch: "e3.1", master: 3, serving: true,
+                                    peerSendError: "reply: Operation not permitted")
+        #expect(!verdict.serving)
+        #expect(verdict.reason == "cannot send on the peer channel (reply: Operation not permitted)")
+    }
 }
 
 /// The interface a group is joined on is checked before anything binds.

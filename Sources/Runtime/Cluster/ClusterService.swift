@@ -70,6 +70,7 @@ public final class ClusterService: @unchecked Sendable {
     /// Seals what we publish and verifies what the broker delivers.
     var channel: ClusterChannel
     let rejectLog: RateLimitedLog
+    var peerSendFailures: PeerSendFailures
     var stomp: StompClient!
     var sockets: PeerSocketSet!
     /// Each family's peer socket, read by the node itself (`PeerIntake`).
@@ -134,6 +135,7 @@ public final class ClusterService: @unchecked Sendable {
         startedAt = WallClock.now()
         channel = ClusterChannel(keys: settings.keys, maxAge: max(.seconds(30), settings.cluster.keepaliveInterval * 10), startedAt: startedAt)
         rejectLog = RateLimitedLog(logger: logger, every: .seconds(10))
+        peerSendFailures = PeerSendFailures(logger: logger)
         // Start time in the high bits: of two running nodes with one id, the newer yields.
         incarnation = UInt64(clamping: startedAt.milliseconds) << 20 | WallClock.randomSeed() & 0xF_FFFF
         node = TrackerNode(id: settings.id, incarnation: incarnation, config: settings.cluster, handler: handler,
@@ -229,10 +231,12 @@ public final class ClusterService: @unchecked Sendable {
             publish(env, to: settings.topic(for: env.to ?? .unassigned))
         case .beacon(let env):
             guard !silenced else { return }
-            let frame = channel.seal(env, now: WallClock.now())
+            let now = WallClock.now()
+            let frame = channel.seal(env, now: now)
             for family in sockets.families {
-                guard let target = family.beaconTarget, let sender = family.beaconSender else { continue }
-                sender.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: frame), promise: nil)
+                guard let target = family.beaconTarget, let fd = family.beaconDescriptor, family.beaconSender?.isActive == true else { continue }
+                let code = sendDatagram(frame, to: target, on: fd)
+                if code != 0 { peerSendFailures.failed("keepalive", code: code, now: now) }
             }
         case .reply(let response, let to):
             guard !silenced else { return }
@@ -383,7 +387,8 @@ public final class ClusterService: @unchecked Sendable {
     func sendReplies(_ family: Int) {
         let socket = sockets.families[family]
         guard socket.reply.isActive else { return }
-        replyBatches[family].send(on: socket.replyDescriptor)
+        let dropped = replyBatches[family].send(on: socket.replyDescriptor)
+        for _ in 0..<dropped { peerSendFailures.failed("reply", code: replyBatches[family].lastError, now: WallClock.now()) }
     }
 
     /// Asked through `inout`: `node.nextWake(now:)` on the stored property copied the whole

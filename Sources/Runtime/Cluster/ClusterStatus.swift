@@ -41,6 +41,8 @@ extension ClusterService {
         s.backlogDiscarded = stats.backlogDiscarded
         s.readsPeers = stats.readsPeers
         s.peerFilterChanges = stats.peerFilterChanges
+        s.peerSendErrors = peerSendFailures.count
+        s.peerSendError = peerSendFailures.failing(now: now, within: settings.cluster.downAfter)
         s.protocolPaths = Dictionary(uniqueKeysWithValues: ProtocolPath.allCases.map { ($0.description, node.paths[$0]) })
         s.broker = NodeStatus.BrokerStatus(
             connected: stomp?.isReady ?? false, connectedTo: stomp?.connectedTo?.url, problem: stomp?.problem, sent: stomp?.stats.sent ?? 0, received: stomp?.stats.received ?? 0,

@@ -92,6 +92,9 @@ struct PeerSockets {
     /// from; nil without a group (`--udp`).
     var beaconTarget: SocketAddress? = nil
     var beaconSender: Channel? = nil
+    /// `beaconSender`'s descriptor: keepalives leave through `sendDatagram`, not NIO's
+    /// writes (`PeerSendFailures`).
+    var beaconDescriptor: CInt? = nil
     /// `--vip` only: the service-address socket does not receive datagrams sent to the
     /// group address, so keepalives arrive on a socket bound to the group.
     var beaconReceive: Channel? = nil
@@ -207,7 +210,7 @@ package enum PeerChannelBinder {
             let port = UInt16(reply.localAddress?.port ?? 0)
             try await reply.setMulticastInterface(device).get()
             return PeerSockets(receive: ch, receiveDescriptor: fd, reply: reply, replyDescriptor: replyFD, unicast: PeerEndpoint(ip: ip, port: port),
-                               beaconTarget: group.socketAddress(), beaconSender: reply)
+                               beaconTarget: group.socketAddress(), beaconSender: reply, beaconDescriptor: replyFD)
         case .vip(let vip, let group, let interface):
             guard vip.ip.family == group.ip.family else {
                 throw ConfigurationError("service address \(vip) and group \(group) are of different families")
@@ -255,10 +258,12 @@ package enum PeerChannelBinder {
         let ip = try address(of: device)
         let beacons = try await bootstrap.bind(to: group.socketAddress()).get()
         try await join(beacons, group: group, device: device)
-        let sender = try await DatagramBootstrap(group: loop).bind(to: PeerEndpoint(ip: ip, port: 0).socketAddress()).get()
+        let senderFD = try boundSocket(PeerEndpoint(ip: ip, port: 0), freeBind: false)
+        let sender = try await DatagramBootstrap(group: loop).withBoundSocket(senderFD).get()
         try await sender.setMulticastInterface(device).get()
         sockets.beaconTarget = group.socketAddress()
         sockets.beaconSender = sender
+        sockets.beaconDescriptor = senderFD
         sockets.beaconReceive = beacons
     }
 

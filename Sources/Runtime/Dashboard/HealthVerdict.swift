@@ -10,11 +10,17 @@ public struct HealthVerdict: Codable, Sendable, Equatable {
     public var reason: String
 
     init(_ s: NodeStatus) {
-        self.init(service: s.service, role: s.role, epoch: s.epoch, master: s.master, serving: s.serving)
+        self.init(service: s.service, role: s.role, epoch: s.epoch, master: s.master, serving: s.serving,
+                  peerSendError: s.peerSendError)
     }
 
     /// From `/api/node`'s fields of the same names.
-    public init(service: String, role: String, epoch: String, master: UInt32, serving: Bool) {
+    public init(service: String, role: String, epoch: String, master: UInt32, serving: Bool, peerSendError: String? = nil) {
+        if let peerSendError, service != "stopped" {
+            // Whatever it believes it serves, its answers do not leave.
+            self = .init(serving: false, reason: "cannot send on the peer channel (\(peerSendError))")
+            return
+        }
         switch (service, role) {
         case ("stopped", _):
             self = .init(serving: false, reason: "the tracker service is stopped")

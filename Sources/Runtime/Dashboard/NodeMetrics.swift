@@ -37,6 +37,7 @@ public final class NodeMetrics: Sendable {
             ("tracker_datagrams_total", [], status.datagrams, "Peer datagrams received"),
             ("tracker_error_replies_total", [], status.errorReplies, "BEP 15 error replies sent to peers"),
             ("tracker_announces_total", [], status.announces, "Announces answered"),
+            ("tracker_peer_send_errors_total", [], status.peerSendErrors, "Datagrams the kernel refused to send on the peer channel"),
         ]
         counters += Self.byTypeAndFamily(status.requestCounts).map {
             ("tracker_requests_total", $0.labels, $0.count, "Peer requests received, by BEP 15 action (invalid: none) and address family")

@@ -98,6 +98,11 @@ public struct NodeStatus: Codable, Sendable {
     var readsPeers = true
     /// How often that changed.
     var peerFilterChanges = 0
+    /// Datagrams the kernel refused to send on the peer channel (keepalives, replies).
+    var peerSendErrors = 0
+    /// The last such refusal, while it is under two keepalive intervals old: the node
+    /// cannot answer peers, and its health says so.
+    var peerSendError: String?
     /// How often this node's process took each protocol branch (elections, aborts,
     /// catch-ups, snapshots, merges, …), by the branch's name.
     var protocolPaths: [String: UInt64] = [:]
