@@ -151,15 +151,20 @@ extension Simulator {
             guard let p = workload.peer(at: to) else { return }
             let key = RequestKey(peer: p, tid: response.transactionID)
             guard let me = slots[slot].inspect({ HeardServing.Process(id: $0.id, incarnation: $0.incarnation) }) else { return }
-            // Answered at most once (an error is no answer: it asks the client to retry),
-            // unless this process could not have known of the first answer (see
-            // `HeardServing`), the peer sent the request again, or the first answerer still
-            // serves beside this one (two masters of live quorum that have not yet heard
-            // each other's epochs each answer what reaches them).
+            // Answered at most once, however (a refusal is an answer too: the client acts
+            // on the first reply it gets), unless this process could not have known of the
+            // first answer (see `HeardServing`), the peer sent the request again, or the
+            // first answerer still serves beside this one (two masters of live quorum that
+            // have not yet heard each other's epochs each answer what reaches them). One
+            // process reads a datagram once, so it never answers one twice.
             var isError = false, isConnect = false
             if case .error = response { isError = true }
             if case .connect = response { isConnect = true }
-            if !isError, let first = checker.answeredBy[key], first.process != me, !checker.retransmitted.contains(key),
+            if let first = checker.answeredBy[key], first.process == me, !checker.retransmitted.contains(key) {
+                return fail("s\(slot) answered p\(p)'s transaction \(key.tid) twice (first at "
+                            + "\(first.at.milliseconds - Scenario.start.milliseconds)ms)")
+            }
+            if let first = checker.answeredBy[key], first.process != me, !checker.retransmitted.contains(key),
                !(slots[first.slot].isServing && slots[first.slot].inspect({ $0.incarnation }) == first.process.incarnation),
                let read = slots[slot].readAt[key],
                let heard = slots[slot].heardServing.firstHeard(first.process, after: first.at, isConnect: isConnect),
@@ -169,7 +174,7 @@ extension Simulator {
                             + "\(heard.milliseconds - Scenario.start.milliseconds)ms and read the request at "
                             + "\(read.at.milliseconds - Scenario.start.milliseconds)ms \(read.serving ? "serving" : "not serving")")
             }
-            if !isError { checker.answeredBy[key] = Answerer(slot: slot, process: me, at: now) }
+            checker.answeredBy[key] = Answerer(slot: slot, process: me, at: now)
             checker.answeredAt[key] = now
             replies.append((now, slot, isError))
             if case .announce(let r) = response {
