@@ -92,7 +92,9 @@ extension Simulator {
             slots[slot].held.servingSince = isServing ? now : nil
             if isServing {
                 checker.servingStarted(slot, at: now)
-                queue.push(now + Self.heldAnswerTime, .checkHeld(slot, now))
+                // A slow master's answers wait for its own link: a live master counts a
+                // silent voter down only after the broker echoed it (`BrokerLink.swift`).
+                queue.push(now + Self.heldAnswerTime + Milliseconds(2 * (network.extraDelay[slot] ?? 0)), .checkHeld(slot, now))
             } else {
                 endServingSpan(slot)
             }
@@ -323,7 +325,7 @@ extension Simulator {
             guard let sent = checker.unservedSends[r.request], (checker.answeredAt[r.request] ?? .zero) >= sent else {
                 return fail("request of p\(r.request.peer) (transaction \(r.request.tid)) received by s\(slot) at "
                     + "\(r.at.milliseconds - Scenario.start.milliseconds)ms while no master served was not answered within "
-                    + "\(Self.heldAnswerTime.value) ms of s\(slot) serving at \(start.milliseconds - Scenario.start.milliseconds)ms")
+                    + "\((now - start).value) ms of s\(slot) serving at \(start.milliseconds - Scenario.start.milliseconds)ms")
             }
         }
     }

@@ -241,6 +241,13 @@ struct RandomizedScenarioTests {
             + "faults=2010:store-fails:2,3904:store-heals:2,4962:crash:2,8372:crash:0,8372:crash:1,8372:crash:2,8672:join:3,8672:join:4,"
             + "11859:restart:1,12061:restart:2,12092:disk-loss:1:3,13328:restart:0,13787:restart:2,15743:restart:1 "
             + "operator=5223:register:4:0,6061:unregister:1:0,7380:unregister:4:0",
+        // A master slowed 613 ms each way, under 26 % loss, held its election's announce
+        // past the bound while it waited for its own echo: the echo is asked for at the
+        // first vote timeout now, and a slow master's bound includes its echo's round trip.
+        "seed=51628037659872611 nodes=5 quorum=live loss=0.26 dup=0.02 delay=1-17 peers=6 torrents=3 until=23000 "
+            + "settle=25000 drift=0,233,0,336,0 interval=6 timeout=12000 fragments=315 corrupt=0.0 "
+            + "faults=4174:shutdown:2,7526:slow:3:613,8364:one-way:0>2,12302:restart:2,12685:heal,12740:slow:1:220,14860:join:4,16707:pause:0:3286 "
+            + "operator=5633:register:0:0",
     ])
     func formerFailureLines(line: String) throws {
         var sim = Simulator(scenario: try Scenario(line: line))

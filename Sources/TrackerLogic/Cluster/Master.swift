@@ -282,6 +282,11 @@ struct Master: NodeRole, Sendable {
         if f.retries < ctx.config.voteRetries {
             f.retries += 1
             ctx.paths.count(.prepareResent)
+            // Live: a voter is late, and counting it down will need our own echo since the
+            // PREPARE (`awaitedBrokerEcho`): ask for it now, one broker round trip before.
+            if ctx.config.quorum == .live && ctx.lastKeepaliveSent < f.preparedAt && !ctx.brokerEchoed(since: f.preparedAt) {
+                ctx.nextKeepalive = min(ctx.nextKeepalive, now)
+            }
             f.deadline = now + ctx.config.voteTimeout
             inFlight = f
             ctx.broadcast(.prepare(f.tx, previous: f.previous, previousDigest: lastDigest))
