@@ -107,4 +107,12 @@ extension NodeContext {
     func brokerEchoed(since: Instant) -> Bool {
         brokerEcho.map { $0 >= since } ?? false
     }
+
+    /// Sends the next keepalive now, so that its echo comes one broker round trip later:
+    /// unless one left since `since` (and, with `every`, less than that long ago).
+    mutating func askForBrokerEcho(since: Instant, orEvery every: Milliseconds?, _ now: Instant) {
+        let sentSince = lastKeepaliveSent >= since
+        guard !sentSince || every.map({ now - lastKeepaliveSent >= $0 }) == true else { return }
+        nextKeepalive = min(nextKeepalive, now)
+    }
 }

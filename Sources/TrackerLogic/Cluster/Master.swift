@@ -271,9 +271,7 @@ struct Master: NodeRole, Sendable {
         if ctx.brokerEchoed(since: prepared) || ctx.brokerOutage(now) { return true }
         ctx.paths.count(.silentVotersAwaitedEcho)
         // Asked again each vote timeout: an echo may be lost like any frame.
-        if ctx.lastKeepaliveSent < prepared || now - ctx.lastKeepaliveSent >= ctx.config.voteTimeout {
-            ctx.nextKeepalive = min(ctx.nextKeepalive, now)
-        }
+        ctx.askForBrokerEcho(since: prepared, orEvery: ctx.config.voteTimeout, now)
         return false
     }
 
@@ -284,8 +282,8 @@ struct Master: NodeRole, Sendable {
             ctx.paths.count(.prepareResent)
             // Live: a voter is late, and counting it down will need our own echo since the
             // PREPARE (`awaitedBrokerEcho`): ask for it now, one broker round trip before.
-            if ctx.config.quorum == .live && ctx.lastKeepaliveSent < f.preparedAt && !ctx.brokerEchoed(since: f.preparedAt) {
-                ctx.nextKeepalive = min(ctx.nextKeepalive, now)
+            if ctx.config.quorum == .live && !ctx.brokerEchoed(since: f.preparedAt) {
+                ctx.askForBrokerEcho(since: f.preparedAt, orEvery: nil, now)
             }
             f.deadline = now + ctx.config.voteTimeout
             inFlight = f
