@@ -8,18 +8,19 @@
 /// itself: it led, or kept leading, and committed alone what no other node holds.
 ///
 /// How a node knows its own link works: the broker carries every keepalive it publishes
-/// back to it (a node subscribes to the topic it publishes on), so an echo within
-/// `downAfter` proves both directions of its link. Each keepalive says how long ago the
+/// back to it (the runtime also publishes each keepalive to a topic only its process
+/// reads, since the cluster topics are subscribed without its own messages), so an echo
+/// within `downAfter` proves both directions of its link. Each keepalive says how long ago the
 /// last echo came (`Keepalive.brokerEcho`), on the broker and on the peer network, so
 /// every node learns who else reaches the broker even when it cannot.
 ///
 /// The rules, each applied where the role acts on it:
 /// - **Cut off** (`cutFromBroker`): no echo for `downAfter`, while a live node reached
 ///   the broker more than `downAfter` after our last echo and still does. A node cut off
-///   claims no epoch (`Candidate.claim`), nor does one whose link is not proven yet (no
-///   echo since its first keepalive, less than `downAfter` ago), a master or recovering master cut off leaves
-///   the office (`TrackerNode.tick`), and a slave cut off does not run to take over
-///   from a lower master (`Slave.tick`). The margin of `downAfter` tells a broken link
+///   claims no epoch (`Candidate.claim`); nor does one whose link is not proven yet (no
+///   echo since its first keepalive, which left under `downAfter` ago). A master or
+///   recovering master cut off leaves the office (`TrackerNode.tick`), and a slave cut
+///   off does not run to take over from a lower master (`Slave.tick`). The margin of `downAfter` tells a broken link
 ///   from a broker outage: when the broker dies every node's echoes stop within one
 ///   keepalive interval of each other, so nobody is cut off and the outage rules hold.
 /// - **Could lead** (`couldLead`): while this node reaches the broker, a node that does
@@ -32,9 +33,9 @@
 ///   nobody reaches the broker (a true outage, where `live` commits alone): until then
 ///   the master cannot tell a dead voter from its own cut link.
 ///
-/// A report the sender never made (an older node's keepalive) counts as reaching the
-/// broker everywhere but as evidence that someone does: never a reason to commit alone,
-/// never a reason to leave office.
+/// An older node's keepalive says nothing of its link: such a node counts as reaching
+/// the broker (never a reason to commit alone), and only hearing it on the broker here is
+/// evidence that someone does (a reason to leave office).
 extension NodeContext {
     /// The broker carried one of our own keepalives back within `downAfter`.
     func brokerLinked(_ now: Instant) -> Bool {
