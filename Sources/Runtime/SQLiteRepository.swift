@@ -133,6 +133,12 @@ public final class SQLiteRepository {
                 "left" INTEGER NOT NULL,
                 last_announce INTEGER NOT NULL,
                 PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS peer_stops(
+                info_hash BLOB NOT NULL,
+                peer_id BLOB NOT NULL,
+                ip TEXT NOT NULL,
+                at INTEGER NOT NULL,
+                PRIMARY KEY(info_hash, peer_id, ip)) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS peer_log(
                 seq INTEGER PRIMARY KEY,
                 rows INTEGER NOT NULL,
@@ -359,14 +365,18 @@ public final class SQLiteRepository {
                 if record != nil && !state.knownSwarms.contains(hash) { unknown.append(hash) }
             case .completion(let hash, let key):
                 try run(db, "INSERT OR IGNORE INTO completions(info_hash, peer_id, ip) VALUES (?, ?, ?)", [hash.hex, key.peerID.hex, key.ip.description])
+            case .stop(let hash, let key, let at):
+                try writeStop(hash, key, at, db)
             case .swarm(let hash, let content):
                 try fold(db, &state)
                 try run(db, "DELETE FROM peer_base WHERE info_hash = ?", [Data(hash.bytes)])
                 try run(db, "DELETE FROM completions WHERE info_hash = ?", [hash.hex])
+                try run(db, "DELETE FROM peer_stops WHERE info_hash = ?", [Data(hash.bytes)])
                 if let content { try insert(content, db) }
             case .expire(let before):
                 try fold(db, &state)
                 try run(db, "DELETE FROM peer_base WHERE last_announce < ?", [before.milliseconds])
+                try run(db, "DELETE FROM peer_stops WHERE at < ?", [before.milliseconds])
             case .torrent, .accessMode, .accessRule, .torrentStamp, .ruleStamp, .modeStamp, .pruneTombstones, .completedBase:
                 try writeCatalogue(change, db)
             }
@@ -565,8 +575,9 @@ public final class SQLiteRepository {
         }
     }
 
-    /// A swarm written whole into `peer_base` and `completions`; its swarms row follows
-    /// from the content (memory keeps a swarm while it has a peer or a completion).
+    /// A swarm written whole into `peer_base`, `completions` and `peer_stops`; its swarms
+    /// row follows from the content (memory keeps a swarm while it has a peer, a
+    /// completion or a stop).
     static func insert(_ content: SwarmMerge, _ db: Database) throws {
         let hash = content.infoHash.hex
         var base = try PeerRowAppender(db)
@@ -575,6 +586,17 @@ public final class SQLiteRepository {
         for key in content.completed {
             try run(db, "INSERT OR IGNORE INTO completions(info_hash, peer_id, ip) VALUES (?, ?, ?)", [hash, key.peerID.hex, key.ip.description])
         }
+        for stop in content.stops { try writeStop(content.infoHash, stop.key, stop.at, db) }
+    }
+
+    /// A peer's stop as memory holds it (`PeerStops`; nil: none).
+    static func writeStop(_ hash: InfoHash, _ key: PeerKey, _ at: Instant?, _ db: Database) throws {
+        let sql = at == nil ? "DELETE FROM peer_stops WHERE info_hash = ? AND peer_id = ? AND ip = ?"
+            : "INSERT OR REPLACE INTO peer_stops(info_hash, peer_id, ip, at) VALUES (?, ?, ?, ?)"
+        var row = StatementBinder(try db.cachedStatement(sql: sql), in: db)
+        row.bind(hash, key)
+        if let at { row.bind(at.milliseconds) }
+        try row.step(sql: sql)
     }
 
     /// A catalogue row as memory holds it after the change (the other kinds are not
@@ -612,7 +634,7 @@ public final class SQLiteRepository {
             } else {
                 try run(db, "DELETE FROM completed_bases WHERE info_hash = ?", [hash.hex])
             }
-        case .peer, .completion, .swarm, .expire:
+        case .peer, .completion, .stop, .swarm, .expire:
             break
         }
     }
@@ -650,7 +672,7 @@ public final class SQLiteRepository {
         for content in snapshot.content {
             try insert(content, db)
             state.baseRows += content.peers.count
-            let empty = content.peers.isEmpty && content.completed.isEmpty
+            let empty = content.peers.isEmpty && content.completed.isEmpty && content.stops.isEmpty
             try setSwarm(content.infoHash, completed: empty ? nil : Set(content.completed).count, db, &state)
         }
         state.peers = state.baseRows
@@ -668,7 +690,7 @@ public final class SQLiteRepository {
 
     static func wipe(_ db: Database, keepEpoch: Bool) throws {
         let epoch = try meta("epoch", db)
-        try db.execute(sql: "DELETE FROM peer_base; DELETE FROM peer_log; DELETE FROM completions; DELETE FROM swarms; DELETE FROM torrents; DELETE FROM access_rules; DELETE FROM catalogue_stamps; DELETE FROM completed_bases; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
+        try db.execute(sql: "DELETE FROM peer_base; DELETE FROM peer_log; DELETE FROM completions; DELETE FROM peer_stops; DELETE FROM swarms; DELETE FROM torrents; DELETE FROM access_rules; DELETE FROM catalogue_stamps; DELETE FROM completed_bases; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
         if keepEpoch, let epoch { try setMeta("epoch", epoch, db) }
     }
 
@@ -891,8 +913,19 @@ public final class SQLiteRepository {
             }
             completed[hash, default: []].append(PeerKey(peerID: id, ip: ip))
         }
-        return Set(peers.keys).union(completed.keys).sorted().map {
-            SwarmMerge(infoHash: $0, peers: peers[$0] ?? [], completed: completed[$0] ?? [])
+        var stops: [InfoHash: [PeerStop]] = [:]
+        let stopRows = try Row.fetchCursor(db, sql: "SELECT info_hash, peer_id, ip, at FROM peer_stops")
+        while let row = try stopRows.next() {
+            guard let hash = try row.decode(Data?.self, forColumn: "info_hash").flatMap(InfoHash.init(bytes:)),
+                  let id = try row.decode(Data?.self, forColumn: "peer_id").flatMap(PeerID.init(bytes:)),
+                  let ip = try row.decode(String?.self, forColumn: "ip").flatMap(IPAddress.init),
+                  let at = try row.decode(Int64?.self, forColumn: "at") else {
+                throw RepositoryError("corrupt peer stop row \(row)")
+            }
+            stops[hash, default: []].append(PeerStop(key: PeerKey(peerID: id, ip: ip), at: Instant(milliseconds: at)))
+        }
+        return Set(peers.keys).union(completed.keys).union(stops.keys).sorted().map {
+            SwarmMerge(infoHash: $0, peers: peers[$0] ?? [], completed: completed[$0] ?? [], stops: stops[$0] ?? [])
         }
     }
 

@@ -6,7 +6,7 @@ extension Simulator {
     /// it says (a later transaction of the same step, a merge say, may already have
     /// changed the master's record: the replicas that commit only the first must not be
     /// held to the second).
-    mutating func recordAck(peer p: Int, by slot: Int) {
+    mutating func recordAck(peer p: Int, request: RequestKey, by slot: Int) {
         guard let node = slots[slot].node else { return }
         let key = workload.peers[p].key
         let hash = workload.peers[p].infoHash
@@ -17,12 +17,14 @@ extension Simulator {
             for (s, gen) in checker.appliedBy[ref] ?? [:] { holders[s] = gen }
         }
         holders[slot] = slots[slot].generation
-        if let (ref, announce) = carried, announce.event != .stopped {
-            checker.acknowledged(key, infoHash: hash, ref: ref, at: announce.at, stopped: false, holders: holders, now: now)
-        } else if carried == nil, let record = node.replica.store[hash]?.peer(key) {
+        if let (ref, announce) = carried {
+            checker.acknowledged(key, infoHash: hash, ref: ref, at: announce.at, stopped: announce.event == .stopped,
+                                 holders: holders, request: request, now: now)
+        } else if let record = node.replica.store[hash]?.peer(key) {
             // Beyond the retained log: the record is all there is to go by.
             checker.acknowledged(key, infoHash: hash, ref: nil, at: record.lastAnnounce, stopped: false, holders: holders, now: now)
         } else {
+            // A stop beyond the retained log: its time is not known, so it is not judged.
             checker.acknowledged(key, infoHash: hash, ref: nil, at: nodeNow(slot), stopped: true, holders: holders, now: now)
         }
     }

@@ -66,6 +66,7 @@ extension Simulator {
         }
         if let p = workload.peer(at: from), let header = BEP15Codec.peekHeader(bytes) {
             let key = RequestKey(peer: p, tid: header.transactionID)
+            if header.action == .announce { checker.read(key, at: now) }
             if let serving = slots[s].inspect({ $0.isServing }) {
                 slots[s].readAt[key] = (now, serving)
                 if !serving, checker.unservedSends[key] != nil { slots[s].held.receipts.append(HeldReceipt(request: key, at: now)) }
@@ -184,7 +185,7 @@ extension Simulator {
                 if r.interval != configured {
                     return fail("s\(slot) told p\(p) to announce every \(r.interval)s; its configuration says \(configured)s")
                 }
-                recordAck(peer: p, by: slot)
+                recordAck(peer: p, request: key, by: slot)
             }
             let bytes = BEP15Codec.encode(response)
             if network.lost() { return }

@@ -58,10 +58,10 @@ enum SimEvent {
 }
 
 /// A peer request, by peer and transaction id.
-struct RequestKey: Hashable, Comparable {
+public struct RequestKey: Hashable, Comparable, Sendable {
     var peer: Int
     var tid: UInt32
-    static func < (l: RequestKey, r: RequestKey) -> Bool { (l.peer, l.tid) < (r.peer, r.tid) }
+    public static func < (l: RequestKey, r: RequestKey) -> Bool { (l.peer, l.tid) < (r.peer, r.tid) }
 }
 
 /// A node process that answered a peer.

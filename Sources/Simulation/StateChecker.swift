@@ -8,8 +8,9 @@ import TrackerLogic
 /// the OK votes that were actually sent; (b) a replica applies commits only from the
 /// master of the epoch it follows; (c) two replicas whose last committed transaction is
 /// the same hold the same store (the kept digest covers all the content); (d) an
-/// acknowledged announce is in every replica that has committed past it; and at the end,
-/// (e) no acknowledged announce is lost while a replica that held it survives. Each check
+/// acknowledged announce is in every replica that has committed past it, and an
+/// acknowledged stop is not undone there; and at the end, (e) no acknowledged announce is
+/// lost or stale and no acknowledged stop undone while a replica that held it survives. Each check
 /// answers a violation in words, or nil; the simulator fails the seed with the step.
 ///
 /// It keeps the one ledger of acknowledged announces both (d) and (e) read.
@@ -26,9 +27,10 @@ public struct StateChecker: Sendable {
         /// The transaction that carried it, when the acknowledging replica's log still
         /// held it (else only its record is known).
         var ref: TxRef?
-        /// The time the replicas' record of the peer must reach.
+        /// The time the replicas' record of the peer must reach; for a stop, the time no
+        /// record of the peer may be older than (the stop's own, as committed).
         var at: Instant
-        /// A stop: nothing of the peer must remain.
+        /// A stop: nothing of the peer from before it may remain (judged only with `ref`).
         var stopped: Bool
         /// The peer sent a stop since (committed or not, the announce may be gone).
         var superseded = false
@@ -40,6 +42,22 @@ public struct StateChecker: Sendable {
         /// The replicas that held it when it was acknowledged: slot → its generation then
         /// (a process that lost its disk since is another generation).
         var holders: [Int: Int]
+        /// The request it answered.
+        var request: RequestKey?
+    }
+
+    /// What tells a peer's announces apart in a record: the counters and the port it sent.
+    struct AnnouncedValues: Hashable {
+        var uploaded: Int64
+        var downloaded: Int64
+        var left: Int64
+        var port: UInt16
+
+        init(uploaded: Int64, downloaded: Int64, left: Int64, port: UInt16) {
+            self.uploaded = uploaded; self.downloaded = downloaded; self.left = left; self.port = port
+        }
+
+        init(_ r: PeerRecord) { self.init(uploaded: r.uploaded, downloaded: r.downloaded, left: r.left, port: r.endpoint.port) }
     }
 
     let quorum: QuorumMode
@@ -54,6 +72,10 @@ public struct StateChecker: Sendable {
     /// The store's digest some replica held at each last committed transaction.
     var stateAt: [TxRef: (digest: UInt64, slot: Int)] = [:]
     var acks: [PeerKey: Ack] = [:]
+    /// The client's history, to judge a record's values: the latest request each peer sent
+    /// with given values, and when the nodes first and last read each request.
+    var requestByValues: [PeerKey: [AnnouncedValues: RequestKey]] = [:]
+    var readTimes: [RequestKey: (first: Instant, last: Instant)] = [:]
     /// When each peer last sent a stop.
     var stops: [PeerKey: Instant] = [:]
 
@@ -103,27 +125,76 @@ public struct StateChecker: Sendable {
     /// holding the peer's record at `at`, or a stop. A stop the peer sent shortly before may
     /// still be on its way (datagrams overtake each other) and supersede it.
     public mutating func acknowledged(_ key: PeerKey, infoHash: InfoHash, ref: TxRef?, at: Instant, stopped: Bool = false,
-                                      holders: [Int: Int] = [:], now: Instant) {
+                                      holders: [Int: Int] = [:], request: RequestKey? = nil, now: Instant) {
         let recentStop = stops[key].map { now - $0 < Self.requestLifetime } ?? false
-        acks[key] = Ack(infoHash: infoHash, ref: ref, at: at, stopped: stopped, superseded: recentStop, holders: holders)
+        acks[key] = Ack(infoHash: infoHash, ref: ref, at: at, stopped: stopped, superseded: recentStop, holders: holders,
+                        request: request)
     }
 
-    /// (e) Once faults are over, the serving master holds every acknowledged announce not
-    /// expired (`cutoff`) that some replica holding it still holds: one whose slot is
-    /// still at the generation it had then (`generations`, by slot), unless the peer sent a
-    /// stop after it (`Ack.stoppedSince`): a peer the policy refuses since never announces
-    /// again, so its last acknowledgement stays in the ledger after its stop committed.
+    /// A peer sent an announce with these values.
+    mutating func announceSent(by key: PeerKey, values: AnnouncedValues, request: RequestKey) {
+        requestByValues[key, default: [:]][values] = request
+    }
+
+    /// A node read a peer's request (a copy, a retransmission or a duplicate: the last read
+    /// is the latest time a node may have stamped it with).
+    mutating func read(_ request: RequestKey, at now: Instant) {
+        let first = readTimes[request]?.first ?? now
+        readTimes[request] = (first, now)
+    }
+
+    /// Why `record` holds older values than the acknowledged announce `a`, or nil: they
+    /// are the values of another request that every node read before any node read the
+    /// acknowledged one (by more than the clocks are apart), so no clock could have
+    /// stamped it later. That is what a request stamped when committed rather than when
+    /// read does, once held through an election (`Swarm`).
+    func olderValues(_ record: PeerRecord, than a: Ack, of key: PeerKey) -> String? {
+        guard let acked = a.request, let ackRead = readTimes[acked]?.first,
+              let held = requestByValues[key]?[AnnouncedValues(record)], held != acked,
+              let heldRead = readTimes[held]?.last, heldRead < ackRead - clockSpread else { return nil }
+        return "it holds the values of the peer's transaction \(held.tid), last read at "
+            + "\(heldRead.milliseconds - Scenario.start.milliseconds)ms, over transaction \(acked.tid)'s, first read at "
+            + "\(ackRead.milliseconds - Scenario.start.milliseconds)ms"
+    }
+
+    /// (e) Once faults are over, the serving master holds each peer's last acknowledged
+    /// request, as Jepsen's set-full judges a set: every acknowledged announce not expired
+    /// (`cutoff`) is present (else lost) with a record at least as recent (else stale), and
+    /// no acknowledged stop is undone (resurrected: a record from before the stop is back).
+    /// Only while some replica that held it still holds it: one whose slot is still at the
+    /// generation it had then (`generations`, by slot). An announce is not judged once the
+    /// peer sent a stop after it (`Ack.stoppedSince`): a peer the policy refuses since never
+    /// announces again, so its last acknowledgement stays in the ledger after its stop
+    /// committed.
     public func lostAcknowledged(master: Replica, expiredBefore cutoff: Instant, generations: [Int]) -> String? {
         for key in acks.keys.sorted() {
-            guard let a = acks[key], !a.stopped, !a.stoppedSince, a.at >= cutoff else { continue }
+            guard let a = acks[key] else { continue }
             let survivors = a.holders.filter { $0.key < generations.count && generations[$0.key] == $0.value }
             guard !survivors.isEmpty else { continue }
-            guard let r = master.store[a.infoHash]?.peer(key), r.lastAnnounce >= a.at else {
-                return "acknowledged announce of \(key.ip) at \(a.at.milliseconds - Scenario.start.milliseconds)ms was lost "
-                    + "(holders \(survivors.keys.sorted()))"
+            let record = master.store[a.infoHash]?.peer(key)
+            let when = "at \(a.at.milliseconds - Scenario.start.milliseconds)ms"
+            if a.stopped {
+                guard a.ref != nil, let record, let undone = resurrected(record, by: a, expiredBefore: cutoff) else { continue }
+                return "acknowledged stop of \(key.ip) \(when) was undone: \(undone) (holders \(survivors.keys.sorted()))"
+            }
+            guard !a.stoppedSince, a.at >= cutoff else { continue }
+            guard let record else { return "acknowledged announce of \(key.ip) \(when) was lost (holders \(survivors.keys.sorted()))" }
+            guard record.lastAnnounce >= a.at else {
+                return "acknowledged announce of \(key.ip) \(when) is stale: the master holds its record of "
+                    + "\(record.lastAnnounce.milliseconds - Scenario.start.milliseconds)ms (holders \(survivors.keys.sorted()))"
+            }
+            if !a.superseded, let older = olderValues(record, than: a, of: key) {
+                return "acknowledged announce of \(key.ip) \(when) is stale: \(older) (holders \(survivors.keys.sorted()))"
             }
         }
         return nil
+    }
+
+    /// Why `record` undoes the acknowledged stop `a`, or nil: it is older than the stop by
+    /// more than the clocks are apart, and not so old that an expiry would drop it.
+    func resurrected(_ record: PeerRecord, by a: Ack, expiredBefore cutoff: Instant) -> String? {
+        guard record.lastAnnounce >= cutoff, record.lastAnnounce < a.at - clockSpread else { return nil }
+        return "its record of \(record.lastAnnounce.milliseconds - Scenario.start.milliseconds)ms is back"
     }
 
     /// Longer than any request of a scenario stays in flight (BEP 15 retransmits after 15 s).
@@ -206,14 +277,23 @@ public struct StateChecker: Sendable {
         } else {
             stateAt[last] = (digest, slot)
         }
-        for (key, ack) in acks where !ack.stopped && !ack.superseded && ack.at >= cutoff {
+        // A stop's own `superseded` says it was sent just now: it is judged all the same.
+        for (key, ack) in acks where ack.stopped || (!ack.superseded && ack.at >= cutoff) {
             // Only a replica whose history holds that transaction has committed past it.
             guard let ref = ack.ref, ref.txid <= last.txid, replica.history.epoch(of: ref.txid) == ref.epoch else { continue }
             let record = replica.store[ack.infoHash]?.peer(key)
+            if ack.stopped {
+                guard let record, let undone = resurrected(record, by: ack, expiredBefore: cutoff) else { continue }
+                return "s\(slot) holds \(last) but undid the stop of \(key.ip) acknowledged in \(ref) "
+                    + "at \(ack.at.milliseconds - Scenario.start.milliseconds)ms: \(undone)"
+            }
             guard let record, record.lastAnnounce >= ack.at - clockSpread else {
                 let held = record.map { "only its record of \($0.lastAnnounce.milliseconds - Scenario.start.milliseconds)ms" } ?? "no record of it"
                 return "s\(slot) holds \(last) but not the announce of \(key.ip) acknowledged in \(ref) "
                     + "at \(ack.at.milliseconds - Scenario.start.milliseconds)ms (\(held))"
+            }
+            if let older = olderValues(record, than: ack, of: key) {
+                return "s\(slot) holds \(last) but a stale record of \(key.ip) acknowledged in \(ref): \(older)"
             }
         }
         return nil

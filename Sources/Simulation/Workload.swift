@@ -82,6 +82,11 @@ extension Simulator {
         if let sent {
             if let request = sent.retransmits { checker.retransmitted.insert(request) }
             if let key = sent.stops { checker.stopSent(by: key, at: now) }
+            if case .success(.announce(let r)) = BEP15Codec.decodeRequest(sent.datagram) {
+                checker.announceSent(by: workload.peers[p].key,
+                                     values: .init(uploaded: r.uploaded, downloaded: r.downloaded, left: r.left, port: r.port),
+                                     request: RequestKey(peer: p, tid: r.transactionID))
+            }
             multicast(sent.datagram, from: p)
         }
         workload.schedule(p, at: workload.peers[p].nextDeadline ?? now + Milliseconds(Int64(200 + rng.below(1500))), now: now, queue: &queue)

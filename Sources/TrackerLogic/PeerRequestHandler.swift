@@ -65,16 +65,19 @@ public struct PeerRequestHandler: Sendable {
     /// Every error reply takes a token of the source's error bucket; without one it is
     /// dropped (reflection: 5,000 malformed requests from one spoofed source got 4,712
     /// errors before).
-    public func decide(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant, store: SwarmStore,
+    ///
+    /// `receivedAt`: when a request held through an election arrived (nil: now). Its
+    /// announce carries that time (`Announce.at`).
+    public func decide(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant, receivedAt: Instant? = nil, store: SwarmStore,
                        limiter: inout SourceRateLimiter, capacityCheckedAtApply: Bool = false) -> PeerRequestDecision {
         let source = PeerEndpoint(ip: source.ip.unmapped, port: source.port)
-        let decision = decideUnlimited(datagram, from: source, now: now, store: store, limiter: &limiter,
+        let decision = decideUnlimited(datagram, from: source, now: now, receivedAt: receivedAt ?? now, store: store, limiter: &limiter,
                                        capacityCheckedAtApply: capacityCheckedAtApply)
         guard case .reply(.error(let e)) = decision, !limiter.allow(.error, from: source.ip, now: now) else { return decision }
         return .drop(Self.rateLimited(e.transactionID))
     }
 
-    private func decideUnlimited(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant, store: SwarmStore,
+    private func decideUnlimited(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant, receivedAt: Instant, store: SwarmStore,
                                  limiter: inout SourceRateLimiter, capacityCheckedAtApply: Bool) -> PeerRequestDecision {
         let size = datagram.readableBytes
         let request: TrackerRequest
@@ -101,7 +104,7 @@ public struct PeerRequestHandler: Sendable {
             var ip = source.ip
             if config.trustAnnouncedIP, r.ip != 0, source.ip.family == .v4 { ip = .v4(r.ip) }
             let update = Announce(infoHash: r.infoHash, peerID: r.peerID, endpoint: PeerEndpoint(ip: ip, port: r.port),
-                                  uploaded: r.uploaded, downloaded: r.downloaded, left: r.left, event: r.event, at: now)
+                                  uploaded: r.uploaded, downloaded: r.downloaded, left: r.left, event: r.event, at: receivedAt)
             return .commit(PendingAnnounce(replyTo: source, transactionID: r.transactionID, update: update,
                                            peersWanted: config.peersWanted(r.numWant, family: ip.family)))
         case .scrape(let r):

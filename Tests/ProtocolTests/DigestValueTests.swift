@@ -30,7 +30,7 @@ import TrackerLogic
     @Test func aRepositorysDigestKeptAndRecomputed() {
         var store = SwarmStore()
         store.apply(Self.updates)
-        #expect(Digest.of(store) == 0xD662_2AF6_511F_DFA7)
+        #expect(Digest.of(store) == 0x07FC_EDC9_F331_B3A7, "the stop is part of it (`PeerStops`)")
         #expect(Digest.recomputed(store) == Digest.of(store))
     }
 
@@ -49,7 +49,7 @@ import TrackerLogic
         let newer = PeerRecord(peerID: again.peerID, endpoint: PeerEndpoint(ip: again.endpoint.ip, port: 6881),
                                uploaded: 3, downloaded: 4, left: 5, lastAnnounce: Instant(milliseconds: 1_700_000_090_000))
         store.apply([.merge(SwarmMerge(infoHash: Self.hash, peers: [newer], completed: []))])
-        #expect(Digest.of(store) == 0x315C_6DBC_9F12_4A60)
+        #expect(Digest.of(store) == 0xE9B7_A786_48D8_F5E2)
         #expect(Digest.recomputed(store) == Digest.of(store))
     }
 }

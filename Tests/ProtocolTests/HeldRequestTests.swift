@@ -76,6 +76,10 @@ import TrackerLogic
         guard case .announce(let a) = announced.0 else { Issue.record("expected an announce reply, got \(announced.0)"); return }
         #expect(a.leechers == 1)
         #expect(n2.answeredHeld == 2)
+        // Stamped with the time it arrived, not the time it was committed: a later request
+        // of that peer another master committed meanwhile stays the later (`Swarm`).
+        let record = n2.replica.store.peer(PeerKey(peerID: PeerID(a: 4, b: 5, c: 6), ip: announcer.ip), in: InfoHash(a: 1, b: 2, c: 3))
+        #expect(record?.lastAnnounce == heldAt + Milliseconds(200))
     }
 
     /// An insider's frame under n3's id and a higher incarnation, heard first, makes

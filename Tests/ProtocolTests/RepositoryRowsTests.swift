@@ -104,7 +104,8 @@ struct RepositoryRowsTests {
         func record(_ a: Announce) -> PeerRecord {
             PeerRecord(peerID: a.peerID, endpoint: a.endpoint, uploaded: a.uploaded, downloaded: 0, left: 5, lastAnnounce: a.at)
         }
-        #expect(rows.changes == [.peer(hash(1), key, record(first)), .peer(hash(1), key, nil), .peer(hash(1), key, record(again))])
+        #expect(rows.changes == [.peer(hash(1), key, record(first)), .peer(hash(1), key, nil), .stop(hash(1), key, stop.at),
+                                 .peer(hash(1), key, record(again))])
         #expect(rows.swarms.map(\.infoHash) == [hash(1)], "a stop may have emptied the swarm: its row is set from memory")
         var disk = RepositoryRows()
         disk.apply(rows)

@@ -193,6 +193,7 @@ public enum ClusterCodec {
         m.infoHash.write(to: &b)
         writeList(m.peers, &b, write)
         writeList(m.completed, &b, write)
+        writeList(m.stops, &b) { s, b in write(s.key, &b); b.writeInteger(s.at.milliseconds) }
     }
 
     static func write(_ u: SwarmUpdate, _ b: inout ByteBuffer) {
@@ -508,7 +509,8 @@ public enum ClusterCodec {
 
         mutating func merge() throws -> SwarmMerge {
             SwarmMerge(infoHash: try bytes20(), peers: try list(minItemSize: 59) { try $0.record() },
-                       completed: try list(minItemSize: 25) { try $0.key() })
+                       completed: try list(minItemSize: 25) { try $0.key() },
+                       stops: try list(minItemSize: 33) { PeerStop(key: try $0.key(), at: Instant(milliseconds: try $0.int())) })
         }
 
         mutating func update() throws -> SwarmUpdate {
@@ -606,7 +608,7 @@ public enum ClusterCodec {
                 let last = try ref()
                 let runs = try list(minItemSize: 16) { EpochHistory.Run(epoch: try $0.epoch(), firstTxid: try $0.int()) }
                 let digest: UInt64 = try int()
-                let content = try list(minItemSize: 28) { try $0.merge() }
+                let content = try list(minItemSize: 32) { try $0.merge() }
                 let torrents = try list(minItemSize: 12) { try $0.torrent() }
                 let access = try access()
                 let stamps = try stamps()
@@ -628,7 +630,7 @@ public enum ClusterCodec {
                 let offerID: UInt64 = try int(), part: UInt32 = try int(), parts: UInt32 = try int()
                 guard part < parts, parts <= ClusterCodec.maxOfferParts else { throw ClusterDecodingError("merge offer part \(part) of \(parts)") }
                 message = .mergeOffer(MergeOffer(offerID: offerID, part: part, parts: parts,
-                                                 swarms: try list(minItemSize: 28) { try $0.merge() },
+                                                 swarms: try list(minItemSize: 32) { try $0.merge() },
                                                  torrents: try list(minItemSize: 12) { try $0.torrent() },
                                                  access: try accessEntries()))
             case .mergeDone: message = .mergeDone(offerID: try int())

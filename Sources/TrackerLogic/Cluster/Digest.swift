@@ -39,6 +39,8 @@ public struct Digest: Sendable {
             add(m.infoHash)
             for p in m.peers { add(p) }
             for k in m.completed { add(k.peerID); add(k.ip) }
+            add(0x57, UInt64(m.stops.count))
+            for stop in m.stops { add(stop.key.peerID); add(stop.key.ip); add(UInt64(bitPattern: stop.at.milliseconds)) }
         case .catalogue(.register(let t)):
             add(4, UInt64(t.file.count), UInt64(bitPattern: t.registeredAt.milliseconds))
             add(t.infoHash)
@@ -123,6 +125,16 @@ public struct Digest: Sendable {
         return d.value
     }
 
+    /// What one peer's stop adds (`PeerStops`).
+    static func element(_ infoHash: InfoHash, stop: PeerStop) -> UInt64 {
+        var d = Digest()
+        d.add(0x57, UInt64(bitPattern: stop.at.milliseconds), 0)
+        d.add(infoHash)
+        d.add(stop.key.peerID)
+        d.add(stop.key.ip)
+        return d.value
+    }
+
     /// What one registered torrent adds.
     static func element(_ t: RegisteredTorrent) -> UInt64 {
         var d = Digest()
@@ -192,6 +204,9 @@ public struct Digest: Sendable {
         for (hash, swarm) in store.swarms {
             for record in swarm.peers { total &+= element(hash, record); count &+= 1 }
             for key in swarm.completedPeers { total &+= element(hash, completion: key); count &+= 1 }
+        }
+        for (hash, stops) in store.stops.bySwarm {
+            for (key, at) in stops { total &+= element(hash, stop: PeerStop(key: key, at: at)); count &+= 1 }
         }
         for t in store.catalogue.torrents.values { total &+= element(t); count &+= 1 }
         let access = elements(of: store.catalogue.access)

@@ -151,8 +151,10 @@ struct Master: NodeRole, Sendable {
     }
 
     /// A peer's datagram: answered at once, or its announce queued for commit.
-    mutating func receivePeer(_ datagram: ByteBuffer, from source: PeerEndpoint, in ctx: inout NodeContext, _ now: Instant) {
-        switch ctx.handler.decide(datagram, from: source, now: now, store: ctx.replica.store, limiter: &ctx.limiter) {
+    mutating func receivePeer(_ datagram: ByteBuffer, from source: PeerEndpoint, receivedAt: Instant? = nil,
+                              in ctx: inout NodeContext, _ now: Instant) {
+        switch ctx.handler.decide(datagram, from: source, now: now, receivedAt: receivedAt, store: ctx.replica.store,
+                                  limiter: &ctx.limiter) {
         case .reply(let response): ctx.out.append(.reply(response, to: source))
         case .commit(let pending): enqueue(.announce(pending.update), origin: .peer(pending), in: &ctx, now)
         case .drop: break
@@ -442,7 +444,7 @@ struct Master: NodeRole, Sendable {
         let rules = ctx.replica.store.catalogue.access.missing(offer.access)
         progress.pending += offer.swarms.count + missing.count + rules.count
         offers[key] = progress
-        for m in offer.swarms { enqueue(.merge(m), origin: .merge(key), in: &ctx, now) }
+        for m in offer.swarms { enqueue(.merge(ctx.unexpired(m, now)), origin: .merge(key), in: &ctx, now) }
         for t in missing { enqueue(.catalogue(.register(t)), origin: .merge(key), in: &ctx, now) }
         for change in rules { enqueue(.catalogue(change), origin: .merge(key), in: &ctx, now) }
         finishOfferIfDone(key, in: &ctx)

@@ -159,6 +159,13 @@
         Milliseconds(max(handler.config.effectivePeerTimeout.value / 10, 1000))
     }
 
+    /// A diverged branch's swarm as a master merges it: without what an expiry at `now`
+    /// removes. Expiries drop stops with records; a record from before a dropped stop must
+    /// not come back through a merge (`Swarm`).
+    func unexpired(_ m: SwarmMerge, _ now: Instant) -> SwarmMerge {
+        m.dropping(olderThan: now - handler.config.effectivePeerTimeout)
+    }
+
     mutating func adopt(epoch newEpoch: Epoch) {
         guard newEpoch > epoch, newEpoch.isWellFormed else { return }
         epoch = newEpoch

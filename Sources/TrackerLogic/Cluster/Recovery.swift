@@ -137,7 +137,7 @@ struct Recovery: NodeRole, Sendable {
         if !ownDivergedContent.isEmpty || !ownDivergedTorrents.isEmpty || !ownDivergedRules.isEmpty {
             ctx.paths.count(.recoveryMergedOwnState)
         }
-        recovered += ownDivergedContent.map { .merge($0) }
+        recovered += ownDivergedContent.map { .merge(ctx.unexpired($0, now)) }
         recovered += ownDivergedTorrents.filter { ctx.replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
         recovered += ctx.replica.store.catalogue.access.missing(ownDivergedRules).map { .catalogue($0) }
         // What we kept through a clean stop, first of all that we answer peers by.

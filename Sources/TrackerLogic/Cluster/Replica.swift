@@ -54,6 +54,9 @@ public struct Replica: Sendable, Equatable {
     /// keep counting): the simulator holds it against the transaction ids, so that no
     /// transaction is applied twice.
     public private(set) var applied: UInt64 = 0
+    /// Whether an announce of the last transaction changed no record (`Swarm`): its rows
+    /// must then be read from the store, not from the announces.
+    public private(set) var lastCommitHadSuperseded = false
 
     public init(logLimit: Int = 4096) { self.logLimit = logLimit }
 
@@ -62,7 +65,9 @@ public struct Replica: Sendable, Equatable {
     @discardableResult
     public mutating func commit(_ tx: Transaction) -> Bool {
         guard tx.txid == lastCommitted.txid &+ 1, tx.ref.isWellFormed else { return false }
+        let superseded = store.superseded
         store.apply(tx.updates, stamp: tx.ref)
+        lastCommitHadSuperseded = store.superseded != superseded
         applied &+= 1
         lastCommitted = tx.ref
         history.record(tx.ref)

@@ -670,7 +670,7 @@ public struct TrackerNode: Sendable {
 
     // MARK: peers
 
-    mutating func receivePeer(_ datagram: ByteBuffer, from source: PeerEndpoint, _ now: Instant) {
+    mutating func receivePeer(_ datagram: ByteBuffer, from source: PeerEndpoint, receivedAt: Instant? = nil, _ now: Instant) {
         guard case .master(var master) = state else {
             // Slaves, candidates and recovering masters stay silent, but keep the request
             // in case the master that should answer it is gone.
@@ -678,7 +678,7 @@ public struct TrackerNode: Sendable {
             return
         }
         state = .modifying
-        master.receivePeer(datagram, from: source, in: &ctx, now)
+        master.receivePeer(datagram, from: source, receivedAt: receivedAt, in: &ctx, now)
         state = .master(master)
     }
 }
@@ -710,7 +710,9 @@ extension TrackerNode {
         let held = ctx.held.takeUnanswered(now: now) { handler.answersAtOnce($0.datagram, from: $0.source, now: now, store: store) }
         for r in held {
             ctx.paths.count(.heldRequestAnswered)
-            receivePeer(r.datagram, from: r.source, now)
+            // Stamped with when it arrived: a later request of the same peer that another
+            // master committed meanwhile must stay the later one (`Swarm`).
+            receivePeer(r.datagram, from: r.source, receivedAt: r.receivedAt, now)
         }
     }
 }

@@ -15,6 +15,8 @@ public struct CommitRows: Hashable, Sendable {
         /// The peer's row as memory holds it, or nil when the peer is gone.
         case peer(InfoHash, PeerKey, PeerRecord?)
         case completion(InfoHash, PeerKey)
+        /// The peer's stop as memory holds it after a stop (`PeerStops`).
+        case stop(InfoHash, PeerKey, Instant?)
         /// A merged swarm, rewritten whole (nil when it is gone).
         case swarm(InfoHash, SwarmMerge?)
         case expire(before: Instant)
@@ -58,8 +60,8 @@ public struct CommitRows: Hashable, Sendable {
 
     /// The rows `tx` changed, read from `replica` right after it committed `tx`.
     ///
-    /// In a transaction of announces alone, an announce's row is what it left in memory:
-    /// its own record, or none after a stop. No swarm is read for it (a lookup in the
+    /// In a transaction of announces alone, each of which changed its peer's record, an
+    /// announce's row is what it left in memory: its own record, or none after a stop. No swarm is read for it (a lookup in the
     /// swarms and one in the swarm's table, on every replica for every announce), and a
     /// peer that announced twice gets a row for each, the later one what memory holds
     /// after the transaction, as a store applies rows in order. A merge or an expiry may
@@ -69,7 +71,8 @@ public struct CommitRows: Hashable, Sendable {
         history = replica.history
         changes.reserveCapacity(tx.updates.count)
         var recount = Set<InfoHash>()
-        let announcesOnly = tx.updates.allSatisfy { if case .announce = $0 { true } else { false } }
+        let announcesOnly = !replica.lastCommitHadSuperseded
+            && tx.updates.allSatisfy { if case .announce = $0 { true } else { false } }
         for update in tx.updates {
             switch update {
             case .announce(let a):
@@ -77,6 +80,7 @@ public struct CommitRows: Hashable, Sendable {
                 changes.append(.peer(a.infoHash, a.key, record))
                 peerRows += 1
                 if a.event == .completed { changes.append(.completion(a.infoHash, a.key)) }
+                if a.event == .stopped { changes.append(.stop(a.infoHash, a.key, replica.store.stops.at(a.key, in: a.infoHash))) }
                 if record == nil || a.event == .completed { recount.insert(a.infoHash) }
             case .merge(let m):
                 changes.append(.swarm(m.infoHash, replica.store.content(of: m.infoHash)))

@@ -1,4 +1,4 @@
-/// The rows of a node's repository as values: peers, completions, registered torrents
+/// The rows of a node's repository as values: peers, completions, stops, registered torrents
 /// and the commit metadata, changed by exactly the writes a node asks of its disk
 /// (`CommitRows`, a snapshot, a wipe). The simulator's disk is one of these, so a
 /// simulated restart reads back what the rows say, as the runtime's SQLite file does;
@@ -9,6 +9,7 @@
 public struct RepositoryRows: Sendable, Equatable {
     public private(set) var peers: [InfoHash: [PeerKey: PeerRecord]] = [:]
     public private(set) var completions: [InfoHash: Set<PeerKey>] = [:]
+    public private(set) var stops: [InfoHash: [PeerKey: Instant]] = [:]
     public private(set) var torrents: [InfoHash: RegisteredTorrent] = [:]
     public private(set) var accessMode = AccessMode.open
     public private(set) var accessRules: [InfoHash: AccessRule] = [:]
@@ -27,14 +28,22 @@ public struct RepositoryRows: Sendable, Equatable {
                 if peers[hash]?.isEmpty == true { peers[hash] = nil }
             case .completion(let hash, let key):
                 completions[hash, default: []].insert(key)
+            case .stop(let hash, let key, let at):
+                stops[hash, default: [:]][key] = at
+                if stops[hash]?.isEmpty == true { stops[hash] = nil }
             case .swarm(let hash, let content):
                 peers[hash] = nil
                 completions[hash] = nil
+                stops[hash] = nil
                 if let content { insert(content) }
             case .expire(let before):
                 for hash in Array(peers.keys) {
                     peers[hash] = peers[hash]?.filter { $0.value.lastAnnounce >= before }
                     if peers[hash]?.isEmpty == true { peers[hash] = nil }
+                }
+                for hash in Array(stops.keys) {
+                    stops[hash] = stops[hash]?.filter { $0.value >= before }
+                    if stops[hash]?.isEmpty == true { stops[hash] = nil }
                 }
             case .torrent(let hash, let t):
                 torrents[hash] = t
@@ -77,14 +86,16 @@ public struct RepositoryRows: Sendable, Equatable {
     private mutating func insert(_ content: SwarmMerge) {
         for r in content.peers { peers[content.infoHash, default: [:]][r.key] = r }
         for key in content.completed { completions[content.infoHash, default: []].insert(key) }
+        for stop in content.stops { stops[content.infoHash, default: [:]][stop.key] = stop.at }
     }
 
     /// What a restart reads: nil when nothing was ever committed.
     public var snapshot: Snapshot? {
         guard lastCommitted.txid > 0 else { return nil }
-        let content = Set(peers.keys).union(completions.keys).sorted().map {
+        let content = Set(peers.keys).union(completions.keys).union(stops.keys).sorted().map {
             SwarmMerge(infoHash: $0, peers: peers[$0].map { Array($0.values) } ?? [],
-                       completed: completions[$0].map { Array($0) } ?? [])
+                       completed: completions[$0].map { Array($0) } ?? [],
+                       stops: stops[$0].map { $0.map { PeerStop(key: $0.key, at: $0.value) } } ?? [])
         }
         return Snapshot(restoredAt: lastCommitted, history: history, content: content, torrents: Array(torrents.values),
                         access: AccessPolicy(mode: accessMode, rules: accessRules.map { AccessEntry(infoHash: $0.key, rule: $0.value) }),

@@ -22,6 +22,16 @@ public struct PeerRecord: Hashable, Sendable {
 }
 
 /// One torrent's peers and completion count.
+///
+/// On a replica, a peer's record is the one of its latest request, wherever that request
+/// was committed: requests are ordered by `Announce.at`, the time a node received them.
+/// An announce older than the record, or than the peer's last stop (`PeerStops`, which
+/// the store keeps beside its swarms), changes nothing; a stop removes only a record no
+/// newer than itself. So neither a merge from a branch that diverged nor a request held
+/// through an election brings a peer back, or back with older values. Within one
+/// master's log the order of commits and of receipt agree; the rule matters where
+/// branches or reigns meet. Two requests of one peer closer together than the nodes'
+/// clocks are apart may be ordered by the clocks.
 public struct Swarm: Sendable {
     var v4 = PeerTable<IPv4Bits>()
     var v6 = PeerTable<IPv6Bits>()
@@ -62,6 +72,8 @@ public struct Swarm: Sendable {
         var elements: Int
         var peers: Int
         var swarmPeers = 0
+        /// An announce that changed no record: the swarm held a later request of its peer.
+        var superseded = false
     }
 
     private var tally: (sum: UInt64, elements: Int, peers: Int) { (digestSum, peerCount + completed, peerCount) }
@@ -72,17 +84,32 @@ public struct Swarm: Sendable {
                       swarmPeers: after.peers)
     }
 
-    /// `digest`: keep `digestSum` (a replica does; a standalone tracker, which never
-    /// compares repositories, saves the two hashes per announce).
-    mutating func apply(_ a: Announce, digest: Bool) -> Change {
+    /// `digest`: keep `digestSum` and the order rule (a replica does; a standalone
+    /// tracker, which never compares or merges repositories, saves the two hashes per
+    /// announce, and its one log is its only order: its clock may step back).
+    /// `stoppedAt`: the peer's stop (`PeerStops`).
+    mutating func apply(_ a: Announce, digest: Bool, stoppedAt: Instant? = nil) -> Change {
         let before = tally
-        applyAnnounce(a, digest: digest)
-        return change(since: before)
+        let applied: Bool
+        switch a.event {
+        case .stopped:
+            applied = remove(a.key, upTo: a.at, in: a.infoHash, digest: digest)
+        case .none, .started, .completed:
+            applied = place(PeerRecord(a), stoppedAt: stoppedAt, in: a.infoHash, digest: digest)
+            // A completion is a fact whatever the order: the set only grows.
+            if a.event == .completed { complete(a.key, in: a.infoHash, digest: digest) }
+        }
+        var change = change(since: before)
+        change.superseded = !applied
+        return change
     }
 
-    mutating func merge(_ m: SwarmMerge, digest: Bool) -> Change {
+    /// `stops`: the store's, the merge's own already among them.
+    mutating func merge(_ m: SwarmMerge, stops: PeerStops, digest: Bool) -> Change {
         let before = tally
-        mergeContent(m, digest: digest)
+        for s in m.stops { remove(s.key, upTo: s.at, in: m.infoHash, digest: digest) }
+        for record in m.peers { place(record, stoppedAt: stops.at(record.key, in: m.infoHash), in: m.infoHash, digest: digest) }
+        for key in m.completed { complete(key, in: m.infoHash, digest: digest) }
         return change(since: before)
     }
 
@@ -92,28 +119,30 @@ public struct Swarm: Sendable {
         return change(since: start)
     }
 
-    private mutating func applyAnnounce(_ a: Announce, digest: Bool) {
-        let key = a.key
-        switch a.event {
-        case .stopped:
-            let removed = a.endpoint.ip.family == .v4 ? v4.remove(key) : v6.remove(key)
-            if let removed { count(removed, sign: -1, in: a.infoHash, digest: digest) }
-        case .none, .started, .completed:
-            let record = PeerRecord(a)
-            let old = a.endpoint.ip.family == .v4 ? v4.upsert(record) : v6.upsert(record)
-            count(record, replacing: old, in: a.infoHash, digest: digest)
-            if a.event == .completed { complete(key, in: a.infoHash, digest: digest) }
+    /// A record in, unless the swarm holds a later request of its peer: a later record
+    /// (an equal time is a later commit of the same instant, and replaces), or a stop at
+    /// or after it. False when it stayed out.
+    @discardableResult
+    private mutating func place(_ record: PeerRecord, stoppedAt: Instant?, in infoHash: InfoHash, digest: Bool) -> Bool {
+        let key = record.key
+        if digest {
+            if let existing = peer(key), existing.lastAnnounce > record.lastAnnounce { return false }
+            if let stoppedAt, stoppedAt >= record.lastAnnounce { return false }
         }
+        let old = key.ip.family == .v4 ? v4.upsert(record) : v6.upsert(record)
+        count(record, replacing: old, in: infoHash, digest: digest)
+        return true
     }
 
-    private mutating func mergeContent(_ m: SwarmMerge, digest: Bool) {
-        for record in m.peers {
-            let key = record.key
-            if let existing = peer(key), existing.lastAnnounce > record.lastAnnounce { continue }
-            let old = key.ip.family == .v4 ? v4.upsert(record) : v6.upsert(record)
-            count(record, replacing: old, in: m.infoHash, digest: digest)
+    /// A stop at `at`: the peer's record goes unless it is later. False when it stayed.
+    @discardableResult
+    private mutating func remove(_ key: PeerKey, upTo at: Instant, in infoHash: InfoHash, digest: Bool) -> Bool {
+        guard let existing = peer(key) else { return true }
+        guard existing.lastAnnounce <= at || !digest else { return false }
+        if let removed = key.ip.family == .v4 ? v4.remove(key) : v6.remove(key) {
+            count(removed, sign: -1, in: infoHash, digest: digest)
         }
-        for key in m.completed { complete(key, in: m.infoHash, digest: digest) }
+        return true
     }
 
     private mutating func complete(_ key: PeerKey, in infoHash: InfoHash, digest: Bool) {

@@ -3,18 +3,24 @@ public struct SwarmStore: Sendable {
     public private(set) var swarms: [InfoHash: Swarm] = [:]
     /// Registered .torrent files: names for the swarms tab, and the access list.
     public private(set) var catalogue = Catalogue()
+    /// A replica's peers that left by a stop (`Swarm`, `PeerStops`).
+    public private(set) var stops = PeerStops()
     /// Kept by every change (`Digest.element` of what came and went), so that
     /// `Digest.of(store)` and `peerCount` cost nothing however large the repository.
     private(set) var digestSum: UInt64 = 0
     private(set) var digestCount: UInt64 = 0
     public private(set) var peerCount = 0
+    /// Announces that changed no record, a later request of the peer being held
+    /// (`Swarm`): counted so a commit's rows know when an announce is not its record.
+    public private(set) var superseded: UInt64 = 0
     /// Never below the peer count of any swarm held: every change raises it to its swarm's
     /// count, and an expiry (a pass over every swarm) sets it to the largest. A capacity
     /// check that finds it under the per-swarm limit reads no swarm: on a master that read
     /// is a copy of the swarm out of the dictionary (`Dictionary` lends no value).
     public private(set) var swarmPeersBound = 0
-    /// False for a standalone tracker: nothing compares its repository with another, so
-    /// it skips the digest bookkeeping and `Digest.of` makes a pass instead.
+    /// False for a standalone tracker: nothing compares its repository with another or
+    /// merges into it, so it skips the digest bookkeeping (`Digest.of` makes a pass
+    /// instead) and the order rule with its stops (`Swarm`).
     public let keepsDigest: Bool
 
     public init(keepsDigest: Bool = true) { self.keepsDigest = keepsDigest }
@@ -25,16 +31,21 @@ public struct SwarmStore: Sendable {
         switch update {
         case .announce(let a):
             if a.event == .stopped {
-                // A stop for an unknown swarm creates nothing.
+                // A replica keeps the stop even for a swarm it does not hold: a merge may
+                // bring the peer's older record.
+                if keepsDigest { account(stops.remember(PeerStop(key: a.key, at: a.at), in: a.infoHash)) }
+                // A stop for an unknown swarm creates no swarm.
                 guard var swarm = swarms.removeValue(forKey: a.infoHash) else { return }
                 account(swarm.apply(a, digest: keepsDigest))
                 if !swarm.isEmpty { swarms[a.infoHash] = swarm }
             } else {
-                account(swarms[a.infoHash, default: Swarm()].apply(a, digest: keepsDigest))
+                let stoppedAt = keepsDigest ? stops.at(a.key, in: a.infoHash) : nil
+                account(swarms[a.infoHash, default: Swarm()].apply(a, digest: keepsDigest, stoppedAt: stoppedAt))
             }
         case .merge(let m):
+            for s in m.stops { account(stops.remember(s, in: m.infoHash)) }
             var swarm = swarms.removeValue(forKey: m.infoHash) ?? Swarm()
-            account(swarm.merge(m, digest: keepsDigest))
+            account(swarm.merge(m, stops: stops, digest: keepsDigest))
             if !swarm.isEmpty { swarms[m.infoHash] = swarm }
         case .catalogue(let change):
             guard keepsDigest else { return catalogue.apply(change, stamp: stamp) }
@@ -53,6 +64,7 @@ public struct SwarmStore: Sendable {
                 if !swarm.isEmpty { swarms[hash] = swarm }
             }
             swarmPeersBound = largest
+            account(stops.expire(before: before))
         }
     }
 
@@ -94,6 +106,7 @@ public struct SwarmStore: Sendable {
     private static func inPlace<T>(_ swarm: inout Swarm, _ body: (inout Swarm) -> T) -> T { body(&swarm) }
 
     private mutating func account(_ change: Swarm.Change) {
+        if change.superseded { superseded &+= 1 }
         digestSum &+= change.sum
         digestCount &+= UInt64(truncatingIfNeeded: change.elements)
         peerCount += change.peers
@@ -174,12 +187,17 @@ public struct SwarmStore: Sendable {
 
     /// The whole repository as merge values, in a canonical order: what a snapshot carries.
     public func content() -> [SwarmMerge] {
-        swarms.sorted { $0.key < $1.key }.map { $0.value.content($0.key) }
+        Set(swarms.keys).union(stops.bySwarm.keys).sorted().compactMap(content(of:))
     }
 
-    /// One swarm as a merge value, nil when the repository does not hold it.
+    /// One swarm as a merge value with its stops, nil when the repository holds neither.
     public func content(of infoHash: InfoHash) -> SwarmMerge? {
-        swarms[infoHash]?.content(infoHash)
+        let stops = stops.stops(in: infoHash)
+        guard var content = swarms[infoHash]?.content(infoHash) else {
+            return stops.isEmpty ? nil : SwarmMerge(infoHash: infoHash, peers: [], completed: [], stops: stops)
+        }
+        content.stops = stops
+        return content
     }
 
     /// Rebuilds a repository from `content()`, `catalogue.sorted` and `catalogue.access`.
@@ -203,7 +221,9 @@ public struct SwarmStore: Sendable {
 
 extension SwarmStore: Equatable {
     /// Equal content; what each side keeps about it (digest sums, counts) follows.
-    public static func == (l: SwarmStore, r: SwarmStore) -> Bool { l.swarms == r.swarms && l.catalogue == r.catalogue }
+    public static func == (l: SwarmStore, r: SwarmStore) -> Bool {
+        l.swarms == r.swarms && l.stops == r.stops && l.catalogue == r.catalogue
+    }
 }
 
 /// What the answer to an applied announce needs from its swarm.
