@@ -133,6 +133,7 @@ concurrent=(tests/cluster/group_netns.py tests/cluster/dashboard_browser.py test
             tests/cluster/broker_garbage.py tests/cluster/vip_netns.py tests/cluster/full_restart.py
             tests/cluster/dashboard_api.py tests/cluster/full_disk.py tests/cluster/monitoring.py
             tests/cluster/reload.py tests/cluster/broker_tls.py tests/cluster/broker_link.py tests/cluster/state_files.py
+            tests/cluster/kill_loop.py
             tests/cluster/help_example.py tests/cluster/admin_cli.py tests/interop/*.py)
 for t in "${concurrent[@]}"; do
   if grep -qE 'activemq\("(stop|kill|restart)"' "$t"; then

@@ -38,6 +38,12 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case otherBrokerLinkCut
     /// The broker channel was cut between two sides (the link between two brokers).
     case brokersPartitioned
+    /// Single links of the peer network cut, one way or both.
+    case peerNetworkLinksCut
+    /// A bridge on both channels: two nodes that do not hear each other both hear a third.
+    case bridgeCut
+    /// A majorities ring of five on both channels: each node hears only its neighbours.
+    case ringCut
 
     public var description: String {
         switch self {
@@ -58,6 +64,9 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .masterBrokerLinkCut: return "broker link of a serving master cut"
         case .otherBrokerLinkCut: return "broker link of another node cut"
         case .brokersPartitioned: return "link between two brokers cut"
+        case .peerNetworkLinksCut: return "peer-network links cut one way"
+        case .bridgeCut: return "bridge on both channels"
+        case .ringCut: return "majorities ring of five on both channels"
         }
     }
 }

@@ -32,6 +32,8 @@ struct PacketNetwork {
     /// The broker channel is cut between the sides (the link between the two brokers of
     /// a pair); every node still reaches its own broker, and the peer network is whole.
     var brokerSide: Set<Int>?
+    /// Single links cut one way: true on both channels, false on the peer network alone.
+    var cutLinks: [Scenario.Link: Bool] = [:]
     /// A slow node's extra delay on everything it sends and receives, in ms.
     var extraDelay: [Int: Int64] = [:]
     /// Once the faults are over, nothing is lost, duplicated or corrupted any more.
@@ -44,7 +46,7 @@ struct PacketNetwork {
     var brokerTroubleAt = Instant(milliseconds: .min)
 
     /// Some node cannot reach the broker, or not every node's broker reaches the others.
-    var brokerTrouble: Bool { brokerDown || !brokerLinkCut.isEmpty || brokerSide != nil }
+    var brokerTrouble: Bool { brokerDown || !brokerLinkCut.isEmpty || brokerSide != nil || cutLinks.values.contains(true) }
 
     init(scenario: Scenario) {
         minDelay = scenario.minDelay
@@ -63,6 +65,7 @@ struct PacketNetwork {
         if let w = oneWay, w.from == a, w.to == b { return true }
         if brokerLinkCut[a]?.blocksSending == true || brokerLinkCut[b]?.blocksReceiving == true { return true }
         if let side = brokerSide, side.contains(a) != side.contains(b) { return true }
+        if cutLinks[Scenario.Link(from: a, to: b)] == true { return true }
         return false
     }
 
@@ -74,12 +77,14 @@ struct PacketNetwork {
         if let side = partitionSide, side.contains(a) != side.contains(b) { return true }
         if let side = peerNetworkSide, side.contains(a) != side.contains(b) { return true }
         if let w = oneWay, w.from == a, w.to == b { return true }
+        if cutLinks[Scenario.Link(from: a, to: b)] != nil { return true }
         return false
     }
 
     /// Only the broker is out: every node still hears every other on the peer network.
     var onlyBrokerDown: Bool {
         brokerDown && partitionSide == nil && peerNetworkSide == nil && oneWay == nil && brokerLinkCut.isEmpty && brokerSide == nil
+            && cutLinks.isEmpty
     }
 
     /// The slowest link's extra delay.
@@ -120,5 +125,6 @@ struct PacketNetwork {
         peerNetworkSide = nil
         brokerLinkCut = [:]
         brokerSide = nil
+        cutLinks = [:]
     }
 }

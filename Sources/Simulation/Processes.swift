@@ -261,7 +261,7 @@ extension Simulator {
     /// A fault of the plan: to the packet network or to a node's process.
     mutating func apply(_ fault: Scenario.Fault) {
         switch fault {
-        case .partition, .oneWay, .brokerOutage, .peerNetworkPartition, .brokerPartition, .heal:
+        case .partition, .oneWay, .brokerOutage, .peerNetworkPartition, .brokerPartition, .links, .heal:
             network.topologyChangedAt = now
         default: break
         }
@@ -299,6 +299,9 @@ extension Simulator {
         case .brokerPartition(let side):
             network.brokerSide = Set(side)
             coverage.count(.brokersPartitioned)
+        case .links(let links, let both):
+            for l in links { network.cutLinks[l] = both }
+            coverage.count(both ? (links.count == 2 ? .bridgeCut : .ringCut) : .peerNetworkLinksCut)
         case .heal: network.heal()
         case .slow(let s, let d): network.extraDelay[s] = d
         }

@@ -63,6 +63,10 @@ public struct Scenario: Sendable, CustomStringConvertible {
         /// The broker channel is cut between the sides (the link between two brokers of
         /// a pair); each node still reaches its own broker, and the peer network is whole.
         case brokerPartition([Int])
+        /// Single links cut, each one way (`Link`): on the peer network alone, or on both
+        /// channels. What no side-based cut can shape: a bridge (one node hears two that
+        /// do not hear each other), a majorities ring, a link lost one way.
+        case links([Link], bothChannels: Bool)
 
         public var description: String {
             switch self {
@@ -84,8 +88,17 @@ public struct Scenario: Sendable, CustomStringConvertible {
             case .brokerLink(let n, let cut): return "broker link of s\(n) cut (\(cut.rawValue))"
             case .masterBrokerLink(let cut): return "broker link of the master cut (\(cut.rawValue))"
             case .brokerPartition(let side): return "broker partition \(side.map { "s\($0)" }.joined(separator: ","))|rest"
+            case .links(let links, let both):
+                return "\(both ? "links" : "peer-network links") cut \(links.map { "s\($0.from)->s\($0.to)" }.joined(separator: ","))"
             }
         }
+    }
+
+    /// One direction of the link between two nodes.
+    public struct Link: Sendable, Hashable {
+        public var from: Int
+        public var to: Int
+        public init(from: Int, to: Int) { self.from = from; self.to = to }
     }
 
     /// Which way a node's broker link is cut.
@@ -264,11 +277,12 @@ public struct Scenario: Sendable, CustomStringConvertible {
                 let at = Scenario.start + Milliseconds(Int64(2500 + wiring.below(Int(max(1, faultSeconds * 1000 - 3000)))))
                 let cut: LinkCut = [.both, .both, .both, .send, .receive][wiring.below(5)]
                 let fault: Fault
-                switch wiring.below(6) {
+                switch wiring.below(8) {
                 case 0, 1: fault = .masterBrokerLink(cut)
                 case 2:
                     let side = (0..<initial).filter { _ in wiring.chance(0.5) }
                     fault = side.isEmpty || side.count == initial ? .masterBrokerLink(cut) : .brokerPartition(side)
+                case 3, 4: fault = Self.drawLinks(initial, &wiring)
                 default: fault = .brokerLink(wiring.below(initial), cut)
                 }
                 guard at < faultEnd else { continue }
@@ -312,7 +326,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
                 guard window.contains(f.at) else { return false }
                 switch f.fault {
                 case .partition, .oneWay, .brokerOutage, .peerNetworkPartition, .heal, .pause, .brokerLink, .masterBrokerLink,
-                     .brokerPartition: return true
+                     .brokerPartition, .links: return true
                 default: return f.fault.slots.contains(n)
                 }
             }
@@ -329,6 +343,28 @@ public struct Scenario: Sendable, CustomStringConvertible {
                                              swarms: torrents)
         var framing = SeededGenerator(seed: seed ^ 0x4652_4147_4D45_4E54)
         if framing.chance(0.3) { fragmentBytes = 64 + framing.below(449) }
+    }
+
+    /// Links between pairs of the first `n` nodes cut: any of them either way on the peer
+    /// network; or, on both channels, a bridge (two nodes that do not hear each other but
+    /// both hear a third), or for five nodes a majorities ring (each hears only its two
+    /// neighbours: every node sees a majority, no two see the same one).
+    static func drawLinks(_ n: Int, _ rng: inout SeededGenerator) -> Fault {
+        if n == 5 && rng.chance(0.3) {
+            let ring = (0..<5).flatMap { a in [2, 3].map { Link(from: a, to: (a + $0) % 5) } }
+            return .links(ring, bothChannels: true)
+        }
+        if n >= 3 && rng.chance(0.5) {
+            let a = rng.below(n)
+            let c = (a + 1 + rng.below(n - 1)) % n
+            return .links([Link(from: a, to: c), Link(from: c, to: a)], bothChannels: true)
+        }
+        var links: [Link] = []
+        for a in 0..<n {
+            for b in 0..<n where a != b && rng.chance(0.3) { links.append(Link(from: a, to: b)) }
+        }
+        if links.isEmpty { links = [Link(from: 0, to: 1)] }
+        return .links(links, bothChannels: false)
     }
 
     /// A fault-free network with chosen nodes and faults: for named scenario tests.

@@ -57,6 +57,8 @@ extension Scenario {
         case .brokerLink(let n, let cut): return "broker-link:\(n):\(cut.rawValue)"
         case .masterBrokerLink(let cut): return "master-link:\(cut.rawValue)"
         case .brokerPartition(let s): return "broker-partition:\(side(s))"
+        case .links(let links, let both):
+            return "\(both ? "links" : "peer-links"):" + links.map { "\($0.from)>\($0.to)" }.joined(separator: "+")
         }
     }
 
@@ -186,6 +188,11 @@ extension Scenario {
         case "broker-link": return n(1).flatMap { s in p.count == 3 ? Scenario.LinkCut(rawValue: String(p[2])).map { .brokerLink(s, $0) } : nil }
         case "master-link": return p.count == 2 ? Scenario.LinkCut(rawValue: String(p[1])).map { .masterBrokerLink($0) } : nil
         case "broker-partition": return side(1).map { .brokerPartition($0) }
+        case "links", "peer-links":
+            guard p.count == 2 else { return nil }
+            let links = p[1].split(separator: "+").map { $0.split(separator: ">").compactMap { Int($0) } }
+            guard !links.isEmpty, links.allSatisfy({ $0.count == 2 && $0[0] >= 0 && $0[1] >= 0 && $0[0] != $0[1] }) else { return nil }
+            return .links(links.map { Scenario.Link(from: $0[0], to: $0[1]) }, bothChannels: p[0] == "links")
         default: return nil
         }
     }
@@ -199,6 +206,7 @@ extension Scenario.Fault {
              .slow(let n, _), .diskLoss(let n, _), .impostor(let n), .pause(let n, _), .brokerLink(let n, _): return [n]
         case .partition(let s), .peerNetworkPartition(let s), .brokerPartition(let s): return s
         case .oneWay(let a, let b): return [a, b]
+        case .links(let links, _): return Array(Set(links.flatMap { [$0.from, $0.to] })).sorted()
         case .brokerOutage, .heal, .masterBrokerLink: return []
         }
     }

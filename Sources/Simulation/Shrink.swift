@@ -153,6 +153,10 @@ public enum Shrinker {
                 case .peerNetworkPartition: f.fault = .peerNetworkPartition(rest)
                 default: f.fault = .brokerPartition(rest)
                 }
+            case .links(let links, let both):
+                let rest = links.filter { $0.from != k && $0.to != k }.map { Scenario.Link(from: move($0.from), to: move($0.to)) }
+                if rest.isEmpty { return nil }
+                f.fault = .links(rest, bothChannels: both)
             case .brokerOutage, .heal, .masterBrokerLink:
                 break
             }

@@ -209,6 +209,9 @@ def repository_rows(path):
         out["peers"] = sorted(key + values for key, values in peers.items())
         for table, order in (("swarms", "info_hash"), ("completions", "info_hash, peer_id, ip")):
             out[table] = con.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+        if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'peer_stops'").fetchone():
+            out["peer_stops"] = sorted((h.hex(), p.hex(), ip, at) for h, p, ip, at in con.execute(
+                "SELECT info_hash, peer_id, ip, at FROM peer_stops"))
         out["last_txid"] = con.execute("SELECT value FROM cluster_meta WHERE key = 'last_txid'").fetchone()
         return out
     finally:

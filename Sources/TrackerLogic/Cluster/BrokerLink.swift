@@ -29,9 +29,10 @@
 /// - **Live quorum** (`Master.tryPrepare`, `Master.voteTimedOut`): a node heard alive on
 ///   the peer network that reaches the broker, but not heard on it here, counts in the
 ///   quorum as a voter that says no. And a silent voter counts as down only once the
-///   broker has carried one of the master's own keepalives back after its PREPARE, or
-///   nobody reaches the broker (a true outage, where `live` commits alone): until then
-///   the master cannot tell a dead voter from its own cut link.
+///   broker has carried one of the master's own keepalives back after the last vote
+///   window closed, or nobody reaches the broker (a true outage, where `live` commits
+///   alone): until then the master cannot tell a dead voter from its own cut link, and an
+///   echo from before the votes were due shows only that the link worked then.
 ///
 /// An older node's keepalive says nothing of its link: such a node counts as reaching
 /// the broker (never a reason to commit alone), and only hearing it on the broker here is

@@ -42,6 +42,9 @@ struct InFlight: Sendable {
     var retries = 0
     /// When the first PREPARE left (the commit latency runs from it).
     var preparedAt: Instant
+    /// When its last vote window closed with voters still silent (live quorum): counting
+    /// them down takes an echo that came after it (`Master.voteTimedOut`).
+    var votesClosedAt: Instant?
 }
 
 struct OfferProgress: Sendable {
@@ -170,7 +173,9 @@ struct Master: NodeRole, Sendable {
             enqueue(.expire(before: now - ctx.handler.config.effectivePeerTimeout), origin: .expiry, in: &ctx, now)
         }
         if inFlight != nil { evaluateVotes(in: &ctx, now) }
-        if let f = inFlight, now >= f.deadline { voteTimedOut(in: &ctx, now) }
+        if let f = inFlight, now >= f.deadline || f.votesClosedAt.map({ ctx.brokerEchoed(since: $0) }) == true {
+            voteTimedOut(in: &ctx, now)
+        }
         tryPrepare(in: &ctx, now)
         return nil
     }
@@ -264,8 +269,9 @@ struct Master: NodeRole, Sendable {
     }
 
     /// Whether a live master may commit on its own vote alone, or count silent voters
-    /// down: only once the broker carried one of its keepalives back after the PREPARE
-    /// (what it sends gets through, so the silence is theirs), or in a true outage
+    /// down: only once the broker carried one of its keepalives back after `since` (the
+    /// PREPARE, or the close of the last vote window: its link worked both ways after the
+    /// votes were due, so the silence is theirs), or in a true outage
     /// (`BrokerLink.swift`). Until then it asks for that echo: its next keepalive goes
     /// now (again after each vote timeout), and the echo steps the master again
     /// (`TrackerNode.receive`).
@@ -282,22 +288,26 @@ struct Master: NodeRole, Sendable {
         if f.retries < ctx.config.voteRetries {
             f.retries += 1
             ctx.paths.count(.prepareResent)
-            // Live: a voter is late, and counting it down will need our own echo since the
-            // PREPARE (`awaitedBrokerEcho`): ask for it now, one broker round trip before.
-            if ctx.config.quorum == .live && !ctx.brokerEchoed(since: f.preparedAt) {
-                ctx.askForBrokerEcho(since: f.preparedAt, orEvery: nil, now)
-            }
             f.deadline = now + ctx.config.voteTimeout
             inFlight = f
             ctx.broadcast(.prepare(f.tx, previous: f.previous, previousDigest: lastDigest))
             return
         }
         let silent = f.voters.filter { f.votes[$0] == nil }
-        if ctx.config.quorum == .live, !silent.isEmpty, !awaitedBrokerEcho(since: f.preparedAt, in: &ctx, now) {
-            // Silent voters, or our own link cut? We cannot tell yet: nobody is counted
-            // down, and a master cut off leaves office meanwhile.
-            inFlight?.deadline = now + ctx.config.voteTimeout
-            return
+        if ctx.config.quorum == .live, !silent.isEmpty {
+            // Silent voters, or our own link cut? Only an echo that came after the last
+            // window closed tells: one from before it shows the link worked then, not
+            // that the votes could still reach us (a link cut between that echo and the
+            // votes let a slow master commit alone after the cut). Until it comes nobody
+            // is counted down, and a master cut off leaves office meanwhile; when it
+            // comes, it steps the master and this runs again (`tick`).
+            let closed = f.votesClosedAt ?? now
+            f.votesClosedAt = closed
+            inFlight?.votesClosedAt = closed
+            guard awaitedBrokerEcho(since: closed, in: &ctx, now) else {
+                inFlight?.deadline = now + ctx.config.voteTimeout
+                return
+            }
         }
         for node in silent { ctx.membership.update(node) { $0.suspect = true } }
         // Unconfirmed slaves were never counted on: a silent one is only no longer waited for.
