@@ -82,6 +82,45 @@ import TrackerLogic
         #expect(record?.lastAnnounce == heldAt + Milliseconds(200))
     }
 
+    /// A master that took held requests to answer and left office before answering them
+    /// holds them again: the copy it took was its only one, and when it serves again it
+    /// answers them (fresh seed 49742471286286476: a slow master cut off one step after
+    /// it came to serve lost a held announce for good).
+    @Test func heldRequestsAMasterTookAndDidNotAnswerAreHeldAgain() throws {
+        var (n2, lastHeard) = slaveOfADeadMaster()
+        let heldAt = lastHeard + Milliseconds(300)
+        #expect(n2.stepEchoing(.peer(announce(33, from: announcer, at: heldAt), from: announcer), now: heldAt) == [])
+        // n1 is alive: the announce's transaction waits (for n1's vote, or for n2's own
+        // echo), and n2 leaves office meanwhile, hearing a master of a later epoch.
+        let e9 = Epoch(term: 9, master: NodeID(3))
+        func keepalive(_ from: UInt32, _ role: Role, _ epoch: Epoch) -> NodeEvent {
+            .cluster(ClusterEnvelope(from: NodeID(from), incarnation: UInt64(from) * 1000, epoch: epoch, to: nil,
+                                     message: .keepalive(Keepalive(role: role, master: epoch.master, lastCommitted: .zero,
+                                                                   inSync: true, address: ""))))
+        }
+        var t = heldAt
+        var actions: [NodeAction] = []
+        while !n2.isServing && t < heldAt + Milliseconds(10_000) {
+            t = t + Milliseconds(50)
+            actions = n2.stepEchoing(keepalive(1, .slave, n2.epoch), now: t) + n2.stepEchoing(.tick, now: t)
+            for case .persistEpoch(let e) in actions { actions += n2.stepEchoing(.epochStored(e), now: t) }
+        }
+        #expect(n2.isServing)
+        #expect(!replies(actions).contains { $0.0.transactionID == 33 }, "not answered yet: its transaction waits")
+        _ = n2.stepEchoing(keepalive(3, .master, e9), now: t)
+        #expect(!n2.isServing, "n2 left office")
+        // n3 falls silent again; n2 serves again and answers the announce it took before.
+        var answered = false
+        let back = t
+        while !answered && t < back + Milliseconds(10_000) {
+            t = t + Milliseconds(50)
+            var step = n2.stepEchoing(.tick, now: t)
+            for case .persistEpoch(let e) in step { step += n2.stepEchoing(.epochStored(e), now: t) }
+            answered = replies(step).contains { $0.0.transactionID == 33 && $0.1 == announcer }
+        }
+        #expect(answered, "the announce taken before the office ended was answered when n2 served again")
+    }
+
     /// An insider's frame under n3's id and a higher incarnation, heard first, makes
     /// membership refuse the real n3's frames for `downAfter` as an older run's. n3 still
     /// serves: its keepalive shows it alive to answer the connect held before it, and n2,

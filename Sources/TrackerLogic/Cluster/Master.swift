@@ -158,7 +158,7 @@ struct Master: NodeRole, Sendable {
                               in ctx: inout NodeContext, _ now: Instant) {
         switch ctx.handler.decide(datagram, from: source, now: now, receivedAt: receivedAt, store: ctx.replica.store,
                                   limiter: &ctx.limiter) {
-        case .reply(let response): ctx.out.append(.reply(response, to: source))
+        case .reply(let response): ctx.reply(response, to: source)
         case .commit(let pending): enqueue(.announce(pending.update), origin: .peer(pending), in: &ctx, now)
         case .drop: break
         }
@@ -356,7 +356,7 @@ struct Master: NodeRole, Sendable {
             switch item.origin {
             case .peer(let pending):
                 let swarm = ctx.replica.answer(for: pending.update, wanting: ctx.handler.peersToPick(for: pending), rng: &ctx.rng)
-                ctx.out.append(.reply(ctx.handler.answer(pending, swarm: swarm), to: pending.replyTo))
+                ctx.reply(ctx.handler.answer(pending, swarm: swarm), to: pending.replyTo)
             case .merge(let key):
                 offers[key]?.pending -= 1
                 finishOfferIfDone(key, in: &ctx)
@@ -380,7 +380,7 @@ struct Master: NodeRole, Sendable {
         var keep: [QueuedUpdate] = []
         for item in f.items {
             if case .peer(let pending) = item.origin {
-                ctx.out.append(.reply(ctx.handler.refusal(pending, reason: reason), to: pending.replyTo))
+                ctx.reply(ctx.handler.refusal(pending, reason: reason), to: pending.replyTo)
             } else {
                 keep.append(item)  // expiry, merges and recovered updates must not be lost
             }

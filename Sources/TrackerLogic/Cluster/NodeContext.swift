@@ -37,6 +37,12 @@
     var lastKeepaliveSent = Instant(milliseconds: .min)
     /// Requests received while not serving, for this node to answer if it comes to serve.
     var held: HeldRequests
+    /// Held requests this node took to answer as it came to serve (`TrackerNode.answerHeld`)
+    /// whose answer has not gone out yet. Every node's copy of them is gone (each node
+    /// that served took its own), so if the office ends first they are held again
+    /// (`TrackerNode.stepDown`): else no master would answer them, and a client that sent
+    /// once waits for its retransmission.
+    var takenHeld: [HeldRequests.Request] = []
     /// Per-source limits on what peers may ask of a serving master (table allocated on
     /// first use, so only a master pays for it).
     var limiter: SourceRateLimiter
@@ -157,6 +163,14 @@
     /// How often a master expires silent peers.
     var expiryPeriod: Milliseconds {
         Milliseconds(max(handler.config.effectivePeerTimeout.value / 10, 1000))
+    }
+
+    /// A reply to a peer; a taken held request it answers waits no more.
+    mutating func reply(_ response: TrackerResponse, to peer: PeerEndpoint) {
+        out.append(.reply(response, to: peer))
+        guard !takenHeld.isEmpty else { return }
+        let tid = response.transactionID, ip = peer.ip.unmapped
+        takenHeld.removeAll { $0.transactionID == tid && $0.source.port == peer.port && $0.source.ip.unmapped == ip }
     }
 
     /// A diverged branch's swarm as a master merges it: without what an expiry at `now`

@@ -396,10 +396,14 @@ public struct TrackerNode: Sendable {
     }
 
     /// Leaves the master's office: queued and in-flight peers get no answer (they
-    /// retransmit and the next master answers); a prepared transaction may still be
-    /// recovered. The node is a slave of nobody until it follows or runs.
+    /// retransmit and the next master answers), but the held requests it took and did not
+    /// answer are held again, as they arrived (`NodeContext.takenHeld`); a prepared
+    /// transaction may still be recovered. The node is a slave of nobody until it follows
+    /// or runs.
     mutating func stepDown(_ now: Instant) {
         guard isMaster else { return }
+        for r in ctx.takenHeld { ctx.held.hold(r.datagram, from: r.source, now: r.receivedAt, runStart: r.runStart) }
+        ctx.takenHeld = []
         if let until = pauseBacklogUntil, now < until {
             // Just woken from a pause and already out of office: what its socket queued
             // meanwhile was the newer master's to answer.
@@ -708,6 +712,7 @@ extension TrackerNode {
     mutating func answerHeld(_ now: Instant) {
         let (handler, store) = (ctx.handler, ctx.replica.store)
         let held = ctx.held.takeUnanswered(now: now) { handler.answersAtOnce($0.datagram, from: $0.source, now: now, store: store) }
+        ctx.takenHeld = Array((ctx.takenHeld + held).suffix(ctx.held.capacity))
         for r in held {
             ctx.paths.count(.heldRequestAnswered)
             // Stamped with when it arrived: a later request of the same peer that another
