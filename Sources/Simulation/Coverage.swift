@@ -44,6 +44,11 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case bridgeCut
     /// A majorities ring of five on both channels: each node hears only its neighbours.
     case ringCut
+    /// The broker delivered a message again under a fresh frame.
+    case messageRedelivered
+    /// The liveness phase's core settled within its bound: how long it took, in buckets
+    /// (the rows show how close to the bound sweeps come).
+    case livenessUnder3s, liveness3To6s, liveness6To10s, liveness10To15s
 
     public var description: String {
         switch self {
@@ -67,15 +72,62 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .peerNetworkLinksCut: return "peer-network links cut one way"
         case .bridgeCut: return "bridge on both channels"
         case .ringCut: return "majorities ring of five on both channels"
+        case .messageRedelivered: return "message redelivered under a fresh frame"
+        case .livenessUnder3s: return "liveness phase: core settled in under 3 s"
+        case .liveness3To6s: return "liveness phase: core settled in 3-6 s"
+        case .liveness6To10s: return "liveness phase: core settled in 6-10 s"
+        case .liveness10To15s: return "liveness phase: core settled in 10-15 s"
         }
     }
 }
 
+/// The kinds of fault, for the fault × role rows: what a fault hit matters as much as
+/// that it happened (a crash of a slave and a crash of the serving master test different
+/// rules).
+public enum FaultKind: String, CaseIterable, Sendable {
+    case crash, shutdown = "clean shutdown", diskLoss = "disk loss", pause, slow, storeFails = "store fails",
+         brokerLink = "broker link cut", impostor
+    case partition, peerNetworkPartition = "peer-network partition", brokerPartition = "broker partition",
+         oneWay = "one-way cut", links = "links cut"
+
+    /// A fault that names one node hits a role; one that names sides or links hits the
+    /// serving master's side or the other.
+    var namesSides: Bool {
+        switch self {
+        case .partition, .peerNetworkPartition, .brokerPartition, .oneWay, .links: return true
+        default: return false
+        }
+    }
+}
+
+/// What a fault hit: the role of the node it names, or, for a cut between sides or of
+/// links, whether the serving master was among the nodes it names.
+public enum RoleHit: String, CaseIterable, Sendable {
+    case servingMaster = "serving master", recoveringMaster = "recovering master", slave, candidate, down
+    case withMaster = "the serving master's side", withoutMaster = "not the serving master's side",
+         noMaster = "no master serving"
+
+    var forSides: Bool { self == .withMaster || self == .withoutMaster || self == .noMaster }
+}
+
 /// How often each protocol branch (`ProtocolPath`, counted by the nodes) and each
-/// simulator path (`SimPath`) was taken, over one scenario or a sweep.
+/// simulator path (`SimPath`) was taken, and each kind of fault hit each role, over one
+/// scenario or a sweep.
 public struct Coverage: Sendable, Equatable {
     public var nodes = PathCounts()
     var sim = [UInt64](repeating: 0, count: SimPath.allCases.count)
+    var faultRoles = [UInt64](repeating: 0, count: FaultKind.allCases.count * RoleHit.allCases.count)
+
+    /// The fault × role pairs that can happen, in table order.
+    static let faultRolePairs: [(FaultKind, RoleHit)] = FaultKind.allCases.flatMap { k in
+        RoleHit.allCases.filter { $0.forSides == k.namesSides }.map { (k, $0) }
+    }
+    static func index(_ k: FaultKind, _ r: RoleHit) -> Int {
+        (FaultKind.allCases.firstIndex(of: k) ?? 0) * RoleHit.allCases.count + (RoleHit.allCases.firstIndex(of: r) ?? 0)
+    }
+    static func name(_ k: FaultKind, _ r: RoleHit) -> String { "fault \(k.rawValue) × \(r.rawValue)" }
+
+    mutating func count(_ kind: FaultKind, hit: RoleHit) { faultRoles[Self.index(kind, hit)] &+= 1 }
 
     public init() {}
 
@@ -87,11 +139,13 @@ public struct Coverage: Sendable, Equatable {
     public mutating func add(_ other: Coverage) {
         nodes.add(other.nodes)
         for i in sim.indices { sim[i] &+= other.sim[i] }
+        for i in faultRoles.indices { faultRoles[i] &+= other.faultRoles[i] }
     }
 
     /// Every counted path with its name, node paths first.
     public var rows: [(name: String, count: UInt64)] {
         ProtocolPath.allCases.map { ($0.description, nodes[$0]) } + SimPath.allCases.map { ($0.description, sim[$0.rawValue]) }
+            + Self.faultRolePairs.map { (Self.name($0.0, $0.1), faultRoles[Self.index($0.0, $0.1)]) }
     }
 
     /// The paths a 10,000-scenario sweep must reach, with the least count each must have:
@@ -112,10 +166,24 @@ public struct Coverage: Sendable, Equatable {
                                     .catchUpApplied, .staleCatchUpIgnored, .snapshotSent, .snapshotInstalled, .snapshotRefused,
                                     .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered, .peersLeftToHeir,
                                     .staleRecoveryAnswerIgnored, .reconfigured, .keptDataOffered, .olderRunRefused,
-                                    .cutMasterSteppedDown, .claimLeftToLinkedNode, .silentVotersAwaitedEcho]
+                                    .cutMasterSteppedDown, .claimLeftToLinkedNode, .silentVotersAwaitedEcho,
+                                    .undecidedVoteRepeated, .lateVoteAnswered, .latePreparedReproposed]
         return node.map { ($0.description, 20) } + [(ProtocolPath.notInSyncVoteCounted.description, 1)]
-            + SimPath.allCases.map { ($0.description, 20) }
+            + SimPath.allCases.filter { ![.liveness3To6s, .liveness6To10s, .liveness10To15s].contains($0) }.map { ($0.description, 20) }
+            + faultRolePairs.filter { required($0.0, $0.1) }.map { (name($0.0, $0.1), 20) }
+            + [(name(.impostor, .servingMaster), 5)]
     }()
+
+    /// The fault × role rows a sweep must reach: every kind of fault against the serving
+    /// master, a recovering master, a slave and a candidate (a fault aimed at a node that
+    /// is down changes nothing), or on the serving master's side, the other and with no
+    /// master; an impostor of anything but a slave is rare by design (it is placed only
+    /// where nothing else happens: 10,000 seeds reach an impostor of the serving master
+    /// 18 times).
+    static func required(_ k: FaultKind, _ r: RoleHit) -> Bool {
+        r != .down && k != .impostor
+            || k == .impostor && r == .slave
+    }
 
     /// Required paths reached fewer times than they must be.
     public var shortfalls: [String] {
@@ -143,11 +211,20 @@ public struct Coverage: Sendable, Equatable {
         var c = Coverage()
         let byName = Dictionary(uniqueKeysWithValues: ProtocolPath.allCases.map { ($0.description, $0) })
         let simByName = Dictionary(uniqueKeysWithValues: SimPath.allCases.map { ($0.description, $0) })
+        let pairByName = Dictionary(uniqueKeysWithValues: Self.faultRolePairs.map { (Self.name($0.0, $0.1), Self.index($0.0, $0.1)) })
         for field in encoded.split(separator: ";") {
             let kv = field.split(separator: "=", maxSplits: 1)
             guard kv.count == 2, let n = UInt64(kv[1]) else { return nil }
             let name = String(kv[0])
-            if let p = byName[name] { c.nodes[p] = n } else if let p = simByName[name] { c.sim[p.rawValue] = n } else { return nil }
+            if let p = byName[name] {
+                c.nodes[p] = n
+            } else if let p = simByName[name] {
+                c.sim[p.rawValue] = n
+            } else if let i = pairByName[name] {
+                c.faultRoles[i] = n
+            } else {
+                return nil
+            }
         }
         self = c
     }

@@ -187,8 +187,25 @@ extension Simulator {
 
 
     /// Why the live nodes are not (yet) one master and identical replicas, or nil.
-    func convergenceProblem() -> String? {
-        let live = slots.indices.filter { slots[$0].isRunning }
+    /// Why the liveness phase's core has not settled yet, or nil: every core node runs,
+    /// one of them serves and the others follow it with its replica, nobody holds an
+    /// undecided transaction, and the master has answered every held request it took.
+    func livenessProblem(_ core: [Int]) -> String? {
+        if let s = core.first(where: { !slots[$0].isRunning }) { return "s\(s) is not running" }
+        if let problem = convergenceProblem(among: core) { return problem }
+        for s in core {
+            guard let n = slots[s].node else { continue }
+            if let u = n.undecidedTransaction {
+                return "s\(s) (\(n.role) of \(n.master.map { "\($0)" } ?? "nobody") in \(n.epoch), last commit \(n.replica.lastCommitted)) "
+                    + "holds \(u) undecided"
+            }
+            if n.heldAwaitingAnswer > 0 { return "s\(s) has \(n.heldAwaitingAnswer) held requests to answer" }
+        }
+        return nil
+    }
+
+    func convergenceProblem(among nodes: [Int]? = nil) -> String? {
+        let live = (nodes ?? Array(slots.indices)).filter { slots[$0].isRunning }
         let masters = live.filter { slots[$0].node!.isServing }
         guard masters.count == 1 else {
             let roles = live.map { "s\($0)=\(slots[$0].node!.role)/\(slots[$0].node!.epoch)" }.joined(separator: " ")
@@ -319,6 +336,8 @@ extension Simulator {
         // or leaves office (`BrokerLink.swift`): a broker fault since it began to serve,
         // or one under way, takes it out of the bound.
         guard !network.brokerTrouble, network.brokerTroubleAt < start - config.downAfter else { return }
+        // A master the liveness phase cut off or stopped meanwhile answers nobody.
+        if let l = scenario.liveness, faultsOver, !l.core.contains(slot) { return }
         // What a node read within its skew (or a backlog's drain) of a serving master's
         // message may count as answered.
         let cutoff = slots[slot].held.lastHeardServing + max(config.receiveSkew, config.backlogDrain)

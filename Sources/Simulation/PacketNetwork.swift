@@ -12,6 +12,10 @@ struct PacketNetwork {
     let lossRate: Double
     let duplicateRate: Double
     let corruptRate: Double
+    let redeliveryRate: Double
+    /// Which broker messages are delivered again under a fresh frame, and when: a stream
+    /// of its own, drawn only in scenarios with redelivery.
+    var redelivery: SeededGenerator
     /// Delays, loss and duplication.
     var rng: SeededGenerator
     /// Which frames are corrupted, and how: a stream of its own, so scenarios without
@@ -34,6 +38,8 @@ struct PacketNetwork {
     var brokerSide: Set<Int>?
     /// Single links cut one way: true on both channels, false on the peer network alone.
     var cutLinks: [Scenario.Link: Bool] = [:]
+    /// Nodes cut from everything, peers included (the liveness phase's outsiders).
+    var isolated: Set<Int> = []
     /// A slow node's extra delay on everything it sends and receives, in ms.
     var extraDelay: [Int: Int64] = [:]
     /// Once the faults are over, nothing is lost, duplicated or corrupted any more.
@@ -54,13 +60,15 @@ struct PacketNetwork {
         lossRate = scenario.lossRate
         duplicateRate = scenario.duplicateRate
         corruptRate = scenario.corruptRate
+        redeliveryRate = scenario.redeliveryRate
+        redelivery = SeededGenerator(seed: scenario.seed ^ 0x4147_4149_4E5F_5245)
         rng = SeededGenerator(seed: scenario.seed ^ 0x4E45_5457_4F52_4B53)
         corruption = SeededGenerator(seed: scenario.seed ^ 0x434F_5252_5550_54)
     }
 
     /// Whether a broker frame from a to b is lost to a fault.
     func blocked(_ a: Int, _ b: Int) -> Bool {
-        if brokerDown { return true }
+        if brokerDown || isolated.contains(a) || isolated.contains(b) { return true }
         if let side = partitionSide, side.contains(a) != side.contains(b) { return true }
         if let w = oneWay, w.from == a, w.to == b { return true }
         if brokerLinkCut[a]?.blocksSending == true || brokerLinkCut[b]?.blocksReceiving == true { return true }
@@ -70,10 +78,11 @@ struct PacketNetwork {
     }
 
     /// Whether a node's frames reach the broker and the broker's frames reach it.
-    func reachesBroker(_ s: Int) -> Bool { !brokerDown && brokerLinkCut[s] == nil }
+    func reachesBroker(_ s: Int) -> Bool { !brokerDown && brokerLinkCut[s] == nil && !isolated.contains(s) }
 
     /// Whether a keepalive on the peer network from a to b is lost to a fault.
     func peerNetworkBlocked(_ a: Int, _ b: Int) -> Bool {
+        if isolated.contains(a) || isolated.contains(b) { return true }
         if let side = partitionSide, side.contains(a) != side.contains(b) { return true }
         if let side = peerNetworkSide, side.contains(a) != side.contains(b) { return true }
         if let w = oneWay, w.from == a, w.to == b { return true }
@@ -84,7 +93,7 @@ struct PacketNetwork {
     /// Only the broker is out: every node still hears every other on the peer network.
     var onlyBrokerDown: Bool {
         brokerDown && partitionSide == nil && peerNetworkSide == nil && oneWay == nil && brokerLinkCut.isEmpty && brokerSide == nil
-            && cutLinks.isEmpty
+            && cutLinks.isEmpty && isolated.isEmpty
     }
 
     /// The slowest link's extra delay.
@@ -101,6 +110,13 @@ struct PacketNetwork {
 
     mutating func lost() -> Bool { !quiet && rng.chance(lossRate) }
     mutating func duplicated() -> Bool { !quiet && rng.chance(duplicateRate) }
+
+    /// How long after it was first sent the broker delivers a message again under a
+    /// fresh frame, if it does (as after a reconnect: its retry waits for the link).
+    mutating func redeliveredAfter() -> Milliseconds? {
+        guard !quiet, redeliveryRate > 0, redelivery.chance(redeliveryRate) else { return nil }
+        return Milliseconds(Int64(50 + redelivery.below(3000)))
+    }
 
     /// Whether this frame is corrupted on its way (drawn from the corruption stream).
     mutating func corrupted() -> Bool { !quiet && corruptRate > 0 && corruption.chance(corruptRate) }

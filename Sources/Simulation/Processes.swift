@@ -260,6 +260,10 @@ extension Simulator {
 extension Simulator {
     /// A fault of the plan: to the packet network or to a node's process.
     mutating func apply(_ fault: Scenario.Fault) {
+        // What the plan left after the fault window (heals) waits for the liveness
+        // phase's end, which heals everything anyway.
+        guard !inLivenessPhase else { return }
+        countFaultRole(fault)
         switch fault {
         case .partition, .oneWay, .brokerOutage, .peerNetworkPartition, .brokerPartition, .links, .heal:
             network.topologyChangedAt = now
@@ -307,18 +311,86 @@ extension Simulator {
         }
     }
 
-    /// The faults are over: the network heals, disks work, every node is up.
+    /// Counts what the fault hits (`Coverage`'s fault × role rows), before it applies.
+    mutating func countFaultRole(_ fault: Scenario.Fault) {
+        func role(_ s: Int) -> RoleHit {
+            guard s < slots.count, let (serving, role) = slots[s].inspect({ ($0.isServing, $0.role) }) else { return .down }
+            if serving { return .servingMaster }
+            switch role {
+            case .master: return .recoveringMaster
+            case .slave: return .slave
+            case .starting, .candidate: return .candidate
+            case .stopped: return .down
+            }
+        }
+        let master = slots.indices.first { slots[$0].isServing }
+        func sides(_ kind: FaultKind, _ named: [Int]) {
+            coverage.count(kind, hit: master.map { named.contains($0) ? .withMaster : .withoutMaster } ?? .noMaster)
+        }
+        switch fault {
+        case .crash(let s): coverage.count(.crash, hit: role(s))
+        case .shutdown(let s): coverage.count(.shutdown, hit: role(s))
+        case .diskLoss(let s, _): coverage.count(.diskLoss, hit: role(s))
+        case .pause(let s, _): coverage.count(.pause, hit: role(s))
+        case .slow(let s, _): coverage.count(.slow, hit: role(s))
+        case .storeFails(let s): coverage.count(.storeFails, hit: role(s))
+        case .impostor(let s): coverage.count(.impostor, hit: role(s))
+        case .brokerLink(let s, _): coverage.count(.brokerLink, hit: role(s))
+        case .masterBrokerLink: if let m = master { coverage.count(.brokerLink, hit: role(m)) }
+        case .partition(let side): sides(.partition, side)
+        case .peerNetworkPartition(let side): sides(.peerNetworkPartition, side)
+        case .brokerPartition(let side): sides(.brokerPartition, side)
+        case .oneWay(let a, let b): sides(.oneWay, [a, b])
+        case .links(let links, _): sides(.links, links.flatMap { [$0.from, $0.to] })
+        case .restart, .join, .brokerOutage, .heal, .storeHeals: break
+        }
+    }
+
+    /// The faults are over: the network heals, disks work, every node is up — or, with a
+    /// liveness phase, every node of its core, while the others stay down or cut off
+    /// (`healEverything` ends that phase).
     mutating func endFaults() {
         faultsOver = true
+        inLivenessPhase = scenario.liveness != nil
         network.quiet = true
         network.heal()
         network.extraDelay = [:]
+        // Only the cluster's own slots: an impostor (a slot beyond them) is left as it is,
+        // and the node it impersonates is cut off rather than stopped (restarted beside a
+        // live impostor, it would have to yield its id).
+        let outside = scenario.liveness.map { l in (0..<scenario.nodes).filter { !l.core.contains($0) } } ?? []
+        let impersonated = Set((scenario.nodes..<slots.count).filter { slots[$0].isRunning }.compactMap { slots[$0].nodeID })
+        let down = Set((scenario.liveness?.down ?? []).filter { !impersonated.contains(nodeID($0)) })
         for s in slots.indices {
             if slots[s].disk.failing {
                 slots[s].disk.failing = false
             }
-            if slots[s].exists && !slots[s].isRunning { startNode(s) }
+            if outside.contains(s) {
+                if down.contains(s) {
+                    if slots[s].isRunning { crash(s) }
+                } else {
+                    network.isolated.insert(s)
+                }
+            } else if slots[s].exists && !slots[s].isRunning {
+                startNode(s)
+            }
         }
-        note(-1, "FAULTS END: network healed, every node up")
+        if let l = scenario.liveness {
+            let line = "FAULTS END: core \(l.core.map { "s\($0)" }.joined(separator: ",")) healed and up; "
+                + "down: \(down.sorted().map { "s\($0)" }.joined(separator: ",")); "
+                + "cut off: \(network.isolated.sorted().map { "s\($0)" }.joined(separator: ","))"
+            note(-1, line)
+        } else {
+            note(-1, "FAULTS END: network healed, every node up")
+        }
+    }
+
+    /// The liveness phase is over: the outsiders are back on the network, or started.
+    mutating func healEverything() {
+        inLivenessPhase = false
+        network.heal()
+        network.isolated = []
+        for s in slots.indices where slots[s].exists && !slots[s].isRunning { startNode(s) }
+        note(-1, "EVERYTHING HEALED: network whole, every node up")
     }
 }

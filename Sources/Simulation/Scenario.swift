@@ -30,6 +30,47 @@ public struct Scenario: Sendable, CustomStringConvertible {
     /// truncation) during the fault window; a snapshot so hit is corrupted before it is
     /// sealed instead, where only its checksum can tell.
     public var corruptRate = 0.0
+    /// Share of broker messages the broker delivers a second time under a fresh frame,
+    /// during the fault window: what a broker does when it retries after a reconnect.
+    /// The receiver's replay window cannot tell it from a new message, so only the
+    /// protocol's own "apply once" rules keep it harmless.
+    public var redeliveryRate = 0.0
+    /// The liveness phase after the fault window (`Simulator.runLiveness`); nil in named
+    /// scenarios, which heal everything at once.
+    public var liveness: Liveness?
+
+    /// After the fault window a majority `core` is healed (every core node up, the
+    /// network among the core whole and lossless) while the others stay down (`down`) or
+    /// cut from everything, peers included. The core must settle within `bound`: one
+    /// serving master that every core node follows, equal replicas, no transaction left
+    /// undecided and no held request left unanswered. Then everything heals.
+    public struct Liveness: Sendable, Hashable {
+        public var core: [Int]
+        public var down: [Int]
+        /// The stated bound: an election (`downAfter` 2 s, then the candidates' answer
+        /// and coordinator timeouts), a recovery that may fetch state from every core
+        /// node and merge a diverged branch, and snapshots in small fragments behind it.
+        public static let bound = Milliseconds.seconds(15)
+        public init(core: [Int], down: [Int]) { self.core = core; self.down = down }
+    }
+
+    /// Groups of faults that a seed may leave out altogether (swarm testing: a seed with
+    /// fewer kinds of fault meets the rarer combinations of the kinds it keeps more often).
+    public enum FaultFamily: String, CaseIterable, Sendable {
+        case processes, partitions, broker, disks, slowness, noise, hostile, operatorActions
+
+        /// The family a fault belongs to; nil for joins and heals, which every seed keeps.
+        static func of(_ f: Fault) -> FaultFamily? {
+            switch f {
+            case .crash, .restart, .shutdown, .diskLoss, .impostor, .pause: return .processes
+            case .partition, .oneWay, .peerNetworkPartition, .links: return .partitions
+            case .brokerOutage, .brokerLink, .masterBrokerLink, .brokerPartition: return .broker
+            case .storeFails, .storeHeals: return .disks
+            case .slow: return .slowness
+            case .join, .heal: return nil
+            }
+        }
+    }
 
     public static let start = Instant(milliseconds: 1_700_000_000_000)
 
@@ -343,6 +384,40 @@ public struct Scenario: Sendable, CustomStringConvertible {
                                              swarms: torrents)
         var framing = SeededGenerator(seed: seed ^ 0x4652_4147_4D45_4E54)
         if framing.chance(0.3) { fragmentBytes = 64 + framing.below(449) }
+        // Streams of their own, drawn last, so every draw above stays as it was.
+        var again = SeededGenerator(seed: seed ^ 0x5245_4445_4C49_5652)
+        if again.chance(0.3) { redeliveryRate = Double(1 + again.below(10)) / 100 }
+        var core = SeededGenerator(seed: seed ^ 0x4C49_5645_4E45_5353)
+        liveness = Self.drawLiveness(nodes, &core)
+        var mix = SeededGenerator(seed: seed ^ 0x4D49_5846_4155_4C54)
+        if mix.chance(0.3) {
+            var kept = Set(FaultFamily.allCases.filter { _ in mix.chance(0.5) })
+            if kept.isEmpty { kept = [FaultFamily.allCases[mix.below(FaultFamily.allCases.count)]] }
+            leavingOut(Set(FaultFamily.allCases).subtracting(kept))
+        }
+    }
+
+    /// A random majority of the `nodes` slots as the core; each other node down or cut off.
+    static func drawLiveness(_ nodes: Int, _ rng: inout SeededGenerator) -> Liveness {
+        let majority = nodes / 2 + 1
+        let size = majority + rng.below(nodes - majority + 1)
+        var order = Array(0..<nodes)
+        for i in stride(from: order.count - 1, to: 0, by: -1) { order.swapAt(i, rng.below(i + 1)) }
+        let outside = order.dropFirst(size).sorted()
+        return Liveness(core: order.prefix(size).sorted(), down: outside.filter { _ in rng.chance(0.5) })
+    }
+
+    /// This scenario without the given fault families.
+    public mutating func leavingOut(_ families: Set<FaultFamily>) {
+        faults.removeAll { FaultFamily.of($0.fault).map(families.contains) ?? false }
+        if families.contains(.noise) {
+            lossRate = 0
+            duplicateRate = 0
+            corruptRate = 0
+            redeliveryRate = 0
+        }
+        if families.contains(.hostile) { adversary = nil }
+        if families.contains(.operatorActions) { operatorActions = [] }
     }
 
     /// Links between pairs of the first `n` nodes cut: any of them either way on the peer
@@ -385,6 +460,8 @@ public struct Scenario: Sendable, CustomStringConvertible {
         s.peerTimeout = Milliseconds.seconds(3600)
         s.faultEnd = start + Milliseconds.seconds(faultSeconds)
         s.faults = faults.map { TimedFault(at: start + Milliseconds($0.0), fault: $0.1) }.sorted { $0.at < $1.at }
+        s.redeliveryRate = 0
+        s.liveness = nil
         return s
     }
 
@@ -397,5 +474,8 @@ public struct Scenario: Sendable, CustomStringConvertible {
             + (operatorActions.isEmpty ? "" : " operator=[\(operatorActions.map(\.description).joined(separator: "; "))]")
             + (fragmentBytes == ClusterChannel.defaultFragmentBytes ? "" : " fragments=\(fragmentBytes)B")
             + (corruptRate == 0 ? "" : " corrupt=\(corruptRate)")
+            + (redeliveryRate == 0 ? "" : " redelivery=\(redeliveryRate)")
+            + (liveness.map { " liveness-core=\($0.core.map { "s\($0)" }.joined(separator: ","))"
+                + ($0.down.isEmpty ? "" : " down=\($0.down.map { "s\($0)" }.joined(separator: ","))") } ?? "")
     }
 }

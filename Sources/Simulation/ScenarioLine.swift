@@ -10,7 +10,10 @@ import TrackerLogic
 /// `slow:N:MS`, `disk-loss:N:W` (W newest writes lost, 0 for all), `impostor:N`,
 /// `pause:N:MS`, `broker-link:N:both|send|receive` (one node's own broker link cut),
 /// `master-link:both|send|receive` (the serving master's, whichever it is then),
-/// `broker-partition:A+B` (the broker channel cut between the sides). Operator actions are
+/// `broker-partition:A+B` (the broker channel cut between the sides), `links:A>B+…` and
+/// `peer-links:A>B+…` (single links cut one way, on both channels or the peer network).
+/// `liveness=A+B+C/D` names the core healed after the fault window and the nodes left down
+/// (the other outsiders stay cut off); `redelivery=R` the broker's redelivery rate. Operator actions are
 /// `at:register:N:K` / `at:unregister:N:K` / `at:reload:N:INTERVAL`.
 extension Scenario {
     public var line: String {
@@ -22,6 +25,11 @@ extension Scenario {
             "interval=\(announceInterval)", "timeout=\(peerTimeout.value)", "fragments=\(fragmentBytes)", "corrupt=\(corruptRate)",
         ]
         if let a = adversary { words.append("adversary=\(a.kind.rawValue)/\(a.every.value)") }
+        if redeliveryRate > 0 { words.append("redelivery=\(redeliveryRate)") }
+        if let l = liveness {
+            let core = l.core.map(String.init).joined(separator: "+"), down = l.down.map(String.init).joined(separator: "+")
+            words.append("liveness=\(core)" + (l.down.isEmpty ? "" : "/\(down)"))
+        }
         words.append("faults=" + faults.map { "\(ms($0.at)):\(Self.word($0.fault))" }.joined(separator: ","))
         words.append("operator=" + operatorActions.map { a -> String in
             switch a.change {
@@ -91,6 +99,17 @@ extension Scenario {
             case "loss": s.lossRate = try rate(value)
             case "dup": s.duplicateRate = try rate(value)
             case "corrupt": s.corruptRate = try rate(value)
+            case "redelivery": s.redeliveryRate = try rate(value)
+            case "liveness":
+                let p = value.split(separator: "/", omittingEmptySubsequences: false)
+                func slots(_ t: Substring) throws(ScenarioLineError) -> [Int] {
+                    try t.split(separator: "+").map { (n: Substring) throws(ScenarioLineError) -> Int in try int(n) }
+                }
+                guard p.count == 1 || p.count == 2 else { throw bad() }
+                let core = try slots(p[0]), down = p.count == 2 ? try slots(p[1]) : []
+                guard !core.isEmpty, Set(core).count == core.count, Set(down).count == down.count,
+                      Set(core).isDisjoint(with: down) else { throw bad() }
+                s.liveness = Liveness(core: core.sorted(), down: down.sorted())
             case "delay":
                 let p = value.split(separator: "-")
                 guard p.count == 2 else { throw bad() }
@@ -155,6 +174,12 @@ extension Scenario {
             throw ScenarioLineError("operator action names slot \(a.slot) beyond nodes=\(s.nodes)")
         }
         guard s.joiningNodes < s.nodes else { throw ScenarioLineError("every node joins later: none starts the cluster") }
+        if let l = s.liveness {
+            guard (l.core + l.down).allSatisfy({ $0 < s.nodes }) else {
+                throw ScenarioLineError("liveness names a slot beyond nodes=\(s.nodes)")
+            }
+            guard l.core.count > s.nodes / 2 else { throw ScenarioLineError("the liveness core is not a majority of nodes=\(s.nodes)") }
+        }
         self = s
     }
 

@@ -94,6 +94,9 @@ public enum Shrinker {
         variant("no loss") { $0.lossRate = 0 }
         variant("no duplicates") { $0.duplicateRate = 0 }
         variant("no corruption") { $0.corruptRate = 0 }
+        variant("no redelivery") { $0.redeliveryRate = 0 }
+        variant("no liveness phase") { $0.liveness = nil }
+        if let l = s.liveness, !l.down.isEmpty { variant("outsiders cut off, not down") { $0.liveness?.down = [] } }
         variant("whole messages") { $0.fragmentBytes = ClusterChannel.defaultFragmentBytes }
         variant("no clock drift") { $0.clockDrift = Array(repeating: 0, count: s.nodes) }
         variant("less delay") { $0.maxDelay = s.minDelay + (s.maxDelay - s.minDelay) / 2 }
@@ -161,6 +164,10 @@ public enum Shrinker {
                 break
             }
             return f
+        }
+        if let l = s.liveness {
+            let core = l.core.filter { $0 != k }.map(move), down = l.down.filter { $0 != k }.map(move)
+            c.liveness = core.count > c.nodes / 2 ? Scenario.Liveness(core: core, down: down) : nil
         }
         c.operatorActions = s.operatorActions.compactMap { a in
             guard a.slot != k else { return nil }

@@ -91,6 +91,20 @@ extension Simulator {
         if network.duplicated() { queue.push(now + network.delay(from, to), .cluster(to, frame, fromAdversary: false, servingAt: serving, beacon: beacon)) }
     }
 
+    /// The broker delivers a message again under a fresh frame: sealed anew by its
+    /// sender's channel (the same process, else nothing comes), to the same receivers.
+    mutating func redeliver(_ encoded: ByteBuffer, from slot: Int, process: UInt64, sender: NodeID, incarnation: UInt64,
+                            to targets: [Int]) {
+        guard slots[slot].inspect({ $0.incarnation }) == process,
+              let frames = slots[slot].channel?.sealFragments(encoded: encoded, from: sender, incarnation: incarnation,
+                                                               now: nodeNow(slot)) else { return }
+        coverage.count(.messageRedelivered)
+        note(slot, "broker delivers a message again under a fresh frame")
+        for frame in frames {
+            for s in targets { deliverCluster(frame, from: slot, to: s) }
+        }
+    }
+
     mutating func multicast(_ bytes: ByteBuffer, from peer: Int) {
         // Connects and announces (scrapes are not held: they are cheap to resend).
         if !slots.contains(where: { $0.isServing }), let header = BEP15Codec.peekHeader(bytes),
@@ -98,7 +112,7 @@ extension Simulator {
             let key = RequestKey(peer: peer, tid: header.transactionID)
             if checker.unservedSends[key] == nil { checker.unservedSends[key] = now }
         }
-        for s in slots.indices where slots[s].isRunning {
+        for s in slots.indices where slots[s].isRunning && !network.isolated.contains(s) {
             if network.lost() { continue }
             queue.push(now + network.delay(s), .peerDatagram(s, bytes, workload.peers[peer].endpoint))
         }
@@ -130,20 +144,29 @@ extension Simulator {
                     : slots[slot].channel?.sealFragments(encoded: bytes, from: env.from, incarnation: env.incarnation, now: nodeTime)
             else { return }
             if frames.count > 1 { coverage.count(.fragmentedMessage) }
+            let targets: [Int]
+            if beacon {
+                targets = slots.indices.filter { $0 != slot }
+            } else if case .keepalive = env.message {
+                // The broker carries a keepalive to every subscriber of the topic, its
+                // sender included: that echo is how a node knows its link works.
+                targets = Array(slots.indices)
+            } else if case .send = action, let to = env.to {
+                // Unicast reaches every live node holding that id (an impostor too).
+                targets = slots.indices.filter { $0 != slot && slots[$0].nodeID == to }
+            } else {
+                targets = slots.indices.filter { $0 != slot }
+            }
             for frame in frames {
                 adversary?.capture(frame)
-                if beacon {
-                    for s in slots.indices where s != slot { deliverCluster(frame, from: slot, to: s, beacon: true) }
-                } else if case .keepalive = env.message {
-                    // The broker carries a keepalive to every subscriber of the topic, its
-                    // sender included: that echo is how a node knows its link works.
-                    for s in slots.indices { deliverCluster(frame, from: slot, to: s) }
-                } else if case .send = action, let to = env.to {
-                    // Unicast reaches every live node holding that id (an impostor too).
-                    for s in slots.indices where s != slot && slots[s].nodeID == to { deliverCluster(frame, from: slot, to: s) }
-                } else {
-                    for s in slots.indices where s != slot { deliverCluster(frame, from: slot, to: s) }
-                }
+                for s in targets { deliverCluster(frame, from: slot, to: s, beacon: beacon) }
+            }
+            var isKeepalive = false
+            if case .keepalive = env.message { isKeepalive = true }
+            if !beacon, !isKeepalive, let after = network.redeliveredAfter(),
+               let process = slots[slot].inspect({ $0.incarnation }) {
+                queue.push(now + after, .redeliver(from: slot, process: process, encoded: bytes, sender: env.from,
+                                                   incarnation: env.incarnation, to: targets))
             }
         case .reply(let response, let to):
             guard slots[slot].isServing else {
@@ -188,7 +211,7 @@ extension Simulator {
                 recordAck(peer: p, request: key, by: slot)
             }
             let bytes = BEP15Codec.encode(response)
-            if network.lost() { return }
+            if network.lost() || network.isolated.contains(slot) { return }
             queue.push(now + network.delay(slot), .reply(p, bytes))
         case .persist, .persistSnapshot, .persistPeerImage, .persistEpoch, .wipeStore, .probeStore, .keepOperatorData,
              .dropKeptOperatorData:

@@ -44,6 +44,9 @@ enum SimEvent {
     /// socket dies with the process.
     case peerDatagram(Int, ByteBuffer, PeerEndpoint, backlogOf: UInt64? = nil)
     case reply(Int, ByteBuffer)
+    /// A broker message delivered again under a fresh frame (`Scenario.redeliveryRate`):
+    /// its encoded envelope, sealed anew by its sender's process if that still runs.
+    case redeliver(from: Int, process: UInt64, encoded: ByteBuffer, sender: NodeID, incarnation: UInt64, to: [Int])
     /// What a node hears back from its disk (for the incarnation that asked).
     case store(Int, UInt64, NodeEvent)
     case peerWake(Int)
@@ -103,6 +106,8 @@ public struct Simulator {
     /// Delays, loss and the faults that cut the network, from streams of their own.
     var network: PacketNetwork
     var faultsOver = false
+    /// Between the end of the fault window and `healEverything` (`Scenario.Liveness`).
+    var inLivenessPhase = false
     /// When a node process last started or ended (see `checkHeirReads`).
     var lineupChangedAt = Scenario.start
     var extraIDs: [NodeID] = []
@@ -179,8 +184,51 @@ public struct Simulator {
 
     public mutating func run() -> SimulationReport {
         start()
-        advance(to: scenario.faultEnd + scenario.settle)
+        advance(to: scenario.faultEnd)
+        if violation == nil, let l = scenario.liveness {
+            runLiveness(l)
+            if violation == nil { healEverything() }
+        }
+        advance(by: scenario.settle)
         return finish()
+    }
+
+    /// The liveness phase (as TigerBeetle's VOPR runs one after every seed's faults):
+    /// the core healed at the end of the fault window must settle within
+    /// `Scenario.Liveness.bound` (`livenessProblem`), or the seed fails saying why not.
+    ///
+    /// The peers are quiet meanwhile, as in the final drain: under their load a follower
+    /// is always a commit behind (the next PREPARE carries each COMMIT), so "equal" and
+    /// "nothing undecided" would be luck. What they sent before is still to be answered
+    /// (held requests), and `checkService` asks for answers once they resume.
+    mutating func runLiveness(_ l: Scenario.Liveness) {
+        let healedAt = now
+        // Settled already: ends now, not at whatever event comes next (an adversary's
+        // wake would move the rest of the run).
+        var settled = livenessProblem(l.core) == nil
+        workload.draining = true
+        defer {
+            workload.draining = false
+            for p in workload.peers.indices {
+                workload.schedule(p, at: now + Milliseconds(Int64(200 + rng.below(1500))), now: now, queue: &queue)
+            }
+        }
+        if !settled {
+            runUntil(healedAt + Scenario.Liveness.bound) { sim in
+                settled = sim.livenessProblem(l.core) == nil
+                return settled
+            }
+        }
+        guard violation == nil else { return }
+        if settled {
+            let took = (now - healedAt).value
+            coverage.count(took < 3000 ? .livenessUnder3s : took < 6000 ? .liveness3To6s : took < 10_000 ? .liveness6To10s : .liveness10To15s)
+            let line = "LIVENESS: the core settled \((now - healedAt).value) ms after it healed"
+            note(-1, line)
+            return
+        }
+        fail("liveness: the core \(l.core.map { "s\($0)" }.joined(separator: ",")) did not settle within "
+             + "\(Scenario.Liveness.bound.value) ms of healing: \(livenessProblem(l.core) ?? "?")")
     }
 
     /// Creates peers and the initial nodes and schedules the scenario's faults.
@@ -309,6 +357,8 @@ public struct Simulator {
             step(s, outcome, label: "store: \(outcome)")
         case .reply(let p, let bytes):
             peerReceives(bytes, peer: p)
+        case .redeliver(let from, let process, let encoded, let sender, let incarnation, let to):
+            redeliver(encoded, from: from, process: process, sender: sender, incarnation: incarnation, to: to)
         case .peerWake(let p):
             peerTurn(p)
         case .operatorAction(let i):
@@ -352,7 +402,7 @@ extension SimEvent {
     var slot: Int? {
         switch self {
         case .tick(let s), .cluster(let s, _, _, _, _, _), .peerDatagram(let s, _, _, _), .store(let s, _, _): return s
-        case .reply, .peerWake, .fault, .endFaults, .adversaryWake, .operatorAction, .checkHeld, .checkHeirReads: return nil
+        case .reply, .redeliver, .peerWake, .fault, .endFaults, .adversaryWake, .operatorAction, .checkHeld, .checkHeirReads: return nil
         }
     }
 }

@@ -76,6 +76,10 @@ struct Master: NodeRole, Sendable {
     var snapshotsSent: [NodeID: (last: TxRef, at: Instant)] = [:]
     /// The latest commit a node reported that made us recover again (`MissedCommit.swift`).
     var recoveredAgainFor = TxRef.zero
+    /// When this master last committed or aborted a transaction (`Decision.swift`).
+    var decidedAt = Instant(milliseconds: .min)
+    /// Digests of earlier epochs' transactions proposed again after recovery (`Decision.swift`).
+    var adoptedLate: Set<UInt64> = []
 
     /// At most this many `--id auto` assignments are remembered by one master.
     static let maxAssignedIDs = 4096
@@ -128,8 +132,9 @@ struct Master: NodeRole, Sendable {
         switch env.message {
         case .keepalive, .election:
             ctx.officeHolderHeard(env)
-        case .coordinatorAck(let last, _):
+        case .coordinatorAck(let last, let prepared):
             if env.epoch == ctx.epoch, missedByRecovery(last, in: ctx) { return .recoverAgain(missed: last) }
+            if env.epoch == ctx.epoch { latePrepared(prepared, last: last, from: env.from, in: &ctx, now) }
             // A slave confirms it holds our last commit.
             ctx.membership.update(env.from) { $0.lastCommitted = last }
             if last == ctx.replica.lastCommitted { ctx.membership.update(env.from) { $0.confirmed = last } }
@@ -160,7 +165,8 @@ struct Master: NodeRole, Sendable {
                                   limiter: &ctx.limiter) {
         case .reply(let response): ctx.reply(response, to: source)
         case .commit(let pending): enqueue(.announce(pending.update), origin: .peer(pending), in: &ctx, now)
-        case .drop: break
+        case .drop:
+            if let tid = BEP15Codec.peekHeader(datagram)?.transactionID { ctx.settleTaken(tid, from: source) }
         }
     }
 
@@ -217,7 +223,9 @@ struct Master: NodeRole, Sendable {
 
     mutating func voteReceived(from node: NodeID, txid: UInt64, digest: UInt64, verdict: Verdict,
                                in ctx: inout NodeContext, _ now: Instant) {
-        guard let f = inFlight, f.tx.txid == txid, f.tx.digest == digest else { return }
+        guard let f = inFlight, f.tx.txid == txid, f.tx.digest == digest else {
+            return answerLateVote(from: node, txid: txid, digest: digest, in: &ctx, now)
+        }
         if verdict == .notInSync {
             // Not a voter after all: it catches up, and the quorum is counted without it.
             ctx.membership.update(node) { $0.confirmed = .zero }
@@ -338,6 +346,7 @@ struct Master: NodeRole, Sendable {
         ctx.held.evidence.heard(committed: f.tx.ref, at: now, holding: f.tx.ref)
         lastDigest = f.tx.digest
         inFlight = nil
+        decidedAt = now
         // The commit point rides on the PREPARE that follows at once when the queue holds
         // more (its `previous` and `previousDigest` commit this transaction at every
         // replica that prepared it, as raft's leader carries its commit index; held
@@ -376,6 +385,7 @@ struct Master: NodeRole, Sendable {
         ctx.paths.count(.transactionAborted)
         ctx.out.append(.aborted(f.tx.ref))
         inFlight = nil
+        decidedAt = now
         ctx.broadcast(.abort(f.tx.ref, digest: f.tx.digest))
         var keep: [QueuedUpdate] = []
         for item in f.items {

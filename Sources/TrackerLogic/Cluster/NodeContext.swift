@@ -168,9 +168,16 @@
     /// A reply to a peer; a taken held request it answers waits no more.
     mutating func reply(_ response: TrackerResponse, to peer: PeerEndpoint) {
         out.append(.reply(response, to: peer))
+        settleTaken(response.transactionID, from: peer)
+    }
+
+    /// A taken held request was answered, or the master decided to answer it with
+    /// nothing (a dropped request): either way it waits no more, and it is not held again
+    /// when the office ends.
+    mutating func settleTaken(_ transactionID: UInt32, from peer: PeerEndpoint) {
         guard !takenHeld.isEmpty else { return }
-        let tid = response.transactionID, ip = peer.ip.unmapped
-        takenHeld.removeAll { $0.transactionID == tid && $0.source.port == peer.port && $0.source.ip.unmapped == ip }
+        let ip = peer.ip.unmapped
+        takenHeld.removeAll { $0.transactionID == transactionID && $0.source.port == peer.port && $0.source.ip.unmapped == ip }
     }
 
     /// A diverged branch's swarm as a master merges it: without what an expiry at `now`

@@ -114,6 +114,12 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     /// A live master did not count silent voters down: the broker had not carried its
     /// own keepalive back since its PREPARE, so its own link may be cut.
     case silentVotersAwaitedEcho
+    /// A slave voted again on a transaction still undecided after the vote window.
+    case undecidedVoteRepeated
+    /// A master answered a vote for a transaction it had decided with that decision.
+    case lateVoteAnswered
+    /// A serving master proposed again what a late COORDINATOR-ACK reported prepared.
+    case latePreparedReproposed
 
     public var description: String {
         switch self {
@@ -162,6 +168,9 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .cutMasterSteppedDown: return "master cut off from the broker stepped down"
         case .claimLeftToLinkedNode: return "claim left to a node that reaches the broker"
         case .silentVotersAwaitedEcho: return "silent voters kept until the broker echoed"
+        case .undecidedVoteRepeated: return "vote repeated on an undecided transaction"
+        case .lateVoteAnswered: return "late vote answered with the decision"
+        case .latePreparedReproposed: return "late-reported prepared transaction proposed again"
         }
     }
 }

@@ -17,6 +17,9 @@ struct Slave: NodeRole, Sendable {
     var helloAnswered = false
     /// A diverged repository being offered to the master; dropped once MERGE-DONE.
     var offer: PendingOffer?
+    /// When to vote again on the transaction we prepared, if it is still undecided then
+    /// (`Decision.swift`).
+    var voteAgainAt: Instant?
 
     init(master: NodeID?, since: Instant) {
         self.master = master
@@ -28,9 +31,7 @@ struct Slave: NodeRole, Sendable {
 
     /// Asked after every step (`TrackerNode.nextWake`): no intermediate array.
     var nextDeadline: Instant? {
-        guard let retryAt else { return offer?.resendAt }
-        guard let resendAt = offer?.resendAt else { return retryAt }
-        return min(retryAt, resendAt)
+        [retryAt, offer?.resendAt, voteAgainAt].compactMap { $0 }.min()
     }
 
     /// Whether its repository is the master's, as far as it was told.
@@ -103,6 +104,7 @@ struct Slave: NodeRole, Sendable {
         guard let m = master else { return .runElection }
         let heard = ctx.membership[m].map { now - $0.lastHeard <= ctx.config.downAfter } ?? false
         if !heard && now - since > ctx.config.downAfter { return .runElection }
+        voteAgainIfUndecided(in: &ctx, now)
         if let pending = offer, now >= pending.resendAt {
             for part in pending.parts { ctx.send(.mergeOffer(part), to: m) }
             offer?.resendAt = now + ctx.config.keepaliveInterval
@@ -144,6 +146,7 @@ struct Slave: NodeRole, Sendable {
             ctx.prepared = tx
             if !ctx.storeHealthy { ctx.paths.count(.voteStoreFailed) }
             ctx.send(.vote(txid: tx.txid, digest: tx.digest, verdict: ctx.storeHealthy ? .ok : .storeFailed), to: master)
+            voteAgainAt = now + Self.undecidedAfter(ctx)
         } else if tx.txid <= ctx.replica.lastCommitted.txid, ctx.replica.history.epoch(of: tx.txid) == tx.ref.epoch,
                   ctx.replica.digest(ofCommitted: tx.txid) == tx.digest {
             // A retransmission of what we committed: the same transaction, digest and all.

@@ -56,6 +56,16 @@ public struct TrackerNode: Sendable {
     @inlinable public var paths: PathCounts { _read { yield ctx.paths } }
     /// Held requests this node handled after it came to serve (for the dashboard).
     public var answeredHeld: UInt64 { ctx.paths[.heldRequestAnswered] }
+    /// A transaction this node has not seen decided: one it prepared as a voter, or, as
+    /// master, one out for votes. A settled cluster has none (the simulator's liveness
+    /// phase waits for that).
+    public var undecidedTransaction: TxRef? {
+        if let p = ctx.prepared { return p.ref }
+        if case .master(let m) = state, let f = m.inFlight { return f.tx.ref }
+        return nil
+    }
+    /// Held requests this master took on coming to serve and has not answered yet.
+    public var heldAwaitingAnswer: Int { ctx.takenHeld.count }
 
     /// - Parameters:
     ///   - id: the configured id, or `.unassigned` for `--id auto`.
