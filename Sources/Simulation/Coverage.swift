@@ -44,6 +44,10 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case bridgeCut
     /// A majorities ring of five on both channels: each node hears only its neighbours.
     case ringCut
+    /// A serving master's sends on the peer channel failed for a while.
+    case mutedMaster
+    /// Another node's sends on the peer channel failed for a while.
+    case mutedOther
     /// The broker delivered a message again under a fresh frame.
     case messageRedelivered
     /// The liveness phase's core settled within its bound: how long it took, in buckets
@@ -72,6 +76,8 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .peerNetworkLinksCut: return "peer-network links cut one way"
         case .bridgeCut: return "bridge on both channels"
         case .ringCut: return "majorities ring of five on both channels"
+        case .mutedMaster: return "peer sends of a serving master failed"
+        case .mutedOther: return "peer sends of another node failed"
         case .messageRedelivered: return "message redelivered under a fresh frame"
         case .livenessUnder3s: return "liveness phase: core settled in under 3 s"
         case .liveness3To6s: return "liveness phase: core settled in 3-6 s"
@@ -86,7 +92,7 @@ public enum SimPath: Int, CaseIterable, Sendable, CustomStringConvertible {
 /// rules).
 public enum FaultKind: String, CaseIterable, Sendable {
     case crash, shutdown = "clean shutdown", diskLoss = "disk loss", pause, slow, storeFails = "store fails",
-         brokerLink = "broker link cut", impostor
+         brokerLink = "broker link cut", impostor, peerSendsFail = "peer sends fail"
     case partition, peerNetworkPartition = "peer-network partition", brokerPartition = "broker partition",
          oneWay = "one-way cut", links = "links cut"
 
@@ -167,22 +173,26 @@ public struct Coverage: Sendable, Equatable {
                                     .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered, .peersLeftToHeir,
                                     .staleRecoveryAnswerIgnored, .reconfigured, .keptDataOffered, .olderRunRefused,
                                     .cutMasterSteppedDown, .claimLeftToLinkedNode, .silentVotersAwaitedEcho,
-                                    .undecidedVoteRepeated, .lateVoteAnswered, .latePreparedReproposed]
+                                    .undecidedVoteRepeated, .lateVoteAnswered, .latePreparedReproposed, .mutedMasterSteppedDown]
         return node.map { ($0.description, 20) } + [(ProtocolPath.notInSyncVoteCounted.description, 1)]
             + SimPath.allCases.filter { ![.liveness3To6s, .liveness6To10s, .liveness10To15s].contains($0) }.map { ($0.description, 20) }
-            + faultRolePairs.filter { required($0.0, $0.1) }.map { (name($0.0, $0.1), 20) }
-            + [(name(.impostor, .servingMaster), 5)]
+            + faultRolePairs.filter { required($0.0, $0.1) }.map { (name($0.0, $0.1), rare($0.0, $0.1) ? 5 : 20) }
     }()
+
+    /// Rows a 10,000-seed sweep reaches under 40 times: an impostor of the serving master
+    /// (18) and a recovering master's peer sends failing (19–47: recovery lasts a moment).
+    static func rare(_ k: FaultKind, _ r: RoleHit) -> Bool {
+        (k == .impostor && r == .servingMaster) || (k == .peerSendsFail && r == .recoveringMaster)
+    }
 
     /// The fault × role rows a sweep must reach: every kind of fault against the serving
     /// master, a recovering master, a slave and a candidate (a fault aimed at a node that
     /// is down changes nothing), or on the serving master's side, the other and with no
-    /// master; an impostor of anything but a slave is rare by design (it is placed only
-    /// where nothing else happens: 10,000 seeds reach an impostor of the serving master
-    /// 18 times).
+    /// master; an impostor of a recovering master or a candidate is rare by design (it is
+    /// placed only where nothing else happens).
     static func required(_ k: FaultKind, _ r: RoleHit) -> Bool {
         r != .down && k != .impostor
-            || k == .impostor && r == .slave
+            || k == .impostor && (r == .slave || r == .servingMaster)
     }
 
     /// Required paths reached fewer times than they must be.

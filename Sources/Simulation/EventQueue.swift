@@ -21,6 +21,11 @@ struct EventQueue<Payload> {
     var isEmpty: Bool { heap.isEmpty }
     var count: Int { heap.count }
 
+    /// When the next event is due, without taking it: a run that stops at a time leaves
+    /// later events in place (popped and pushed back, one would lose its place among
+    /// events due at the same instant).
+    var nextTime: Instant? { heap.first?.time }
+
     mutating func push(_ time: Instant, _ payload: Payload) {
         seq += 1
         let index: Int

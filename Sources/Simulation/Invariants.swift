@@ -103,7 +103,10 @@ extension Simulator {
         }
         if role == .master, let v = checker.leads(epoch, id: id) { return fail(v) }
         checkOneServerWithoutBroker()
-        if isServing { checkCutOffMaster(slot, committedAlone: false) }
+        if isServing {
+            checkCutOffMaster(slot, committedAlone: false)
+            checkMutedMaster(slot)
+        }
     }
 
     /// A master whose own broker link is cut, while another node reaches the broker and
@@ -121,23 +124,43 @@ extension Simulator {
         let bound = config.downAfter + config.keepaliveInterval * 3 + drain
         let overdue = now - cutAt > bound
         guard committedAlone ? now - cutAt > drain : overdue else { return }
-        // A witness: reaches the broker, has run and been heard by `s` for long enough.
-        let settled = config.downAfter + config.keepaliveInterval * 2 + drain
-        guard now - network.topologyChangedAt > settled else { return }
-        let witness = slots.indices.first { n in
-            n != s && n < scenario.nodes && slots[n].isRunning && !slots[n].isPaused(at: now) && network.reachesBroker(n)
-                && now - slots[n].startedAt > settled + config.startupListen
-                && (network.brokerLinkCutAt[n].map { now - $0 > settled } ?? true)
-                && !network.peerNetworkBlocked(n, s) && !network.peerNetworkBlocked(s, n)
-                && network.brokerSide == nil
-        }
-        guard let n = witness else { return }
+        guard let n = settledWitness(of: s, drain: drain) else { return }
         let since = (now - cutAt).value
         if committedAlone {
             fail("s\(s) committed on its own vote \(since) ms after its broker link was cut, while s\(n) reached the broker")
         } else {
             fail("s\(s) still serves \(since) ms after its broker link was cut (bound \(bound.value) ms), while s\(n) reaches the broker")
         }
+    }
+
+    /// A node that reaches the broker, sends to peers, has run and been heard by `s` for
+    /// long enough in a topology that stood still that long: its reports have reached `s`.
+    func settledWitness(of s: Int, drain: Milliseconds) -> Int? {
+        let settled = config.downAfter + config.keepaliveInterval * 2 + drain
+        guard now - network.topologyChangedAt > settled else { return nil }
+        return slots.indices.first { n in
+            n != s && n < scenario.nodes && slots[n].isRunning && !slots[n].isPaused(at: now) && network.reachesBroker(n)
+                && now - slots[n].startedAt > settled + config.startupListen
+                && (network.brokerLinkCutAt[n].map { now - $0 > settled } ?? true)
+                && !network.peerNetworkBlocked(n, s) && !network.peerNetworkBlocked(s, n)
+                && network.brokerSide == nil
+                && (network.peerSendsFailUntil[n].map { now - $0 > settled } ?? true)
+        }
+    }
+
+    /// A master whose sends on the peer channel fail, while another node's work and it
+    /// hears that node, leaves the office within the failure-detection bound
+    /// (`PeerSends.swift`): until then it answers nobody. Judged as `checkCutOffMaster`.
+    mutating func checkMutedMaster(_ s: Int) {
+        guard let since = network.peerSendsFailSince[s], network.peerSendsFail(s, at: now), !network.brokerTrouble,
+              scenario.lossRate == 0, scenario.corruptRate == 0, scenario.adversary == nil else { return }
+        let drain = Milliseconds(2 * (scenario.maxDelay + network.slowest) + 1)
+        // Its first failure within an interval (a keepalive on the peer network fails),
+        // the step-down at its next tick.
+        let bound = config.keepaliveInterval * 2 + drain
+        guard now - since > bound, let n = settledWitness(of: s, drain: drain) else { return }
+        fail("s\(s) still serves \((now - since).value) ms after its peer sends began to fail (bound \(bound.value) ms), "
+             + "while s\(n)'s work")
     }
 
     /// With the broker down and the peer network whole, the nodes still hear each other's

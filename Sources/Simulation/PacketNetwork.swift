@@ -38,6 +38,9 @@ struct PacketNetwork {
     var brokerSide: Set<Int>?
     /// Single links cut one way: true on both channels, false on the peer network alone.
     var cutLinks: [Scenario.Link: Bool] = [:]
+    /// Until when each node's sends on the peer channel fail (`Scenario.Fault.peerSendsFail`).
+    var peerSendsFailUntil: [Int: Instant] = [:]
+    var peerSendsFailSince: [Int: Instant] = [:]
     /// Nodes cut from everything, peers included (the liveness phase's outsiders).
     var isolated: Set<Int> = []
     /// A slow node's extra delay on everything it sends and receives, in ms.
@@ -76,6 +79,9 @@ struct PacketNetwork {
         if cutLinks[Scenario.Link(from: a, to: b)] == true { return true }
         return false
     }
+
+    /// Whether a node's sends on the peer channel fail at `now`.
+    func peerSendsFail(_ s: Int, at now: Instant) -> Bool { peerSendsFailUntil[s].map { now < $0 } ?? false }
 
     /// Whether a node's frames reach the broker and the broker's frames reach it.
     func reachesBroker(_ s: Int) -> Bool { !brokerDown && brokerLinkCut[s] == nil && !isolated.contains(s) }

@@ -63,6 +63,8 @@ final class SimSlot {
     /// The tags of the frames this process's channel accepted: one accepted twice is a replay
     /// its window let through (the network duplicates frames, the adversary replays them).
     var acceptedFrames: Set<UInt64> = []
+    /// A failed peer send is on its way to the node (`SimEvent.peerSendFailed`).
+    var sendFailureReported = false
 
     /// Reads the running node in place. A plain read of `node` copies the whole value
     /// (about a kilobyte, dozens of retains), and the simulator reads it after every event.
@@ -308,6 +310,12 @@ extension Simulator {
             coverage.count(both ? (links.count == 2 ? .bridgeCut : .ringCut) : .peerNetworkLinksCut)
         case .heal: network.heal()
         case .slow(let s, let d): network.extraDelay[s] = d
+        case .peerSendsFail(let target, let span):
+            guard let s = target ?? slots.indices.first(where: { slots[$0].isServing }) else { break }
+            if !network.peerSendsFail(s, at: now) { network.peerSendsFailSince[s] = now }
+            network.peerSendsFailUntil[s] = now + Milliseconds(span)
+            coverage.count(target == nil || slots[s].isServing ? .mutedMaster : .mutedOther)
+            if target == nil { note(s, "its peer sends fail for \(span) ms") }
         }
     }
 
@@ -342,6 +350,8 @@ extension Simulator {
         case .brokerPartition(let side): sides(.brokerPartition, side)
         case .oneWay(let a, let b): sides(.oneWay, [a, b])
         case .links(let links, _): sides(.links, links.flatMap { [$0.from, $0.to] })
+        case .peerSendsFail(let s?, _): coverage.count(.peerSendsFail, hit: role(s))
+        case .peerSendsFail(nil, _): if let m = master { coverage.count(.peerSendsFail, hit: role(m)) }
         case .restart, .join, .brokerOutage, .heal, .storeHeals: break
         }
     }
@@ -355,6 +365,7 @@ extension Simulator {
         network.quiet = true
         network.heal()
         network.extraDelay = [:]
+        network.peerSendsFailUntil = [:]
         // Only the cluster's own slots: an impostor (a slot beyond them) is left as it is,
         // and the node it impersonates is cut off rather than stopped (restarted beside a
         // live impostor, it would have to yield its id).

@@ -57,7 +57,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
     /// Groups of faults that a seed may leave out altogether (swarm testing: a seed with
     /// fewer kinds of fault meets the rarer combinations of the kinds it keeps more often).
     public enum FaultFamily: String, CaseIterable, Sendable {
-        case processes, partitions, broker, disks, slowness, noise, hostile, operatorActions
+        case processes, partitions, broker, disks, slowness, noise, hostile, operatorActions, peerSends
 
         /// The family a fault belongs to; nil for joins and heals, which every seed keeps.
         static func of(_ f: Fault) -> FaultFamily? {
@@ -67,6 +67,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
             case .brokerOutage, .brokerLink, .masterBrokerLink, .brokerPartition: return .broker
             case .storeFails, .storeHeals: return .disks
             case .slow: return .slowness
+            case .peerSendsFail: return .peerSends
             case .join, .heal: return nil
             }
         }
@@ -108,6 +109,10 @@ public struct Scenario: Sendable, CustomStringConvertible {
         /// channels. What no side-based cut can shape: a bridge (one node hears two that
         /// do not hear each other), a majorities ring, a link lost one way.
         case links([Link], bothChannels: Bool)
+        /// A node's sends on the peer channel fail for this long (a firewall rule that
+        /// rejects them, a route gone): its replies and its keepalives there are lost, and
+        /// it hears of each failure. Nil: whichever node serves as master then.
+        case peerSendsFail(Int?, for: Int64)
 
         public var description: String {
             switch self {
@@ -131,6 +136,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
             case .brokerPartition(let side): return "broker partition \(side.map { "s\($0)" }.joined(separator: ","))|rest"
             case .links(let links, let both):
                 return "\(both ? "links" : "peer-network links") cut \(links.map { "s\($0.from)->s\($0.to)" }.joined(separator: ","))"
+            case .peerSendsFail(let n, let span): return "peer sends of \(n.map { "s\($0)" } ?? "the master") fail \(span)ms"
             }
         }
     }
@@ -385,6 +391,15 @@ public struct Scenario: Sendable, CustomStringConvertible {
         var framing = SeededGenerator(seed: seed ^ 0x4652_4147_4D45_4E54)
         if framing.chance(0.3) { fragmentBytes = 64 + framing.below(449) }
         // Streams of their own, drawn last, so every draw above stays as it was.
+        var sends = SeededGenerator(seed: seed ^ 0x5345_4E44_4641_494C)
+        if initial > 1 && sends.chance(0.15) {
+            let at = Scenario.start + Milliseconds(Int64(2500 + sends.below(Int(max(1, faultSeconds * 1000 - 3000)))))
+            let target: Int? = sends.chance(0.5) ? nil : sends.below(initial)
+            if at < faultEnd {
+                self.faults.append(TimedFault(at: at, fault: .peerSendsFail(target, for: Int64(2000 + sends.below(6000)))))
+                self.faults.sort { $0.at < $1.at }
+            }
+        }
         var again = SeededGenerator(seed: seed ^ 0x5245_4445_4C49_5652)
         if again.chance(0.3) { redeliveryRate = Double(1 + again.below(10)) / 100 }
         var core = SeededGenerator(seed: seed ^ 0x4C49_5645_4E45_5353)

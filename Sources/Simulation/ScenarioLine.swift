@@ -12,6 +12,7 @@ import TrackerLogic
 /// `master-link:both|send|receive` (the serving master's, whichever it is then),
 /// `broker-partition:A+B` (the broker channel cut between the sides), `links:A>B+…` and
 /// `peer-links:A>B+…` (single links cut one way, on both channels or the peer network).
+/// `sends-fail:N:MS` and `master-sends-fail:MS` (peer sends refused for a while).
 /// `liveness=A+B+C/D` names the core healed after the fault window and the nodes left down
 /// (the other outsiders stay cut off); `redelivery=R` the broker's redelivery rate. Operator actions are
 /// `at:register:N:K` / `at:unregister:N:K` / `at:reload:N:INTERVAL`.
@@ -67,6 +68,8 @@ extension Scenario {
         case .brokerPartition(let s): return "broker-partition:\(side(s))"
         case .links(let links, let both):
             return "\(both ? "links" : "peer-links"):" + links.map { "\($0.from)>\($0.to)" }.joined(separator: "+")
+        case .peerSendsFail(let n?, let span): return "sends-fail:\(n):\(span)"
+        case .peerSendsFail(nil, let span): return "master-sends-fail:\(span)"
         }
     }
 
@@ -213,6 +216,8 @@ extension Scenario {
         case "broker-link": return n(1).flatMap { s in p.count == 3 ? Scenario.LinkCut(rawValue: String(p[2])).map { .brokerLink(s, $0) } : nil }
         case "master-link": return p.count == 2 ? Scenario.LinkCut(rawValue: String(p[1])).map { .masterBrokerLink($0) } : nil
         case "broker-partition": return side(1).map { .brokerPartition($0) }
+        case "sends-fail": return n(1).flatMap { s in n(2).map { .peerSendsFail(s, for: Int64($0)) } }
+        case "master-sends-fail": return p.count == 2 ? n(1).map { .peerSendsFail(nil, for: Int64($0)) } : nil
         case "links", "peer-links":
             guard p.count == 2 else { return nil }
             let links = p[1].split(separator: "+").map { $0.split(separator: ">").compactMap { Int($0) } }
@@ -228,11 +233,12 @@ extension Scenario.Fault {
     public var slots: [Int] {
         switch self {
         case .crash(let n), .restart(let n), .shutdown(let n), .join(let n), .storeFails(let n), .storeHeals(let n),
-             .slow(let n, _), .diskLoss(let n, _), .impostor(let n), .pause(let n, _), .brokerLink(let n, _): return [n]
+             .slow(let n, _), .diskLoss(let n, _), .impostor(let n), .pause(let n, _), .brokerLink(let n, _),
+             .peerSendsFail(let n?, _): return [n]
         case .partition(let s), .peerNetworkPartition(let s), .brokerPartition(let s): return s
         case .oneWay(let a, let b): return [a, b]
         case .links(let links, _): return Array(Set(links.flatMap { [$0.from, $0.to] })).sorted()
-        case .brokerOutage, .heal, .masterBrokerLink: return []
+        case .brokerOutage, .heal, .masterBrokerLink, .peerSendsFail(nil, _): return []
         }
     }
 }

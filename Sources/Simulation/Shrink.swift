@@ -160,7 +160,10 @@ public enum Shrinker {
                 let rest = links.filter { $0.from != k && $0.to != k }.map { Scenario.Link(from: move($0.from), to: move($0.to)) }
                 if rest.isEmpty { return nil }
                 f.fault = .links(rest, bothChannels: both)
-            case .brokerOutage, .heal, .masterBrokerLink:
+            case .peerSendsFail(let n?, let span):
+                if n == k { return nil }
+                f.fault = .peerSendsFail(move(n), for: span)
+            case .brokerOutage, .heal, .masterBrokerLink, .peerSendsFail(nil, _):
                 break
             }
             return f

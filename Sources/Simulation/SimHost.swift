@@ -91,6 +91,14 @@ extension Simulator {
         if network.duplicated() { queue.push(now + network.delay(from, to), .cluster(to, frame, fromAdversary: false, servingAt: serving, beacon: beacon)) }
     }
 
+    /// A send of the node on the peer channel failed: the host tells it, once for every
+    /// failure up to then.
+    mutating func peerSendFailed(_ slot: Int) {
+        guard !slots[slot].sendFailureReported, let process = slots[slot].inspect({ $0.incarnation }) else { return }
+        slots[slot].sendFailureReported = true
+        queue.push(now, .peerSendFailed(slot, process: process))
+    }
+
     /// The broker delivers a message again under a fresh frame: sealed anew by its
     /// sender's channel (the same process, else nothing comes), to the same receivers.
     mutating func redeliver(_ encoded: ByteBuffer, from slot: Int, process: UInt64, sender: NodeID, incarnation: UInt64,
@@ -157,6 +165,7 @@ extension Simulator {
             } else {
                 targets = slots.indices.filter { $0 != slot }
             }
+            if beacon && network.peerSendsFail(slot, at: now) { return peerSendFailed(slot) }
             for frame in frames {
                 adversary?.capture(frame)
                 for s in targets { deliverCluster(frame, from: slot, to: s, beacon: beacon) }
@@ -211,6 +220,7 @@ extension Simulator {
                 recordAck(peer: p, request: key, by: slot)
             }
             let bytes = BEP15Codec.encode(response)
+            if network.peerSendsFail(slot, at: now) { return peerSendFailed(slot) }
             if network.lost() || network.isolated.contains(slot) { return }
             queue.push(now + network.delay(slot), .reply(p, bytes))
         case .persist, .persistSnapshot, .persistPeerImage, .persistEpoch, .wipeStore, .probeStore, .keepOperatorData,

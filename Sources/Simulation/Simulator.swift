@@ -44,6 +44,8 @@ enum SimEvent {
     /// socket dies with the process.
     case peerDatagram(Int, ByteBuffer, PeerEndpoint, backlogOf: UInt64? = nil)
     case reply(Int, ByteBuffer)
+    /// The host tells a node process its peer sends failed (`NodeEvent.peerSendFailed`).
+    case peerSendFailed(Int, process: UInt64)
     /// A broker message delivered again under a fresh frame (`Scenario.redeliveryRate`):
     /// its encoded envelope, sealed anew by its sender's process if that still runs.
     case redeliver(from: Int, process: UInt64, encoded: ByteBuffer, sender: NodeID, incarnation: UInt64, to: [Int])
@@ -357,6 +359,10 @@ public struct Simulator {
             step(s, outcome, label: "store: \(outcome)")
         case .reply(let p, let bytes):
             peerReceives(bytes, peer: p)
+        case .peerSendFailed(let s, let process):
+            slots[s].sendFailureReported = false
+            guard slots[s].inspect({ $0.incarnation }) == process else { return }
+            step(s, .peerSendFailed, label: "peer sends failed")
         case .redeliver(let from, let process, let encoded, let sender, let incarnation, let to):
             redeliver(encoded, from: from, process: process, sender: sender, incarnation: incarnation, to: to)
         case .peerWake(let p):
@@ -380,11 +386,7 @@ public struct Simulator {
     /// `stop` gets the simulator in place: passed by value, the whole world (every slot,
     /// peer and queued event) was copied after every event.
     mutating func runUntil(_ end: Instant, stop: (inout Simulator) -> Bool) {
-        while violation == nil, let (time, event) = queue.pop() {
-            if time > end {
-                queue.push(time, event)
-                break
-            }
+        while violation == nil, let next = queue.nextTime, next <= end, let (time, event) = queue.pop() {
             now = time
             events += 1
             if events > Self.eventBudget {
@@ -401,7 +403,8 @@ extension SimEvent {
     /// The node slot whose process handles this event, if one does.
     var slot: Int? {
         switch self {
-        case .tick(let s), .cluster(let s, _, _, _, _, _), .peerDatagram(let s, _, _, _), .store(let s, _, _): return s
+        case .tick(let s), .cluster(let s, _, _, _, _, _), .peerDatagram(let s, _, _, _), .store(let s, _, _),
+             .peerSendFailed(let s, _): return s
         case .reply, .redeliver, .peerWake, .fault, .endFaults, .adversaryWake, .operatorAction, .checkHeld, .checkHeirReads: return nil
         }
     }

@@ -7,8 +7,10 @@ socket on the first refused keepalive: the master went on saying it served, the 
 still heard it on the broker, and no peer got an answer again until a restart.
 
 Now the socket stays open, the refusals are counted (/api/node, /metrics) and logged at
-most every 10 s, /api/health says 503 while they last, and once the rule is gone the
-cluster answers again with the same socket.
+most every 10 s, /api/health says 503 while they last, and the master leaves the office
+to a node whose sends work (PeerSends.swift): another node serves within the bound while
+the rule holds. Once the rule is gone the master, the highest id, takes the office back
+and answers again with the same socket.
 """
 import os
 import subprocess
@@ -19,6 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import Cluster, GroupClient, activemq, fail, free_udp_port, http_request, log, three_nodes  # noqa: E402
 
 REJECT_S = 5
+# Its first refused send within a keepalive interval (1 s), its step-down at its next
+# tick, the election, and the new master's recovery and first serving step.
+HANDOVER_BOUND_S = 4.5
 
 
 def nft(*args):
@@ -42,6 +47,7 @@ def main():
         nft("add", "table", "inet", table)
         nft("add", "chain", "inet", table, "out", "{ type filter hook output priority 0 ; }")
         nft("add", "rule", "inet", table, "out", "udp", "sport", str(port), "drop")
+        rule_at = time.time()
         try:
             time.sleep(1.5)
             client.connect(timeout=0.5)
@@ -51,7 +57,21 @@ def main():
             errors = master.api()["peerSendErrors"]
             if errors < 1:
                 fail(f"master {master.node_id} counted no refused send: {master.api()}")
-            time.sleep(REJECT_S - 1.5)
+            handed_over = None
+            while time.time() < rule_at + REJECT_S - 0.3:
+                serving = [n for n in cluster.nodes if n is not master and (n.api() or {}).get("serving")]
+                if serving and not (master.api() or {}).get("serving"):
+                    handed_over = (time.time() - rule_at, serving[0])
+                    break
+                time.sleep(0.1)
+            if handed_over is None or handed_over[0] > HANDOVER_BOUND_S:
+                cluster.dump()
+                fail(f"master {master.node_id} kept the office while its sends were refused: "
+                     f"{[(n.node_id, (n.api() or {}).get('serving')) for n in cluster.nodes]}")
+            log(f"node {handed_over[1].node_id} serves {handed_over[0]:.2f} s after the rule (bound {HANDOVER_BOUND_S} s)")
+            if client.connect(timeout=1.0) is None:
+                fail(f"no connect answered by node {handed_over[1].node_id} while the master's sends were refused")
+            time.sleep(max(0.0, rule_at + REJECT_S - time.time()))
         finally:
             subprocess.run(["nft", "delete", "table", "inet", table], capture_output=True)
         log(f"/api/health said 503 ({health.get('reason') if isinstance(health, dict) else health}); "
@@ -67,6 +87,12 @@ def main():
             fail("no connect answered within 10 s of the rule's removal: the reply socket was closed")
         if not master.alive():
             fail(f"master {master.node_id} exited")
+        back_by = time.time() + 15
+        while time.time() < back_by and not (master.api() or {}).get("serving"):
+            time.sleep(0.1)
+        if cluster.wait_converged(15) is not master:
+            fail(f"master {master.node_id}, the highest id, did not take the office back after the rule went")
+        log(f"master {master.node_id} serves again {time.time() - removed_at:.2f} s after the rule went")
         sockets = subprocess.run(["ss", "-uanH", "sport", f"= :{port}"], capture_output=True, text=True).stdout
         if str(port) not in sockets:
             fail(f"the reply socket {reply_from} is gone: {sockets!r}")
@@ -76,6 +102,7 @@ def main():
         if "tracker_peer_send_errors_total" not in str(metrics):
             fail("no tracker_peer_send_errors_total in /metrics")
         log(f"answered again {answered_after:.2f} s after the rule went, from the same socket; the refusals logged")
+        print(f"RESULT peer_send_errors_handover_s={handed_over[0]:.2f}")
         print(f"RESULT peer_send_errors_answered_after_s={answered_after:.2f}")
     finally:
         subprocess.run(["nft", "delete", "table", "inet", table], capture_output=True)

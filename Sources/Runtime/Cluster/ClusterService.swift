@@ -71,6 +71,8 @@ public final class ClusterService: @unchecked Sendable {
     var channel: ClusterChannel
     let rejectLog: RateLimitedLog
     var peerSendFailures: PeerSendFailures
+    /// A peer send failed since the node was last told (`NodeEvent.peerSendFailed`).
+    var peerSendFailureUnreported = false
     var stomp: StompClient!
     var sockets: PeerSocketSet!
     /// Each family's peer socket, read by the node itself (`PeerIntake`).
@@ -220,6 +222,7 @@ public final class ClusterService: @unchecked Sendable {
         } else {
             if repliesPending { flushReplies() }
             armWake(now)
+            reportPeerSendFailure(now)
         }
     }
 
@@ -236,7 +239,10 @@ public final class ClusterService: @unchecked Sendable {
             for family in sockets.families {
                 guard let target = family.beaconTarget, let fd = family.beaconDescriptor, family.beaconSender?.isActive == true else { continue }
                 let code = sendDatagram(frame, to: target, on: fd)
-                if code != 0 { peerSendFailures.failed("keepalive", code: code, now: now) }
+                if code != 0 {
+                    peerSendFailures.failed("keepalive", code: code, now: now)
+                    peerSendFailureUnreported = true
+                }
             }
         case .reply(let response, let to):
             guard !silenced else { return }
@@ -389,6 +395,15 @@ public final class ClusterService: @unchecked Sendable {
         guard socket.reply.isActive else { return }
         let dropped = replyBatches[family].send(on: socket.replyDescriptor)
         for _ in 0..<dropped { peerSendFailures.failed("reply", code: replyBatches[family].lastError, now: WallClock.now()) }
+        if dropped > 0 { peerSendFailureUnreported = true }
+    }
+
+    /// Tells the node its peer sends failed, once for all that failed since it was last
+    /// told: it leaves the office if another node can answer peers (`PeerSends.swift`).
+    func reportPeerSendFailure(_ now: Instant) {
+        guard peerSendFailureUnreported, !stopping else { return }
+        peerSendFailureUnreported = false
+        step(.peerSendFailed, now: now)
     }
 
     /// Asked through `inout`: `node.nextWake(now:)` on the stored property copied the whole
@@ -446,6 +461,7 @@ public final class ClusterService: @unchecked Sendable {
 
     func peerReadComplete() {
         if repliesPending { flushReplies() }
+        reportPeerSendFailure(WallClock.now())
         if wakePending {
             wakePending = false
             armWake(WallClock.now())

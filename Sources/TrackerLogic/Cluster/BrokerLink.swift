@@ -86,8 +86,9 @@ extension NodeContext {
 
     /// Whether `m` could win an election: while we reach the broker, only a node that
     /// does too (the other one's claim waits for us). While we do not, anyone could.
+    /// Nor a node muted on the peer channel while we are not (`PeerSends.swift`).
     func couldLead(_ m: Member, _ now: Instant) -> Bool {
-        !brokerLinked(now) || reachesBroker(m, now)
+        (!brokerLinked(now) || reachesBroker(m, now)) && answersPeers(m, now)
     }
 
     /// Live nodes that reach the broker but that this node does not hear on it: votes

@@ -100,9 +100,10 @@ enum Candidate: NodeRole, Sendable, Equatable {
     /// sighting lapses after `downAfter`.
     ///
     /// Nor does a node cut off from the broker while another node reaches it: it could
-    /// commit nothing any other node holds; nor one that cannot tell yet (`BrokerLink.swift`).
+    /// commit nothing any other node holds; nor one that cannot tell yet (`BrokerLink.swift`);
+    /// nor one whose peer sends fail while another's work (`PeerSends.swift`).
     mutating func claim(in ctx: inout NodeContext, _ now: Instant) {
-        if ctx.cutFromBroker(now) || ctx.brokerLinkUnproven(now) {
+        if ctx.cutFromBroker(now) || ctx.brokerLinkUnproven(now) || ctx.mutedOnPeerChannel(now) {
             ctx.paths.count(.claimLeftToLinkedNode)
             self = .awaitingCoordinator(deadline: now + ctx.config.coordinatorTimeout)
             return

@@ -79,12 +79,16 @@ public struct Keepalive: Hashable, Sendable {
     /// When the broker last carried one of the sender's own keepalives back to it
     /// (`BrokerLink.swift`): what the peer network tells of who reaches the broker.
     public var brokerEcho: BrokerEchoReport
+    /// Whether the sender's own sends on the peer channel failed lately (`PeerSends.swift`);
+    /// nil from a version that does not say. Encoded only after a broker echo report.
+    public var peerSendsFailing: Bool?
 
     public init(role: Role, master: NodeID, lastCommitted: TxRef, inSync: Bool, address: String = "",
-                brokerEcho: BrokerEchoReport = .unknown) {
+                brokerEcho: BrokerEchoReport = .unknown, peerSendsFailing: Bool? = nil) {
         self.role = role; self.master = master; self.lastCommitted = lastCommitted; self.inSync = inSync
         self.address = address
         self.brokerEcho = brokerEcho
+        self.peerSendsFailing = brokerEcho == .unknown ? nil : peerSendsFailing
     }
 }
 

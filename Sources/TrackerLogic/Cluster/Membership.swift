@@ -26,6 +26,9 @@ public struct Member: Hashable, Sendable {
     /// When, by its last keepalive, the broker last carried one of its own keepalives
     /// back to it (nil: not since it started, or not reported).
     public var brokerEcho: Instant?
+    /// Whether, by its last keepalive, its sends on the peer channel fail (nil: it does
+    /// not say).
+    public var peerSendsFailing: Bool?
 }
 
 /// The live-node table (the dashboard's trackers tab). Iteration is by id, so a
@@ -81,6 +84,7 @@ public struct Membership: Sendable {
             case .never: (m.brokerEchoReported, m.brokerEcho) = (true, nil)
             case .age(let age): (m.brokerEchoReported, m.brokerEcho) = (true, now - Milliseconds(max(age.value, 0)))
             }
+            m.peerSendsFailing = k.peerSendsFailing
         }
         members[env.from] = m
         return true

@@ -25,6 +25,8 @@
     /// When the broker last carried one of our own keepalives back (`BrokerLink.swift`);
     /// nil until it first does.
     @usableFromInline var brokerEcho: Instant?
+    /// When a send of ours on the peer channel last failed, as the host reported.
+    var peerSendFailedAt: Instant?
     @usableFromInline var storeHealthy = true
     /// The transaction this node last PREPAREd and has not seen committed or aborted. It
     /// outlives role changes: a new master's recovery asks every node for it.

@@ -29,6 +29,9 @@ public enum NodeEvent: Sendable {
     /// (`TrackerConfig.takingLiveSettings`) apply from this step on. Each node answers
     /// as master with its own settings; what it commits is replicated whatever they are.
     indirect case reconfigure(TrackerConfig)
+    /// A send on the peer channel (a reply, a keepalive there) failed: a firewall rule,
+    /// a route gone (`PeerSends.swift`). The host reports it once per step at most.
+    case peerSendFailed
 }
 
 /// What a node asks its environment to do. The runtime and the simulator perform them.

@@ -120,6 +120,8 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case lateVoteAnswered
     /// A serving master proposed again what a late COORDINATOR-ACK reported prepared.
     case latePreparedReproposed
+    /// A master whose peer sends failed, while another node's worked, left the office.
+    case mutedMasterSteppedDown
 
     public var description: String {
         switch self {
@@ -171,6 +173,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .undecidedVoteRepeated: return "vote repeated on an undecided transaction"
         case .lateVoteAnswered: return "late vote answered with the decision"
         case .latePreparedReproposed: return "late-reported prepared transaction proposed again"
+        case .mutedMasterSteppedDown: return "master muted on the peer channel stepped down"
         }
     }
 }

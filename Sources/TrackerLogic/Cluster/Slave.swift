@@ -113,8 +113,8 @@ struct Slave: NodeRole, Sendable {
             retryAt = nil
             // Bully: a live, up-to-date node with a higher id than its master takes over
             // (unless its disk cannot record the epoch it would claim, or it cannot
-            // reach the broker while others can).
-            if m < ctx.id && ctx.storeHealthy && !ctx.cutFromBroker(now) { return .runElection }
+            // reach the broker or send to peers while others can).
+            if m < ctx.id && ctx.storeHealthy && !ctx.cutFromBroker(now) && !ctx.mutedOnPeerChannel(now) { return .runElection }
         } else if offer == nil, now >= (retryAt ?? now) {
             if !ctx.id.isAssigned || !helloAnswered {
                 follow(m, in: &ctx, now)

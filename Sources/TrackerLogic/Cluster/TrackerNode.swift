@@ -136,6 +136,7 @@ public struct TrackerNode: Sendable {
         case .shutdown: leave(now)
         case .submit(let change): submit(change, now)
         case .reconfigure(let config): ctx.reconfigure(config)
+        case .peerSendFailed: ctx.peerSendFailedAt = now
         }
         if wasServing != serving {
             if serving {
@@ -444,7 +445,8 @@ public struct TrackerNode: Sendable {
             if ctx.id.isAssigned {
                 let keepalive = ctx.envelope(.keepalive(Keepalive(role: liveRole, master: liveMaster ?? .unassigned,
                                                                   lastCommitted: ctx.replica.lastCommitted, inSync: inSync,
-                                                                  address: ctx.address, brokerEcho: ctx.brokerEchoReport(now))))
+                                                                  address: ctx.address, brokerEcho: ctx.brokerEchoReport(now),
+                                                                  peerSendsFailing: ctx.peerSendsFailing(now))))
                 ctx.out.append(.broadcast(keepalive))
                 ctx.out.append(.beacon(keepalive))
                 ctx.lastKeepaliveSent = now
@@ -459,6 +461,11 @@ public struct TrackerNode: Sendable {
             // Commits travel on the broker: a master that cannot reach it while another
             // node can leaves the office to one that can (`BrokerLink.swift`).
             ctx.paths.count(.cutMasterSteppedDown)
+            startElection(now)
+        } else if isMaster && ctx.mutedOnPeerChannel(now) {
+            // Nor can a master whose replies cannot leave, while another node's can
+            // (`PeerSends.swift`).
+            ctx.paths.count(.mutedMasterSteppedDown)
             startElection(now)
         }
         if let probeAt = nextProbe, now >= probeAt {
