@@ -272,6 +272,16 @@ struct RandomizedScenarioTests {
         "seed=49742471286286476 nodes=4 quorum=live loss=0.27 dup=0.0 delay=1-21 peers=7 torrents=2 until=16000 settle=25000 drift=0,0,0,125 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 adversary=outsider/201 "
             + "faults=2847:crash:0,4861:slow:2:577,6992:store-fails:1,8242:disk-loss:3:2,8558:restart:3,11116:store-heals:1,13768:slow:3:647 "
             + "operator=3271:register:1:0",
+        // The liveness phase: a slave followed a master whose recovery had ended, holding a
+        // transaction of an earlier epoch it prepared; in a quiet cluster it stayed
+        // undecided there (`Decision.swift`: reported again, proposed again).
+        "seed=12595 nodes=3 quorum=live loss=0.0 dup=0.0 delay=4-8 peers=3 torrents=2 until=11000 settle=25000 drift=264,0,239 "
+            + "interval=1800 timeout=3600000 fragments=1048576 corrupt=0.05 liveness=0+2 "
+            + "faults=4828:slow:1:232,8085:join:2,9000:pause:0:4268 operator=4495:reload:0:2363",
+        "seed=15629 nodes=6 quorum=strict loss=0.12 dup=0.01 delay=2-17 peers=3 torrents=3 until=18000 settle=25000 "
+            + "drift=0,-31,0,0,-148,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 liveness=0+2+3+4+5 "
+            + "faults=3845:crash:0,5860:slow:1:430,8302:crash:0,10475:partition:2+3,11633:restart:0,11797:pause:0:3243,"
+            + "12388:join:4,12388:join:5,14141:restart:0,19303:heal operator=7310:reload:5:900",
     ])
     func formerFailureLines(line: String) throws {
         var sim = Simulator(scenario: try Scenario(line: line))

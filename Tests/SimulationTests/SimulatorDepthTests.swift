@@ -158,9 +158,26 @@ struct SimulatorDepthTests {
     }
 
     @Test(arguments: ["nodes=0", "nodes=2 faults=100:crash:2", "quorum=maybe", "loss=2", "seed=1 seed=2", "bogus=1",
-                      "nodes=2 faults=100:explode:1", "nodes=1 faults=100:join:0", "delay=5-1", "nodes=2 operator=1:register:5:0"])
+                      "nodes=2 faults=100:explode:1", "nodes=1 faults=100:join:0", "delay=5-1", "nodes=2 operator=1:register:5:0",
+                      "nodes=3 liveness=0", "nodes=3 liveness=0+1/1", "nodes=2 liveness=0+5", "redelivery=1.5",
+                      "nodes=2 faults=100:sends-fail:3:1000"])
     func badScenarioLinesAreRefusedWithAReason(line: String) {
         #expect(throws: ScenarioLineError.self) { try Scenario(line: line) }
+    }
+
+    /// The liveness phase: the master of five (s4) is cut off and s3 stopped when the
+    /// faults end; the core s0..s2 elects, settles within the bound, and once everything
+    /// heals the whole cluster converges on s4 again (the highest id).
+    @Test func aCoreHealedAfterTheFaultsSettlesAndTheRestRejoins() throws {
+        var s = Scenario.calm(nodes: 5, quorum: .strict, faultSeconds: 10)
+        s.liveness = Scenario.Liveness(core: [0, 1, 2], down: [3])
+        var sim = Simulator(scenario: s)
+        let report = sim.run()
+        #expect(report.passed, "\(report)")
+        let settled = [SimPath.livenessUnder3s, .liveness3To6s, .liveness6To10s, .liveness10To15s].map { report.coverage[$0] }.reduce(0, +)
+        #expect(settled == 1)
+        #expect(sim.servingSlot == 4)
+        #expect(try Scenario(line: s.line).liveness == s.liveness)
     }
 
     @Test func everyShrinkStepIsAValidScenario() throws {
