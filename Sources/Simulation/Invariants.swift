@@ -163,6 +163,30 @@ extension Simulator {
              + "while s\(n)'s work")
     }
 
+    /// A live master counts a silent voter down only once the failure detector calls it
+    /// down: one still live and reaching the broker is dead or cut from it, nobody can
+    /// tell which yet, and its vote is a no (`BrokerLink.unreachableOnBroker`). Judged
+    /// where a node cannot be misled by chance (no loss, corruption or forger): a voter it
+    /// counted down while it was running and unpaused for `downAfter`, reached the broker
+    /// and the peer network joined the two. Without the rule a cut of the link between two
+    /// brokers let a master commit alone for `downAfter` (`broker_pair.py`).
+    mutating func checkDroppedVoters(_ s: Int, _ quorum: CommitQuorum) {
+        guard !quorum.droppedVoters.isEmpty, scenario.quorum == .live, scenario.lossRate == 0, scenario.corruptRate == 0,
+              scenario.adversary == nil, !network.brokerDown, network.reachesBroker(s) else { return }
+        let settled = config.downAfter + config.keepaliveInterval
+        for id in quorum.droppedVoters {
+            guard let n = slots.indices.first(where: { $0 < scenario.nodes && slots[$0].nodeID == id }),
+                  slots[n].isRunning, !slots[n].isPaused(at: now), now - slots[n].lastPauseEnd > settled,
+                  now - slots[n].startedAt > settled, network.reachesBroker(n),
+                  (network.brokerLinkCutAt[n].map { now - $0 > settled } ?? true),
+                  !network.peerNetworkBlocked(n, s), !network.peerNetworkBlocked(s, n),
+                  now - network.topologyChangedAt > settled || network.blocked(n, s) || network.blocked(s, n)
+            else { continue }
+            return fail("s\(s) committed \(quorum.ref) after counting s\(n) down as dead while it ran, reached the broker "
+                        + "and was heard on the peer network")
+        }
+    }
+
     /// With the broker down and the peer network whole, the nodes still hear each other's
     /// keepalives there: two of them may serve at once only for the moment it takes the
     /// lower epoch's master to hear the higher one (after a false suspicion under loss),

@@ -229,6 +229,7 @@ extension Simulator {
         case .committed(let quorum, _):
             if let id = slots[slot].nodeID, let v = checker.committed(quorum, by: id) { return fail(v) }
             if quorum.okVoters.isEmpty { checkCutOffMaster(slot, committedAlone: true) }
+            checkDroppedVoters(slot, quorum)
         case .discardPeerBacklog:
             if slots[slot].peerBacklog > 0 {
                 slots[slot].backlogDiscard = PeerBacklogDiscard(now: nodeNow(slot), for: config.keepaliveInterval, drainedBytes: 0)

@@ -72,4 +72,28 @@ struct BrokerLinkScenarioTests {
         let report = sim.run()
         #expect(report.passed, "\(report)")
     }
+
+    /// The master (n3) on one broker, n1 and n2 on the other, the link between the
+    /// brokers cut under load (`broker_pair.py` in the simulated world): n1 and n2 reach
+    /// their broker and each other, and the peer network joins all three. The master
+    /// commits nothing without a majority: no transaction committed while the cut lasts
+    /// after its first vote window, and no voter it counted down while it was live.
+    @Test func aMasterCommitsNothingAloneWhileTheOtherBrokersNodesAreLinked() {
+        var s = Scenario.calm(seed: 13, nodes: 3, quorum: .live, peers: 6,
+                              faults: [(8_000, .brokerPartition([0, 1])), (16_000, .heal)])
+        s.announceInterval = 6
+        s.peerTimeout = Milliseconds.seconds(12)
+        var sim = Simulator(scenario: s)
+        sim.start()
+        sim.advance(to: at(8_000))
+        let master = sim.servingSlot
+        #expect(master == 2)
+        let before = sim.node(2)?.replica.lastCommitted
+        sim.advance(to: at(15_900))
+        #expect(sim.node(2)?.replica.lastCommitted.txid ?? 0 <= (before?.txid ?? 0) + 1,
+                "n3 committed \(before.map { "\($0)" } ?? "?")..\(sim.node(2).map { "\($0.replica.lastCommitted)" } ?? "?") during the cut")
+        #expect(sim.firstViolation == nil, "\(sim.firstViolation ?? "")")
+        let report = sim.finish()
+        #expect(report.passed, "\(report)")
+    }
 }

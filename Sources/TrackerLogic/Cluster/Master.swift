@@ -45,6 +45,8 @@ struct InFlight: Sendable {
     /// When its last vote window closed with voters still silent (live quorum): counting
     /// them down takes an echo that came after it (`Master.voteTimedOut`).
     var votesClosedAt: Instant?
+    /// Silent voters counted down as dead (live quorum).
+    var dropped: [NodeID] = []
 }
 
 struct OfferProgress: Sendable {
@@ -322,8 +324,16 @@ struct Master: NodeRole, Sendable {
         f.unconfirmed = []
         if !silent.isEmpty { ctx.paths.count(.silentVotersDropped) }
         if ctx.config.quorum == .live {
-            // Silent voters count as down: the quorum is a majority of who is left.
-            f.voters = f.voters.filter { f.votes[$0] != nil }
+            // Silent voters the failure detector calls down count as down, and the
+            // quorum is a majority of who is left; one still live and reaching the broker
+            // (dead or cut from us, nobody can tell yet) says no
+            // (`BrokerLink.unreachableOnBroker`).
+            let live = Set(ctx.liveMembers(now).filter { ctx.reachesBroker($0, now) }.map(\.id))
+            let linked = Set(silent.filter(live.contains))
+            if !linked.isEmpty { ctx.paths.count(.silentLinkedVoterCountedNo) }
+            f.dropped += silent.filter { !linked.contains($0) }
+            f.voters = f.voters.filter { f.votes[$0] != nil || linked.contains($0) }
+            for node in linked { f.votes[node] = false }
             f.needed = ctx.majority(of: f.voters.count + 1)
         } else {
             for node in silent { f.votes[node] = false }
@@ -337,7 +347,8 @@ struct Master: NodeRole, Sendable {
         guard let f = inFlight else { return }
         ctx.paths.count(.transactionCommitted)
         ctx.out.append(.committed(CommitQuorum(ref: f.tx.ref, digest: f.tx.digest, voters: f.voters,
-                                               okVoters: f.votes.filter(\.value).keys.sorted(), ownVote: ctx.storeHealthy),
+                                               okVoters: f.votes.filter(\.value).keys.sorted(), ownVote: ctx.storeHealthy,
+                                               droppedVoters: f.dropped),
                                   latency: now - f.preparedAt))
         ctx.commitLocally(f.tx)
         persistMergedStateIfDone(in: &ctx)

@@ -17,7 +17,7 @@ public struct Member: Hashable, Sendable {
     public var lastHeardOnBroker: Instant = .zero
     /// The last transaction the master knows this node holds (master's bookkeeping).
     public var confirmed: TxRef
-    /// Set when it stayed silent through a vote; cleared when heard again.
+    /// Set when it stayed silent through a vote; cleared when heard again on the broker.
     public var suspect: Bool = false
     /// The run heard before this one (`Membership.heard`).
     public var previousIncarnation: UInt64?

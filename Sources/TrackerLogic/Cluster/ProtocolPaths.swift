@@ -122,6 +122,8 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case latePreparedReproposed
     /// A master whose peer sends failed, while another node's worked, left the office.
     case mutedMasterSteppedDown
+    /// A live master counted a silent voter still linked to a broker as a no.
+    case silentLinkedVoterCountedNo
 
     public var description: String {
         switch self {
@@ -174,6 +176,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .lateVoteAnswered: return "late vote answered with the decision"
         case .latePreparedReproposed: return "late-reported prepared transaction proposed again"
         case .mutedMasterSteppedDown: return "master muted on the peer channel stepped down"
+        case .silentLinkedVoterCountedNo: return "silent voter still linked to a broker counted as no"
         }
     }
 }
@@ -206,8 +209,12 @@ public struct CommitQuorum: Sendable, Hashable {
     public var voters: [NodeID]
     public var okVoters: [NodeID]
     public var ownVote: Bool
+    /// Voters a live master counted down as dead after they stayed silent (the simulator
+    /// checks none was live and reaching the broker).
+    public var droppedVoters: [NodeID]
 
-    public init(ref: TxRef, digest: UInt64, voters: [NodeID], okVoters: [NodeID], ownVote: Bool) {
+    public init(ref: TxRef, digest: UInt64, voters: [NodeID], okVoters: [NodeID], ownVote: Bool, droppedVoters: [NodeID] = []) {
         self.ref = ref; self.digest = digest; self.voters = voters; self.okVoters = okVoters; self.ownVote = ownVote
+        self.droppedVoters = droppedVoters
     }
 }
