@@ -103,7 +103,8 @@ import TrackerLogic
     /// A live master of three whose slaves go silent on the broker (their beacons still
     /// come, saying `slavesSay`): returns the replies to one announce within `seconds`,
     /// and the master, with `echoes` of its own keepalives carried back meanwhile.
-    func liveMasterWithSilentSlaves(slavesSay echo: BrokerEchoReport, echoes: Bool, seconds: Int64) throws -> ([TrackerResponse], TrackerNode) {
+    func liveMasterWithSilentSlaves(slavesSay echo: BrokerEchoReport, echoes: Bool, seconds: Int64,
+                                    slavesBeacon: Bool = true, againAfter: Int64? = nil) throws -> ([TrackerResponse], TrackerNode) {
         var (n, t) = liveN3Leading { _, _ in }
         _ = n.step(ownEcho(of: n), now: t)
         for slave in [UInt32(1), 2] {
@@ -116,12 +117,16 @@ import TrackerLogic
         var replies: [TrackerResponse] = []
         var actions = n.step(announceDatagram(1, at: t), now: t)
         let end = t + Milliseconds(seconds * 1000)
+        let again = againAfter.map { t + Milliseconds($0) }
         while t < end {
             replies += answers(actions)
             t = t + Milliseconds(50)
             actions = []
+            if t == again { actions += n.step(announceDatagram(2, at: t), now: t) }
             if t.milliseconds % 500 == 0 {
-                for s in UInt32(1)...2 { actions += n.step(beacon(from: s, role: .slave, master: 3, epoch: n.epoch, echo: echo), now: t) }
+                for s in UInt32(1)...2 where slavesBeacon {
+                    actions += n.step(beacon(from: s, role: .slave, master: 3, epoch: n.epoch, echo: echo), now: t)
+                }
                 if echoes { actions += n.step(ownEcho(of: n), now: t) }
             }
             actions += n.step(.tick, now: t)
@@ -134,8 +139,22 @@ import TrackerLogic
         let (cut, n) = try liveMasterWithSilentSlaves(slavesSay: .age(Milliseconds(20)), echoes: false, seconds: 2)
         #expect(!cut.contains(where: isAnnounce), "no echo, slaves that reach the broker: the silence may be its own link")
         #expect(n.paths[.silentVotersAwaitedEcho] >= 1)
-        let (linked, _) = try liveMasterWithSilentSlaves(slavesSay: .age(Milliseconds(20)), echoes: true, seconds: 2)
-        #expect(linked.contains(where: isAnnounce), "its own link works: silent voters are down, and live commits without them")
+        // Its own link works and the slaves fell silent everywhere: once the failure
+        // detector calls them down (`downAfter`), live commits without them.
+        let (dead, _) = try liveMasterWithSilentSlaves(slavesSay: .age(Milliseconds(20)), echoes: true, seconds: 5,
+                                                       slavesBeacon: false, againAfter: 3000)
+        #expect(dead.contains(where: isAnnounce), "the announce sent again once they are down is committed alone")
+    }
+
+    /// Slaves silent on the broker that still beacon on the peer network, saying they
+    /// reach the broker, are cut from us, not dead (the link between two brokers): their
+    /// votes count as no, and a live master commits nothing alone while the failure
+    /// detector still hears them.
+    @Test func aLiveMasterCountsSilentVotersStillLinkedToABrokerAsNo() throws {
+        let (linked, n) = try liveMasterWithSilentSlaves(slavesSay: .age(Milliseconds(20)), echoes: true, seconds: 4)
+        #expect(!linked.contains(where: isAnnounce), "two of three reach their broker and each other: no commit alone")
+        #expect(linked.contains(where: isError), "the announce is refused")
+        #expect(n.paths[.silentLinkedVoterCountedNo] >= 1)
     }
 
     @Test func inABrokerOutageALiveMasterCommitsAlone() throws {
