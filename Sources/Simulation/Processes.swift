@@ -364,6 +364,7 @@ extension Simulator {
         inLivenessPhase = scenario.liveness != nil
         network.quiet = true
         network.heal()
+        network.topologyChangedAt = now
         network.extraDelay = [:]
         network.peerSendsFailUntil = [:]
         // Only the cluster's own slots: an impostor (a slot beyond them) is left as it is,
@@ -401,6 +402,7 @@ extension Simulator {
         inLivenessPhase = false
         network.heal()
         network.isolated = []
+        network.topologyChangedAt = now
         for s in slots.indices where slots[s].exists && !slots[s].isRunning { startNode(s) }
         note(-1, "EVERYTHING HEALED: network whole, every node up")
     }

@@ -41,7 +41,7 @@ enum Candidate: NodeRole, Sendable, Equatable {
             if k.role == .master, env.epoch == ctx.epoch, env.from == ctx.epoch.master, env.from > ctx.id { return .follow(env.from) }
         case .election:
             // A lower candidate waits for us; a higher one will win and we wait for it.
-            _ = ctx.answerElection(from: env.from)
+            _ = ctx.answerElection(from: env.from, now)
         case .answer:
             self = .awaitingCoordinator(deadline: now + ctx.config.coordinatorTimeout)
         case .coordinator:

@@ -133,7 +133,7 @@ struct Master: NodeRole, Sendable {
     mutating func receive(_ env: ClusterEnvelope, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
         switch env.message {
         case .keepalive, .election:
-            ctx.officeHolderHeard(env)
+            ctx.officeHolderHeard(env, now)
         case .coordinatorAck(let last, let prepared):
             if env.epoch == ctx.epoch, missedByRecovery(last, in: ctx) { return .recoverAgain(missed: last) }
             if env.epoch == ctx.epoch { latePrepared(prepared, last: last, from: env.from, in: &ctx, now) }

@@ -105,9 +105,12 @@
     }
 
     /// Bully: a lower candidate is told a higher id is here (true when it was), unless
-    /// this node cannot record an epoch and so cannot lead: then the lower one may.
-    mutating func answerElection(from candidate: NodeID) -> Bool {
-        guard candidate < id, storeHealthy else { return false }
+    /// this node could not lead: it cannot record an epoch, it is cut off from the broker
+    /// while another node reaches it (`BrokerLink.swift`), or its peer sends fail while
+    /// another's work (`PeerSends.swift`). Such a node claims nothing, and an ANSWER from
+    /// it would keep the lower candidates waiting for a COORDINATOR that never comes.
+    mutating func answerElection(from candidate: NodeID, _ now: Instant) -> Bool {
+        guard candidate < id, storeHealthy, !cutFromBroker(now), !mutedOnPeerChannel(now) else { return false }
         send(.answer, to: candidate)
         return true
     }
@@ -142,10 +145,10 @@
     /// What the holder of the master's office, recovering or serving, does with a keepalive
     /// or an ELECTION: a slave of ours confirms itself as a voter; a lower candidate is
     /// answered, and everyone is reminded who leads.
-    mutating func officeHolderHeard(_ env: ClusterEnvelope) {
+    mutating func officeHolderHeard(_ env: ClusterEnvelope, _ now: Instant) {
         switch env.message {
         case .keepalive(let k): slaveSaid(k, from: env.from)
-        case .election: if answerElection(from: env.from) { broadcast(.coordinator(lastCommitted: replica.lastCommitted)) }
+        case .election: if answerElection(from: env.from, now) { broadcast(.coordinator(lastCommitted: replica.lastCommitted)) }
         default: break
         }
     }

@@ -48,7 +48,7 @@ struct Recovery: NodeRole, Sendable {
     mutating func receive(_ env: ClusterEnvelope, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
         switch env.message {
         case .keepalive, .election:
-            ctx.officeHolderHeard(env)
+            ctx.officeHolderHeard(env, now)
         case .coordinatorAck(let last, let prepared):
             // Only an answer to this reign's COORDINATOR: the node adopted our epoch before
             // it answered. One sent in another epoch (delayed from an earlier recovery, or

@@ -51,7 +51,7 @@ struct Slave: NodeRole, Sendable {
             }
         case .election:
             // Bully: a lower candidate is told a higher id is here, and this node runs.
-            if ctx.answerElection(from: env.from) { return .runElection }
+            if ctx.answerElection(from: env.from, now) { return .runElection }
         case .coordinator:
             if master != env.from { follow(env.from, in: &ctx, now) }
             ctx.acknowledgeCoordinator(env.from)

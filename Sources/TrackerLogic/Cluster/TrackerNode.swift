@@ -593,7 +593,7 @@ public struct TrackerNode: Sendable {
             // Listening only: learn, do not act (id assignment is handled above) — except
             // that a lower candidate is told a higher id is here, so nodes started
             // together do not crown the lowest and then hand over again.
-            if case .election = env.message, ctx.id.isAssigned { _ = ctx.answerElection(from: env.from) }
+            if case .election = env.message, ctx.id.isAssigned { _ = ctx.answerElection(from: env.from, now) }
             return
         }
         dispatch(.message(env), now)
