@@ -106,11 +106,13 @@
 
     /// Bully: a lower candidate is told a higher id is here (true when it was), unless
     /// this node could not lead: it cannot record an epoch, it is cut off from the broker
-    /// while another node reaches it (`BrokerLink.swift`), or its peer sends fail while
-    /// another's work (`PeerSends.swift`). Such a node claims nothing, and an ANSWER from
-    /// it would keep the lower candidates waiting for a COORDINATOR that never comes.
+    /// while another node reaches it (`BrokerLink.swift`; not merely unproven yet, as at
+    /// its start, before its first echo), or its peer sends fail while another's work
+    /// (`PeerSends.swift`). Such a node claims nothing, and an ANSWER from it would keep
+    /// the lower candidates waiting for a COORDINATOR that never comes.
     mutating func answerElection(from candidate: NodeID, _ now: Instant) -> Bool {
-        guard candidate < id, storeHealthy, !cutFromBroker(now), !mutedOnPeerChannel(now) else { return false }
+        guard candidate < id, storeHealthy, !(cutFromBroker(now) && !brokerLinkUnproven(now)), !mutedOnPeerChannel(now)
+        else { return false }
         send(.answer, to: candidate)
         return true
     }
