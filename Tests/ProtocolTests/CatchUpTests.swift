@@ -42,4 +42,33 @@ import TrackerLogic
         _ = n2.stepEchoing(catchUp(sentIn: earlier), now: t + Milliseconds(10))
         #expect(n2.replica.lastCommitted == .zero)
     }
+
+    /// The catch-up carrying transactions 1...`through` of the current reign, sent in it.
+    func catchUp(through: UInt64) -> NodeEvent {
+        let txs = (1...through).map { Transaction(ref: TxRef(epoch: current, txid: $0), updates: []) }
+        return .cluster(ClusterEnvelope(from: NodeID(6), incarnation: 6000, epoch: current, to: NodeID(2),
+                                        message: .catchUp(after: .zero, txs)))
+    }
+
+    /// The master's snapshot after transactions 1...`through` of the current reign.
+    func snapshot(through: UInt64) -> NodeEvent {
+        var (other, t) = aSlave()
+        _ = other.stepEchoing(catchUp(through: through), now: t + Milliseconds(10))
+        return .cluster(ClusterEnvelope(from: NodeID(6), incarnation: 6000, epoch: current, to: NodeID(2),
+                                        message: .snapshot(other.replica.snapshot())))
+    }
+
+    /// A master's log only grows within its reign, so its snapshot older than a commit of
+    /// that reign the slave holds is one the broker delivered again: installing it would
+    /// undo acknowledged commits (seed 8267757876683373: the slave then voted OK for
+    /// another transaction under a ref it had applied). A newer one is installed.
+    @Test func aSnapshotOlderThanACommitOfItsReignIsIgnored() {
+        var (n2, t) = aSlave()
+        _ = n2.stepEchoing(catchUp(through: 2), now: t + Milliseconds(10))
+        #expect(n2.replica.lastCommitted == TxRef(epoch: current, txid: 2))
+        _ = n2.stepEchoing(snapshot(through: 1), now: t + Milliseconds(20))
+        #expect(n2.replica.lastCommitted == TxRef(epoch: current, txid: 2))
+        _ = n2.stepEchoing(snapshot(through: 3), now: t + Milliseconds(30))
+        #expect(n2.replica.lastCommitted == TxRef(epoch: current, txid: 3))
+    }
 }

@@ -282,6 +282,13 @@ struct RandomizedScenarioTests {
             + "drift=0,-31,0,0,-148,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 liveness=0+2+3+4+5 "
             + "faults=3845:crash:0,5860:slow:1:430,8302:crash:0,10475:partition:2+3,11633:restart:0,11797:pause:0:3243,"
             + "12388:join:4,12388:join:5,14141:restart:0,19303:heal operator=7310:reload:5:900",
+        // A redelivered SNAPSHOT older than commits of its master's reign undid them on a
+        // slave, which then voted OK for another transaction under a ref it had applied
+        // (`Slave.snapshotReceived`).
+        "seed=8267757876683373 nodes=5 quorum=strict loss=0.03 dup=0.09 delay=2-65 peers=5 torrents=2 until=17921 settle=25000 "
+            + "drift=0,0,0,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.05 redelivery=0.09 "
+            + "faults=4763:crash:0,6931:store-fails:2,9091:store-heals:2,9391:slow:1:54,10643:shutdown:1,10878:shutdown:3,"
+            + "11044:restart:0,11102:shutdown:4,11116:shutdown:2,12171:restart:4,13250:restart:3,14843:restart:2 operator=",
     ])
     func formerFailureLines(line: String) throws {
         var sim = Simulator(scenario: try Scenario(line: line))

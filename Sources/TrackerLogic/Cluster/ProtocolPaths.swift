@@ -73,6 +73,8 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case snapshotInstalled
     /// A snapshot whose checksum or shape is wrong was refused.
     case snapshotRefused
+    /// A snapshot older than a commit of its sender's reign we hold came again, ignored.
+    case staleSnapshotIgnored
     /// The master asked a diverged node for its repository.
     case mergeRequested
     /// A diverged node's repository was merged into the master's and the node dropped it.
@@ -156,6 +158,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .snapshotSent: return "snapshot sent"
         case .snapshotInstalled: return "snapshot installed"
         case .snapshotRefused: return "snapshot refused (checksum)"
+        case .staleSnapshotIgnored: return "stale snapshot ignored"
         case .mergeRequested: return "merge requested"
         case .mergeCompleted: return "merge of a diverged replica completed"
         case .duplicateIDRefused: return "duplicate id refused"

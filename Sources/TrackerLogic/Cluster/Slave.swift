@@ -213,6 +213,15 @@ struct Slave: NodeRole, Sendable {
             return
         }
         guard let store = ctx.intactStore(of: snapshot), node == master, node == ctx.epoch.master else { return }
+        // A master's log only grows within its reign: a snapshot older than a commit of
+        // that reign we already hold was taken before it, and came again (a broker
+        // redelivers). Installing it would undo commits we acknowledged and let us vote
+        // OK for another transaction under a ref we applied.
+        let held = ctx.replica.lastCommitted
+        guard !(held.epoch == sent && snapshot.lastCommitted < held) else {
+            ctx.paths.count(.staleSnapshotIgnored)
+            return
+        }
         helloAnswered = true
         ctx.installLocally(snapshot, store: store)
         ctx.prepared = nil
