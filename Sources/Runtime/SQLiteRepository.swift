@@ -12,6 +12,8 @@ public enum StoreWrite: Sendable {
     case wipe
     /// Replaces the operator data kept through a clean stop (`NodeAction.keepOperatorData`).
     case keep([KeptEntry])
+    /// Replaces the diverged repository's offer set aside (`NodeAction.setAside`).
+    case setAside([MergeOffer])
     case probe
 }
 
@@ -165,6 +167,9 @@ public final class SQLiteRepository {
             CREATE TABLE IF NOT EXISTS kept_entries(
                 seq INTEGER PRIMARY KEY,
                 entry BLOB NOT NULL);
+            CREATE TABLE IF NOT EXISTS set_aside_parts(
+                seq INTEGER PRIMARY KEY,
+                part BLOB NOT NULL);
             CREATE TABLE IF NOT EXISTS catalogue_stamps(
                 kind INTEGER NOT NULL,
                 info_hash TEXT NOT NULL,
@@ -341,6 +346,11 @@ public final class SQLiteRepository {
             try db.execute(sql: "DELETE FROM kept_entries")
             for (i, e) in entries.enumerated() {
                 try run(db, "INSERT INTO kept_entries(seq, entry) VALUES (?, ?)", [Int64(i), Data(ClusterCodec.encode(e))])
+            }
+        case .setAside(let parts):
+            try db.execute(sql: "DELETE FROM set_aside_parts")
+            for (i, part) in parts.enumerated() {
+                try run(db, "INSERT INTO set_aside_parts(seq, part) VALUES (?, ?)", [Int64(i), Data(ClusterCodec.encode(part))])
             }
         case .probe:
             // A real write: a read-only or full disk fails here, not on the next commit.
@@ -760,9 +770,10 @@ public final class SQLiteRepository {
             return try db.read { db in
                 let epoch = try Self.meta("epoch", db).map { Epoch(packed: UInt64(bitPattern: $0)) } ?? .zero
                 let kept = try Self.kept(db)
+                let setAside = try Self.setAside(db)
                 guard let lastTxid = try Self.meta("last_txid", db), lastTxid > 0,
                       let lastEpoch = try Self.meta("last_epoch", db) else {
-                    return DurableState(snapshot: nil, epoch: epoch, kept: kept)
+                    return DurableState(snapshot: nil, epoch: epoch, kept: kept, setAside: setAside)
                 }
                 let content = try Self.content(db)
                 let runs = try Row.fetchAll(db, sql: "SELECT term, master, first_txid FROM epoch_runs ORDER BY first_txid, term, master").map {
@@ -774,7 +785,7 @@ public final class SQLiteRepository {
                                         history: EpochHistory(runs: runs), content: content, torrents: try Self.torrents(db),
                                         access: try Self.access(db), stamps: try Self.stamps(db),
                                         completedBase: try Self.completedBases(db))
-                return DurableState(snapshot: snapshot, epoch: epoch, kept: kept)
+                return DurableState(snapshot: snapshot, epoch: epoch, kept: kept, setAside: setAside)
             }
         } catch {
             throw RepositoryError("cannot read repository \(path): \(error)")
@@ -821,6 +832,17 @@ public final class SQLiteRepository {
             switch ClusterCodec.decodeKeptEntry(Array(data)) {
             case .success(let e): return e
             case .failure(let error): throw RepositoryError("corrupt kept entry: \(error)")
+            }
+        }
+    }
+
+    /// The diverged repository's offer set aside, in part order.
+    static func setAside(_ db: Database) throws -> [MergeOffer] {
+        try Row.fetchAll(db, sql: "SELECT seq, part FROM set_aside_parts ORDER BY seq").map { row in
+            guard let data = try row.decode(Data?.self, forColumn: "part") else { throw RepositoryError("corrupt set-aside offer part") }
+            switch ClusterCodec.decodeMergeOffer(Array(data)) {
+            case .success(let part): return part
+            case .failure(let error): throw RepositoryError("corrupt set-aside offer part: \(error)")
             }
         }
     }
@@ -979,6 +1001,7 @@ extension StoreWrite {
         case .epoch(let e): "epoch \(e)"
         case .wipe: "wipe"
         case .keep(let entries): "keep \(entries.count) operator entries"
+        case .setAside(let parts): "set aside \(parts.count) offer parts"
         case .probe: "probe"
         }
     }

@@ -264,6 +264,10 @@ extension Simulator {
         for s in live where Digest.of(slots[s].node!.replica.store) != Digest.recomputed(slots[s].node!.replica.store) {
             return "after healing, s\(s)'s kept digest differs from its content's"
         }
+        // Equal replicas are not settled while a diverged state waits for its merge.
+        if let s = live.first(where: { slots[$0].node!.holdsSetAsideOffer }) {
+            return "after healing, s\(s) holds a diverged state set aside, not merged yet"
+        }
         for s in live where s != masters[0] {
             let n = slots[s].node!
             guard n.role == .slave, n.master == m.id else {

@@ -367,12 +367,17 @@ extension Simulator {
         network.topologyChangedAt = now
         network.extraDelay = [:]
         network.peerSendsFailUntil = [:]
-        // Only the cluster's own slots: an impostor (a slot beyond them) is left as it is,
-        // and the node it impersonates is cut off rather than stopped (restarted beside a
-        // live impostor, it would have to yield its id).
+        // An impostor (a slot beyond the cluster's own) is a second process given a
+        // node's id by mistake: the operator who heals the cluster stops it for good, or
+        // the core would hold two nodes of one id, one of them outside it.
+        if scenario.liveness != nil {
+            for s in scenario.nodes..<slots.count where slots[s].exists {
+                if slots[s].isRunning { crash(s) }
+                slots[s].exists = false
+            }
+        }
         let outside = scenario.liveness.map { l in (0..<scenario.nodes).filter { !l.core.contains($0) } } ?? []
-        let impersonated = Set((scenario.nodes..<slots.count).filter { slots[$0].isRunning }.compactMap { slots[$0].nodeID })
-        let down = Set((scenario.liveness?.down ?? []).filter { !impersonated.contains(nodeID($0)) })
+        let down = Set(scenario.liveness?.down ?? [])
         for s in slots.indices {
             if slots[s].disk.failing {
                 slots[s].disk.failing = false

@@ -13,6 +13,9 @@ struct SimDisk {
     /// What a clean stop kept of the operator's data: survives the wipe that follows, as
     /// the runtime's kept table does, but not the loss of the file.
     var kept: [KeptEntry] = []
+    /// A diverged repository's offer set aside (`NodeAction.setAside`): survives a wipe
+    /// and a crash, not the loss of the file.
+    var setAside: [MergeOffer] = []
     var failing = false
 
     var lastTxid: UInt64 { recent.last?.lastCommitted.txid ?? settled.lastCommitted.txid }
@@ -21,7 +24,7 @@ struct SimDisk {
     func durable() -> DurableState {
         var rows = settled
         for r in recent { rows.apply(r) }
-        return DurableState(snapshot: rows.snapshot, epoch: epoch, kept: kept)
+        return DurableState(snapshot: rows.snapshot, epoch: epoch, kept: kept, setAside: setAside)
     }
 
     mutating func write(_ rows: CommitRows) {
@@ -66,6 +69,7 @@ struct SimDisk {
         if lastWrites <= 0 {
             wipe()
             kept = []
+            setAside = []
         } else {
             recent.removeLast(min(lastWrites, recent.count))
         }
@@ -103,6 +107,8 @@ extension Simulator {
                 slots[slot].keptForWipe = true
             case .dropKeptOperatorData:
                 slots[slot].disk.kept = []
+            case .setAside(let parts):
+                slots[slot].disk.setAside = parts
             default:
                 break
             }

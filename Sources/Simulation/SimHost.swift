@@ -224,7 +224,7 @@ extension Simulator {
             if network.lost() || network.isolated.contains(slot) { return }
             queue.push(now + network.delay(slot), .reply(p, bytes))
         case .persist, .persistSnapshot, .persistPeerImage, .persistEpoch, .wipeStore, .probeStore, .keepOperatorData,
-             .dropKeptOperatorData:
+             .dropKeptOperatorData, .setAside:
             performStore(action, from: slot)
         case .committed(let quorum, _):
             if let id = slots[slot].nodeID, let v = checker.committed(quorum, by: id) { return fail(v) }

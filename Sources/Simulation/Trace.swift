@@ -25,6 +25,7 @@ extension Simulator {
         case .wipeStore: return "wipe store"
         case .keepOperatorData(let entries): return "keep \(entries.count) operator entries"
         case .dropKeptOperatorData: return "drop kept operator entries"
+        case .setAside(let parts): return parts.isEmpty ? "drop the set-aside offer" : "set aside an offer of \(parts.reduce(0) { $0 + $1.swarms.count }) swarms"
         case .probeStore: return "probe store"
         case .discardPeerBacklog: return "discard peer backlog"
         case .readPeers(let reads): return reads ? "read peer datagrams" : "leave peer datagrams to the heir"

@@ -157,6 +157,19 @@ import TrackerLogic
         #expect(n.paths[.silentLinkedVoterCountedNo] >= 1)
     }
 
+    /// A node's report of its echo is an interval late by construction (a keepalive
+    /// carries the echo of the one before it): a reported echo counts for `downAfter` and
+    /// an interval. Slaves whose reports say 1.8 s still reach the broker, so a master
+    /// without its own echo commits nothing alone; reports of 3.1 s are a broker outage.
+    /// With `downAfter` alone the master took the moments between two late reports for an
+    /// outage (seed 8267757876648754).
+    @Test func aReportedEchoCountsForAnIntervalLongerThanOneHeardHere() throws {
+        let (late, _) = try liveMasterWithSilentSlaves(slavesSay: .age(Milliseconds(1800)), echoes: false, seconds: 4)
+        #expect(!late.contains(where: isAnnounce), "slaves that still reach the broker: no commit alone")
+        let (gone, _) = try liveMasterWithSilentSlaves(slavesSay: .age(Milliseconds(3100)), echoes: false, seconds: 4)
+        #expect(gone.contains(where: isAnnounce), "echoes older than downAfter and an interval: an outage")
+    }
+
     @Test func inABrokerOutageALiveMasterCommitsAlone() throws {
         let (replies, _) = try liveMasterWithSilentSlaves(slavesSay: .never, echoes: false, seconds: 4)
         #expect(replies.contains(where: isAnnounce), "nobody reaches the broker: live commits alone")

@@ -10,6 +10,38 @@ struct SwarmTests {
                            uploaded: 0, downloaded: 0, left: left, event: event, at: Instant(milliseconds: seconds * 1000)))
     }
 
+    /// A merge of what the repository already holds changes nothing, and the master
+    /// commits no such swarm (`SwarmStore.changes(by:)`): exactly the merges whose
+    /// commit would leave the digest as it is.
+    @Test func aMergeChangesTheRepositoryExactlyWhenItBringsSomethingNew() throws {
+        var store = SwarmStore()
+        store.apply([announce(1, at: 10), announce(2, left: 0, event: .completed, at: 10), announce(3, at: 5),
+                     announce(3, event: .stopped, at: 12)])
+        let held = try #require(store.content(of: hashA))
+        func record(_ peer: UInt32, at seconds: Int64, left: Int64 = 100) -> PeerRecord {
+            PeerRecord(peerID: peerID(peer), endpoint: PeerEndpoint(ip: IPAddress("10.0.0.1")!, port: 6881), uploaded: 0,
+                       downloaded: 0, left: left, lastAnnounce: Instant(milliseconds: seconds * 1000))
+        }
+        let key3 = PeerKey(peerID: peerID(3), ip: IPAddress("10.0.0.1")!)
+        let cases: [(SwarmMerge, Bool)] = [
+            (held, false),
+            (SwarmMerge(infoHash: hashA, peers: [record(1, at: 5)], completed: []), false),
+            (SwarmMerge(infoHash: hashA, peers: [record(1, at: 20)], completed: []), true),
+            (SwarmMerge(infoHash: hashA, peers: [record(4, at: 1)], completed: []), true),
+            (SwarmMerge(infoHash: hashA, peers: [record(3, at: 11)], completed: []), false),
+            (SwarmMerge(infoHash: hashA, peers: [], completed: [key3]), true),
+            (SwarmMerge(infoHash: hashA, peers: [], completed: [], stops: [PeerStop(key: key3, at: Instant(milliseconds: 12_000))]), false),
+            (SwarmMerge(infoHash: hashA, peers: [], completed: [], stops: [PeerStop(key: key3, at: Instant(milliseconds: 13_000))]), true),
+            (SwarmMerge(infoHash: hashB, peers: [record(1, at: 1)], completed: []), true),
+        ]
+        for (i, (m, expected)) in cases.enumerated() {
+            var merged = store
+            merged.apply(.merge(m))
+            #expect(store.changes(by: m) == expected, "case \(i)")
+            #expect((Digest.of(merged) != Digest.of(store)) == expected, "case \(i): the digest agrees")
+        }
+    }
+
     @Test func countsSeedersAndLeechers() throws {
         var store = SwarmStore()
         store.apply([announce(1, left: 0), announce(2), announce(3, ip: "10.0.0.2")])

@@ -189,6 +189,27 @@ import TrackerRuntime
     /// An IPv4 address goes in as the text `IPAddress.description` gives (formatted on the
     /// stack, not by it), every octet width included. A fold after every write puts the
     /// rows in the base.
+    /// A diverged repository's offer set aside (`NodeAction.setAside`): read back in part
+    /// order, left by the wipe that follows it, dropped by an empty one; a part that does
+    /// not decode fails the load rather than being skipped.
+    @Test func anOfferSetAsideOutlivesTheWipeAndIsReadBack() throws {
+        let path = tempPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let repo = try SQLiteRepository(path: path)
+        let record = PeerRecord(peerID: PeerID(a: 1, b: 2, c: 3), endpoint: PeerEndpoint(ip: .v4(0x0A00_0001), port: 7000), uploaded: 1,
+                                downloaded: 2, left: 3, lastAnnounce: Instant(milliseconds: 42))
+        let parts = [MergeOffer(offerID: 9, part: 0, parts: 2, swarms: [SwarmMerge(infoHash: hash(1), peers: [record], completed: [])],
+                                torrents: [try torrent("aside")], access: []),
+                     MergeOffer(offerID: 9, part: 1, parts: 2, swarms: [SwarmMerge(infoHash: hash(2), peers: [record], completed: [record.key])])]
+        try repo.perform([.setAside(parts), .wipe])
+        #expect(try SQLiteRepository(path: path).load().setAside == parts)
+        try repo.perform(.setAside([]))
+        #expect(try repo.load().setAside.isEmpty)
+        try repo.perform(.setAside(parts))
+        try GRDB.DatabaseQueue(path: path).write { try $0.execute(sql: "UPDATE set_aside_parts SET part = x'00' WHERE seq = 1") }
+        #expect(throws: RepositoryError.self) { try SQLiteRepository(path: path).load() }
+    }
+
     @Test func addressesAreStoredAsTheirText() throws {
         let path = tempPath()
         let repo = try SQLiteRepository(path: path, foldThreshold: 1, foldRatio: 0)

@@ -289,6 +289,22 @@ struct RandomizedScenarioTests {
             + "drift=0,0,0,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.05 redelivery=0.09 "
             + "faults=4763:crash:0,6931:store-fails:2,9091:store-heals:2,9391:slow:1:54,10643:shutdown:1,10878:shutdown:3,"
             + "11044:restart:0,11102:shutdown:4,11116:shutdown:2,12171:restart:4,13250:restart:3,14843:restart:2 operator=",
+        // The liveness phase: a strict core of two whose slave held a diverged state the
+        // master lacked (a disk that lost two commits elsewhere) never settled: the merge
+        // needed the diverged node's vote (`SetAside.swift`).
+        "seed=17427010017624111724 nodes=3 quorum=strict loss=0.0 dup=0.0 delay=1-1 peers=1 torrents=1 until=21069 settle=25000 "
+            + "drift=0,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 liveness=1+2 "
+            + "faults=8390:crash:1,12590:join:2,14199:disk-loss:0:2,18138:restart:0 operator=",
+        // The same, the diverged state equal to the master's under another epoch's label
+        // (a prepared transaction proposed again by the next master).
+        "seed=4362953322813603543 nodes=6 quorum=strict loss=0.0 dup=0.0 delay=4-4 peers=1 torrents=1 until=12000 settle=25000 "
+            + "drift=0,0,0,0,0,0 interval=6 timeout=12000 fragments=1048576 corrupt=0.0 liveness=2+3+4+5 faults=8054:master-link:send operator=",
+        // A live master cut from the broker took the moment between two late echo reports
+        // of a slave that still reached it for a broker outage, and committed alone
+        // (`NodeContext.reachesBroker`).
+        "seed=8717638887750339462 nodes=3 quorum=live loss=0.0 dup=0.03 delay=1-81 peers=3 torrents=2 until=14924 settle=25000 "
+            + "drift=0,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 "
+            + "faults=5886:one-way:2>0,7253:heal,11844:broker-link:0:both,12233:broker-link:2:both operator=",
     ])
     func formerFailureLines(line: String) throws {
         var sim = Simulator(scenario: try Scenario(line: line))

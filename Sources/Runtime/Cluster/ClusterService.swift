@@ -270,6 +270,8 @@ public final class ClusterService: @unchecked Sendable {
             store(.keep(entries), for: action)
         case .dropKeptOperatorData:
             store(.keep([]), for: action)
+        case .setAside(let parts):
+            store(.setAside(parts), for: action)
         case .probeStore:
             store(.probe, for: action)
         case .discardPeerBacklog:

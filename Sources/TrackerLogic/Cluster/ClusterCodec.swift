@@ -329,6 +329,26 @@ public enum ClusterCodec {
         }
     }
 
+    /// A merge offer part as a store keeps it (`NodeAction.setAside`): the message that
+    /// carries it, so that reading it back checks it as the wire's is.
+    public static func encode(_ part: MergeOffer) -> [UInt8] {
+        var b = ByteBuffer()
+        encode(ClusterEnvelope(from: NodeID(1), incarnation: 0, epoch: .zero, to: nil, message: .mergeOffer(part)), into: &b)
+        return Array(b.readableBytesView)
+    }
+
+    /// A merge offer part read back from a store: all of `bytes`, or an error.
+    public static func decodeMergeOffer(_ bytes: [UInt8]) -> Result<MergeOffer, ClusterDecodingError> {
+        var b = ByteBuffer()
+        b.writeBytes(bytes)
+        switch decode(b) {
+        case .success(let env):
+            guard case .mergeOffer(let part) = env.message else { return .failure(ClusterDecodingError("not a merge offer")) }
+            return .success(part)
+        case .failure(let error): return .failure(error)
+        }
+    }
+
     /// Reads a message's bytes in place, bounds-checked at every read. Over the raw bytes
     /// rather than the `ByteBuffer`: each of the buffer's reads goes through its storage
     /// object (an exclusivity check and index bookkeeping per integer), and a message is

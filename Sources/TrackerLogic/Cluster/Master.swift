@@ -180,6 +180,7 @@ struct Master: NodeRole, Sendable {
             nextExpiry = now + ctx.expiryPeriod
             enqueue(.expire(before: now - ctx.handler.config.effectivePeerTimeout), origin: .expiry, in: &ctx, now)
         }
+        mergeSetAside(in: &ctx, now)
         if inFlight != nil { evaluateVotes(in: &ctx, now) }
         if let f = inFlight, now >= f.deadline || f.votesClosedAt.map({ ctx.brokerEchoed(since: $0) }) == true {
             voteTimedOut(in: &ctx, now)
@@ -463,7 +464,7 @@ struct Master: NodeRole, Sendable {
     mutating func mergeOfferReceived(_ offer: MergeOffer, from node: NodeID, in ctx: inout NodeContext, _ now: Instant) {
         let key = OfferKey(node: node, offerID: offer.offerID)
         if finishedOffers.contains(key) {
-            ctx.send(.mergeDone(offerID: offer.offerID), to: node)
+            mergeDone(key, in: &ctx)
             return
         }
         var progress = offers[key] ?? OfferProgress(parts: offer.parts)
@@ -473,9 +474,14 @@ struct Master: NodeRole, Sendable {
         // its own, they stay.
         let missing = offer.torrents.filter { ctx.replica.store.catalogue.torrents[$0.infoHash] == nil }
         let rules = ctx.replica.store.catalogue.access.missing(offer.access)
-        progress.pending += offer.swarms.count + missing.count + rules.count
+        // Swarms that would change nothing are not committed: the offer is done sooner,
+        // and a diverged node whose state we already hold is in sync without a commit it
+        // cannot vote for (in `strict`, the quorum may need its vote).
+        let swarms = offer.swarms.map { ctx.unexpired($0, now) }.filter { ctx.replica.store.changes(by: $0) }
+        if swarms.count < offer.swarms.count { ctx.paths.count(.mergeSwarmsAlreadyHeld) }
+        progress.pending += swarms.count + missing.count + rules.count
         offers[key] = progress
-        for m in offer.swarms { enqueue(.merge(ctx.unexpired(m, now)), origin: .merge(key), in: &ctx, now) }
+        for m in swarms { enqueue(.merge(m), origin: .merge(key), in: &ctx, now) }
         for t in missing { enqueue(.catalogue(.register(t)), origin: .merge(key), in: &ctx, now) }
         for change in rules { enqueue(.catalogue(change), origin: .merge(key), in: &ctx, now) }
         finishOfferIfDone(key, in: &ctx)
@@ -485,6 +491,11 @@ struct Master: NodeRole, Sendable {
         guard let p = offers[key], p.pending == 0, p.received.count == Int(p.parts) else { return }
         offers[key] = nil
         finishedOffers.insert(key)
-        ctx.send(.mergeDone(offerID: key.offerID), to: key.node)
+        mergeDone(key, in: &ctx)
+    }
+
+    /// Tells the offer's node its offer is merged; our own set-aside offer goes at once.
+    func mergeDone(_ key: OfferKey, in ctx: inout NodeContext) {
+        if key.node == ctx.id { ctx.mergeDone(offerID: key.offerID) } else { ctx.send(.mergeDone(offerID: key.offerID), to: key.node) }
     }
 }

@@ -73,6 +73,8 @@
     /// not hold yet (nor anything newer in their place): offered back until it does
     /// (`KeptOperatorData.swift`).
     var kept: [KeptEntry] = []
+    /// A diverged repository's offer, on disk until a master merged it (`SetAside.swift`).
+    var setAside: SetAside?
     var keptOffers = 0
     var nextKeptOffer = Instant(milliseconds: .min)
 

@@ -69,6 +69,9 @@ public enum NodeAction: Hashable, Sendable {
     case keepOperatorData([KeptEntry])
     /// The replica holds everything kept (or newer): the kept entries may go.
     case dropKeptOperatorData
+    /// Keep this diverged repository's merge offer beside the repository, in place of any
+    /// set aside before; none drops it (`SetAside.swift`). A wipe leaves it.
+    case setAside([MergeOffer])
     /// Check whether the store accepts writes again.
     case probeStore
     /// Drop the peer datagrams queued in the node's socket now, unread: they arrived while
@@ -155,7 +158,7 @@ extension NodeAction {
     /// epoch is durable) and a probe's: a committed transaction's write needs no answer.
     public func storeOutcome(ok: Bool, detail: String = "") -> NodeEvent? {
         switch self {
-        case .persist, .persistSnapshot, .persistPeerImage, .wipeStore, .keepOperatorData, .dropKeptOperatorData:
+        case .persist, .persistSnapshot, .persistPeerImage, .wipeStore, .keepOperatorData, .dropKeptOperatorData, .setAside:
             return ok ? nil : .storeResult(ok: false, detail: detail)
         case .persistEpoch(let epoch): return ok ? .epochStored(epoch) : .storeResult(ok: false, detail: detail)
         case .probeStore: return .storeResult(ok: ok, detail: detail)
@@ -172,8 +175,10 @@ public struct DurableState: Sendable, Equatable {
     public var epoch: Epoch
     /// What a clean stop kept of the operator's data (`NodeAction.keepOperatorData`).
     public var kept: [KeptEntry]
-    public init(snapshot: Snapshot?, epoch: Epoch, kept: [KeptEntry] = []) {
-        self.snapshot = snapshot; self.epoch = epoch; self.kept = kept
+    /// A diverged repository's merge offer, set aside until merged (`NodeAction.setAside`).
+    public var setAside: [MergeOffer]
+    public init(snapshot: Snapshot?, epoch: Epoch, kept: [KeptEntry] = [], setAside: [MergeOffer] = []) {
+        self.snapshot = snapshot; self.epoch = epoch; self.kept = kept; self.setAside = setAside
     }
 }
 

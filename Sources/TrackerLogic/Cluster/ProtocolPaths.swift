@@ -77,6 +77,10 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case staleSnapshotIgnored
     /// The master asked a diverged node for its repository.
     case mergeRequested
+    /// A diverged node set its repository aside for the merge and took the master's.
+    case divergedStateSetAside
+    /// A merge offer held swarms the master's repository already holds as merged: not committed.
+    case mergeSwarmsAlreadyHeld
     /// A diverged node's repository was merged into the master's and the node dropped it.
     case mergeCompleted
     /// A node found its id used by another live node and stopped.
@@ -160,6 +164,8 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .snapshotRefused: return "snapshot refused (checksum)"
         case .staleSnapshotIgnored: return "stale snapshot ignored"
         case .mergeRequested: return "merge requested"
+        case .divergedStateSetAside: return "diverged state set aside for its merge"
+        case .mergeSwarmsAlreadyHeld: return "merge offer's swarms already held"
         case .mergeCompleted: return "merge of a diverged replica completed"
         case .duplicateIDRefused: return "duplicate id refused"
         case .idAssigned: return "id assigned"

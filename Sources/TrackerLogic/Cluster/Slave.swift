@@ -15,8 +15,6 @@ struct Slave: NodeRole, Sendable {
     /// When to ask the master again for state (HELLO or catch-up), while not in sync.
     var retryAt: Instant?
     var helloAnswered = false
-    /// A diverged repository being offered to the master; dropped once MERGE-DONE.
-    var offer: PendingOffer?
     /// When to vote again on the transaction we prepared, if it is still undecided then
     /// (`Decision.swift`).
     var voteAgainAt: Instant?
@@ -26,12 +24,9 @@ struct Slave: NodeRole, Sendable {
         self.since = since
     }
 
-    /// A merge offer carries at most this many swarms per part.
-    static let offerPartSwarms = 64
-
     /// Asked after every step (`TrackerNode.nextWake`): no intermediate array.
     var nextDeadline: Instant? {
-        [retryAt, offer?.resendAt, voteAgainAt].compactMap { $0 }.min()
+        [retryAt, voteAgainAt].compactMap { $0 }.min()
     }
 
     /// Whether its repository is the master's, as far as it was told.
@@ -70,9 +65,7 @@ struct Slave: NodeRole, Sendable {
         case .mergeRequest:
             mergeRequested(in: &ctx, now)
         case .mergeDone(let offerID):
-            guard offer?.offerID == offerID else { break }
-            ctx.paths.count(.mergeCompleted)
-            dropDivergedState(in: &ctx, now)
+            ctx.mergeDone(offerID: offerID)
         case .idAssigned:
             // The node's id was just assigned (the gate took it): now it can say hello.
             if let master { sayHello(to: master, in: &ctx, now) }
@@ -105,17 +98,14 @@ struct Slave: NodeRole, Sendable {
         let heard = ctx.membership[m].map { now - $0.lastHeard <= ctx.config.downAfter } ?? false
         if !heard && now - since > ctx.config.downAfter { return .runElection }
         voteAgainIfUndecided(in: &ctx, now)
-        if let pending = offer, now >= pending.resendAt {
-            for part in pending.parts { ctx.send(.mergeOffer(part), to: m) }
-            offer?.resendAt = now + ctx.config.keepaliveInterval
-        }
+        ctx.offerSetAside(to: m, now)
         if inSync(ctx) {
             retryAt = nil
             // Bully: a live, up-to-date node with a higher id than its master takes over
             // (unless its disk cannot record the epoch it would claim, or it cannot
             // reach the broker or send to peers while others can).
             if m < ctx.id && ctx.storeHealthy && !ctx.cutFromBroker(now) && !ctx.mutedOnPeerChannel(now) { return .runElection }
-        } else if offer == nil, now >= (retryAt ?? now) {
+        } else if now >= (retryAt ?? now) {
             if !ctx.id.isAssigned || !helloAnswered {
                 follow(m, in: &ctx, now)
             } else {
@@ -231,43 +221,13 @@ struct Slave: NodeRole, Sendable {
         ctx.nextKeepalive = now
     }
 
-    /// The master holds a repository ours is not a prefix of: offer ours for merging, in
-    /// parts, until MERGE-DONE.
+    /// The master holds a repository ours is not a prefix of: set ours aside for merging
+    /// and take the master's (`SetAside.swift`).
     mutating func mergeRequested(in ctx: inout NodeContext, _ now: Instant) {
         guard let m = master else { return }
         helloAnswered = true
-        guard offer == nil else { return }
-        let content = ctx.replica.store.content()
-        let torrents = ctx.replica.store.catalogue.sorted
-        let rules = ctx.replica.store.catalogue.access.sortedRules
-        if content.isEmpty && torrents.isEmpty && rules.isEmpty {
-            dropDivergedState(in: &ctx, now)
-            return
-        }
-        let offerID = ctx.rng.next()
-        var chunks = stride(from: 0, to: content.count, by: Self.offerPartSwarms).map {
-            Array(content[$0..<min($0 + Self.offerPartSwarms, content.count)])
-        }
-        if chunks.isEmpty { chunks = [[]] }
-        let parts = chunks.enumerated().map {
-            MergeOffer(offerID: offerID, part: UInt32(truncatingIfNeeded: $0.offset), parts: UInt32(truncatingIfNeeded: chunks.count),
-                       swarms: $0.element, torrents: $0.offset == 0 ? torrents : [], access: $0.offset == 0 ? rules : [])
-        }
-        offer = PendingOffer(offerID: offerID, parts: parts, resendAt: now + ctx.config.keepaliveInterval)
-        for part in parts { ctx.send(.mergeOffer(part), to: m) }
+        ctx.setAsideDivergedReplica(now)
+        ctx.offerSetAside(to: m, now)
+        sayHello(to: m, in: &ctx, now)
     }
-
-    /// Our diverged repository is safe in the master's: drop it and take a snapshot.
-    mutating func dropDivergedState(in ctx: inout NodeContext, _ now: Instant) {
-        offer = nil
-        ctx.prepared = nil
-        ctx.wipeLocally()
-        if let master { sayHello(to: master, in: &ctx, now) }
-    }
-}
-
-struct PendingOffer: Sendable {
-    var offerID: UInt64
-    var parts: [MergeOffer]
-    var resendAt: Instant
 }

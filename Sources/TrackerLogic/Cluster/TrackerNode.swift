@@ -64,6 +64,9 @@ public struct TrackerNode: Sendable {
         if case .master(let m) = state, let f = m.inFlight { return f.tx.ref }
         return nil
     }
+    /// Whether a diverged repository of this node waits for its merge (`SetAside.swift`):
+    /// a cluster is not settled while one does.
+    public var holdsSetAsideOffer: Bool { ctx.setAside != nil }
     /// Held requests this master took on coming to serve and has not answered yet.
     public var heldAwaitingAnswer: Int { ctx.takenHeld.count }
 
@@ -105,6 +108,8 @@ public struct TrackerNode: Sendable {
                                epoch: epoch, replica: replica, rng: rng, nextKeepalive: startupUntil, held: held,
                                limiter: limiter, paths: paths)
         ctx.kept = kept
+        let setAside = SetAside.restored(restoring?.setAside ?? [])
+        if !setAside.isEmpty { ctx.setAside = SetAside(parts: setAside, resendAt: now) }
         self.restoreProblems = problems
         self.startedAt = now
         self.reportedStanding = NodeStanding(role: .starting, epoch: epoch, master: nil, serving: false)
@@ -208,6 +213,7 @@ public struct TrackerNode: Sendable {
         case .starting(let until): consider(until)
         case .slave(let s):
             consider(s.nextDeadline)
+            if s.master != nil { consider(ctx.setAside?.resendAt) }
             if s.master != nil { consider(s.since + ctx.config.downAfter + Milliseconds(1)) }
             // The heir's window without peer datagrams closes: read them from then on.
             if !reportedReadsPeers { consider(peersUnneeded(now)) }
@@ -673,6 +679,7 @@ public struct TrackerNode: Sendable {
                 // Writes were skipped while the store failed: rewrite it whole, epoch too.
                 ctx.out.append(.persistSnapshot(ctx.durable.snapshot()))
                 ctx.out.append(.persistEpoch(ctx.epoch))
+                if let s = ctx.setAside { ctx.out.append(.setAside(s.parts)) }
             }
         } else {
             ctx.storeHealthy = false

@@ -25,6 +25,19 @@ public struct SwarmStore: Sendable {
 
     public init(keepsDigest: Bool = true) { self.keepsDigest = keepsDigest }
 
+    /// Whether committing `m` would change this repository. A diverged replica's offer is
+    /// mostly what the master already holds (the same announces, often the same
+    /// transactions under another epoch's label); only the rest needs a commit, and a
+    /// commit is what a strict quorum may lack while the diverged node cannot vote. Reads
+    /// one swarm's copy; false only with the digest kept (a standalone node merges nothing).
+    public func changes(by m: SwarmMerge) -> Bool {
+        guard keepsDigest else { return true }
+        if m.stops.contains(where: { s in stops.at(s.key, in: m.infoHash).map { $0 < s.at } ?? true }) { return true }
+        var swarm = swarms[m.infoHash] ?? Swarm()
+        let change = swarm.merge(m, stops: stops, digest: true)
+        return change.sum != 0 || change.elements != 0 || change.peers != 0
+    }
+
     /// `stamp`: the transaction that carries it (`CatalogueStamps`; nil for a standalone
     /// node, which keeps no history).
     public mutating func apply(_ update: SwarmUpdate, stamp: TxRef? = nil) {
