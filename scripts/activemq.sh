@@ -39,6 +39,10 @@ case "${ACTIVEMQ_PAIR:-}" in
     '') ;;
     *) echo "activemq.sh: ACTIVEMQ_PAIR must be a or b" >&2; exit 2 ;;
 esac
+# Either end of a pair on other addresses than loopback's (a broker host each, as the
+# nemesis's namespaces are): this broker listens for its peer, or joins it.
+NETWORK_LISTEN="${ACTIVEMQ_NETWORK_LISTEN:-$NETWORK_LISTEN}"
+NETWORK_TO="${ACTIVEMQ_NETWORK_TO:-$NETWORK_TO}"
 STATE="${ACTIVEMQ_STATE:-/tmp/tracker-activemq}"
 HOST="${ACTIVEMQ_STOMP_HOST:-127.0.0.1}"
 PORT="${ACTIVEMQ_STOMP_PORT:-61613}"

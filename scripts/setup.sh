@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on Debian (idempotent): SQLite headers,
 # python3-libtorrent for the real-client tests, ActiveMQ (the cluster broker), nftables
-# (a firewall rule that refuses a node's sends), iproute2
+# (a firewall rule that refuses a node's sends; the nemesis's cuts), iptables,
+# libnetfilter-queue-dev and gcc (the nemesis's NFQUEUE loss, delay and duplication), iproute2
 # and curl for the network-namespace tests, transmission-cli and aria2 (real clients at a
 # failover), chromium + chromium-driver + python3-selenium
 # for the dashboard's browser test, opentracker for the benchmark suite, and for the
@@ -11,7 +12,7 @@
 # comes with the machine.
 set -euo pipefail
 needed=()
-for pkg in libsqlite3-dev python3-libtorrent activemq iproute2 curl nftables chromium chromium-driver python3-selenium transmission-cli aria2 opentracker dpkg-dev lintian keepalived openssl prometheus; do
+for pkg in libsqlite3-dev python3-libtorrent activemq iproute2 curl nftables iptables libnetfilter-queue-dev gcc chromium chromium-driver python3-selenium transmission-cli aria2 opentracker dpkg-dev lintian keepalived openssl prometheus; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || needed+=("$pkg")
 done
 if [ ${#needed[@]} -gt 0 ]; then

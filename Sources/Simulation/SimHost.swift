@@ -191,7 +191,20 @@ extension Simulator {
             // have not yet heard each other's epochs each answer what reaches them). One
             // process reads a datagram once, so it never answers one twice.
             var isError = false, isConnect = false
-            if case .error = response { isError = true }
+            if case .error(let e) = response {
+                isError = true
+                // A refusal is an answer the next master must know of: its ABORT has to
+                // reach the broker first (`KnownRefusals.swift`), unless this master can
+                // take it for a broker outage (nobody it hears reaches the broker: a node
+                // whose reports have had time to reach it would be a witness). Judged, as
+                // `checkCutOffMaster` is, where no report can be lost.
+                if AbortRefusal.refuses(e.message), network.brokerLinkCut[slot]?.blocksSending == true, !network.brokerDown,
+                   scenario.lossRate == 0, scenario.corruptRate == 0, scenario.adversary == nil,
+                   let n = settledWitness(of: slot, drain: Milliseconds(2 * (scenario.maxDelay + network.slowest) + 1)) {
+                    return fail("s\(slot) refused p\(p)'s transaction \(response.transactionID) while its broker link was cut for "
+                                + "sending and s\(n) reached the broker: its ABORT reached nobody, and the next master answers again")
+                }
+            }
             if case .connect = response { isConnect = true }
             if let first = checker.answeredBy[key], first.process == me, !checker.retransmitted.contains(key) {
                 return fail("s\(slot) answered p\(p)'s transaction \(key.tid) twice (first at "

@@ -71,6 +71,8 @@ struct Master: NodeRole, Sendable {
     var nextExpiry: Instant
     var lastDigest: UInt64 = 0
     var offers: [OfferKey: OfferProgress] = [:]
+    /// Refusals of aborted transactions, until the others can know of them (`KnownRefusals.swift`).
+    var refusals = RefusalsAwaitingEcho()
     var finishedOffers: Set<OfferKey> = []
     var assignedIDs: [UInt64: NodeID] = [:]
     /// The last snapshot sent to each node: a node that asks again before that one could
@@ -95,9 +97,13 @@ struct Master: NodeRole, Sendable {
 
     /// Asked after every step (`TrackerNode.nextWake`): no intermediate array.
     var nextDeadline: Instant? {
-        if let f = inFlight { return min(nextExpiry, f.deadline) }
-        if let b = batchDeadline { return min(nextExpiry, max(b, retryAfter ?? b)) }
-        return nextExpiry
+        let own: Instant
+        if let f = inFlight { own = min(nextExpiry, f.deadline) } else if let b = batchDeadline {
+            own = min(nextExpiry, max(b, retryAfter ?? b))
+        } else {
+            own = nextExpiry
+        }
+        return refusals.deadline.map { min(own, $0) } ?? own
     }
 
     /// Just recovered: bring each slave that answered to our state, tell everyone at once,
@@ -181,6 +187,7 @@ struct Master: NodeRole, Sendable {
             enqueue(.expire(before: now - ctx.handler.config.effectivePeerTimeout), origin: .expiry, in: &ctx, now)
         }
         mergeSetAside(in: &ctx, now)
+        sendKnownRefusals(in: &ctx, now)
         if inFlight != nil { evaluateVotes(in: &ctx, now) }
         if let f = inFlight, now >= f.deadline || f.votesClosedAt.map({ ctx.brokerEchoed(since: $0) }) == true {
             voteTimedOut(in: &ctx, now)
@@ -274,8 +281,7 @@ struct Master: NodeRole, Sendable {
             commitInFlight(in: &ctx, now)
         } else if ok + pending < f.needed {
             let errors = f.votes.values.filter { !$0 }.count + (ctx.storeHealthy ? 0 : 1)
-            abortInFlight(reason: errors > 0 ? "tracker cluster could not store the announce; retry"
-                                             : "tracker cluster has no quorum; retry", in: &ctx, now)
+            abortInFlight(reason: errors > 0 ? AbortRefusal.storeFailed : AbortRefusal.noQuorum, in: &ctx, now)
         }
     }
 
@@ -402,7 +408,7 @@ struct Master: NodeRole, Sendable {
         var keep: [QueuedUpdate] = []
         for item in f.items {
             if case .peer(let pending) = item.origin {
-                ctx.reply(ctx.handler.refusal(pending, reason: reason), to: pending.replyTo)
+                refuse(pending, reason: reason, in: &ctx, now)
             } else {
                 keep.append(item)  // expiry, merges and recovered updates must not be lost
             }

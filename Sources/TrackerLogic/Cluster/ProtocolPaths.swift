@@ -77,6 +77,9 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case staleSnapshotIgnored
     /// The master asked a diverged node for its repository.
     case mergeRequested
+    /// Refusals whose ABORT no echo showed reaching the broker within `downAfter` were
+    /// dropped: the heir answers those requests (`KnownRefusals.swift`).
+    case refusalLeftToHeir
     /// A diverged node set its repository aside for the merge and took the master's.
     case divergedStateSetAside
     /// A merge offer held swarms the master's repository already holds as merged: not committed.
@@ -164,6 +167,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .snapshotRefused: return "snapshot refused (checksum)"
         case .staleSnapshotIgnored: return "stale snapshot ignored"
         case .mergeRequested: return "merge requested"
+        case .refusalLeftToHeir: return "refusals left to the heir"
         case .divergedStateSetAside: return "diverged state set aside for its merge"
         case .mergeSwarmsAlreadyHeld: return "merge offer's swarms already held"
         case .mergeCompleted: return "merge of a diverged replica completed"
