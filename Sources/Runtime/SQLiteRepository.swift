@@ -827,22 +827,23 @@ public final class SQLiteRepository {
 
     /// The operator data a clean stop kept, in the order it was written.
     static func kept(_ db: Database) throws -> [KeptEntry] {
-        try Row.fetchAll(db, sql: "SELECT seq, entry FROM kept_entries ORDER BY seq").map { row in
-            guard let data = try row.decode(Data?.self, forColumn: "entry") else { throw RepositoryError("corrupt kept entry") }
-            switch ClusterCodec.decodeKeptEntry(Array(data)) {
-            case .success(let e): return e
-            case .failure(let error): throw RepositoryError("corrupt kept entry: \(error)")
-            }
-        }
+        try encodedRows(db, table: "kept_entries", column: "entry", what: "kept entry", decode: ClusterCodec.decodeKeptEntry)
     }
 
     /// The diverged repository's offer set aside, in part order.
     static func setAside(_ db: Database) throws -> [MergeOffer] {
-        try Row.fetchAll(db, sql: "SELECT seq, part FROM set_aside_parts ORDER BY seq").map { row in
-            guard let data = try row.decode(Data?.self, forColumn: "part") else { throw RepositoryError("corrupt set-aside offer part") }
-            switch ClusterCodec.decodeMergeOffer(Array(data)) {
-            case .success(let part): return part
-            case .failure(let error): throw RepositoryError("corrupt set-aside offer part: \(error)")
+        try encodedRows(db, table: "set_aside_parts", column: "part", what: "set-aside offer part", decode: ClusterCodec.decodeMergeOffer)
+    }
+
+    /// A table of codec-encoded values in `seq` order; one that does not decode fails the
+    /// read, naming `what`.
+    static func encodedRows<T>(_ db: Database, table: String, column: String, what: String,
+                               decode: ([UInt8]) -> Result<T, ClusterDecodingError>) throws -> [T] {
+        try Row.fetchAll(db, sql: "SELECT seq, \(column) FROM \(table) ORDER BY seq").map { row in
+            guard let data = try row.decode(Data?.self, forColumn: column) else { throw RepositoryError("corrupt \(what)") }
+            switch decode(Array(data)) {
+            case .success(let value): return value
+            case .failure(let error): throw RepositoryError("corrupt \(what): \(error)")
             }
         }
     }

@@ -218,6 +218,46 @@ def repository_rows(path):
         con.close()
 
 
+def set_full(histories, records):
+    """Jepsen's set-full over the peers' records in one file: (acknowledged peers, undone
+    stops, stale records, lost announces). HISTORIES maps a peer to its requests in the
+    order sent, each (sequence, event, acknowledged), the sequence being the `downloaded`
+    value only that request carried; RECORDS maps a peer to the sequence its record in the
+    file carries. A peer whose last acknowledged request was a stop (event 3) has no record,
+    or one of a request it sent later (unanswered, it may still have been committed); one
+    whose last acknowledged request was an announce has that request's record or a later
+    one's: an earlier one is stale, none is lost (unless it sent a stop after)."""
+    undone, stale, lost, acknowledged = [], [], [], 0
+    for p, history in histories.items():
+        answered = [i for i, e in enumerate(history) if e[2]]
+        if not answered:
+            continue
+        acknowledged += 1
+        last = answered[-1]
+        sequence, event, _ = history[last]
+        later = {e[0] for e in history[last + 1:]}
+        record = records.get(p)
+        if event == 3:
+            if record is not None and record not in later:
+                undone.append((p, sequence, record))
+        elif record is None:
+            if not any(e[1] == 3 for e in history[last + 1:]):
+                lost.append((p, sequence))
+        elif record != sequence and record not in later:
+            stale.append((p, sequence, record))
+    return acknowledged, undone, stale, lost
+
+
+def records_by_peer(rows, info_hash, peer_of):
+    """The `downloaded` value of each peer's record of INFO_HASH (bytes) in a file's rows,
+    keyed by PEER_OF(peer id bytes) (entries for which it gives None are skipped)."""
+    out = {}
+    for h, peer_id, _ip, _port, _up, downloaded, _left, _last in rows["peers"]:
+        if h == info_hash.hex() and (p := peer_of(bytes.fromhex(peer_id))) is not None:
+            out[p] = downloaded
+    return out
+
+
 class Cluster:
     """N nodes on loopback behind a multicast group, one broker topic per cluster."""
 

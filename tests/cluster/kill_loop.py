@@ -37,7 +37,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import Cluster, GroupClient, activemq, fail, free_udp_port, log  # noqa: E402
+from _harness import Cluster, GroupClient, activemq, fail, free_udp_port, log, records_by_peer, set_full  # noqa: E402
 from _link_proxy import LinkProxy  # noqa: E402
 
 PEERS = 120
@@ -117,31 +117,10 @@ class Load(threading.Thread):
 
 
 def judge(load, rows):
-    """Set-full over the peers' final records: (undone stops, stale or lost announces)."""
-    records = {}
-    for info_hash, peer_id, _ip, _port, _up, downloaded, _left, _last in rows["peers"]:
-        if info_hash == INFO_HASH.hex():
-            records[bytes.fromhex(peer_id)] = downloaded
-    undone, stale, lost, acknowledged = [], [], [], 0
-    for p in range(PEERS):
-        history = load.history[p]
-        answered = [i for i, e in enumerate(history) if e[2] == "ok"]
-        if not answered:
-            continue
-        acknowledged += 1
-        last = answered[-1]
-        sequence, event, _ = history[last]
-        later = {e[0] for e in history[last + 1:]}
-        record = records.get(load.peer_id(p))
-        if event == 3:
-            if record is not None and record not in later:
-                undone.append((p, sequence, record))
-        elif record is None:
-            if not any(e[1] == 3 for e in history[last + 1:]):
-                lost.append((p, sequence))
-        elif record != sequence and record not in later:
-            stale.append((p, sequence, record))
-    return acknowledged, undone, stale, lost
+    """Set-full over the peers' final records: (acknowledged, undone stops, stale, lost)."""
+    histories = {p: [(seq, event, answered == "ok") for seq, event, answered in load.history[p]] for p in range(PEERS)}
+    records = records_by_peer(rows, INFO_HASH, lambda pid: int.from_bytes(pid[8:], "big") if pid[:8] == b"-KL0001-" else None)
+    return set_full(histories, records)
 
 
 def settled(cluster):

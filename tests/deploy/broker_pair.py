@@ -29,7 +29,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
-from _harness import activemq, fail, log, repository_rows  # noqa: E402
+from _harness import activemq, fail, log, records_by_peer, repository_rows, set_full  # noqa: E402
 from _netns import host, remove, switch  # noqa: E402
 from deploy_guide import (FLOATING, PORT, TrackerHost, broker_host, find_package, guide_blocks, run_block,  # noqa: E402
                           serving_master, tracker_user)
@@ -89,26 +89,11 @@ while time.time() < end:
 
 
 def judge(history, rows):
-    """Set-full over the peers' records: (acknowledged, stale, lost). A peer's record must
-    carry its last acknowledged request's sequence number, or a later one it sent."""
-    records = {}
-    for info_hash, peer_id, _ip, _port, _up, downloaded, _left, _last in rows["peers"]:
-        if info_hash == INFO_HASH.hex():
-            records[bytes.fromhex(peer_id)] = downloaded
-    acknowledged, stale, lost = 0, [], []
-    for p in range(PEERS):
-        sent = history.get(p, [])
-        answered = [i for i, (_, outcome) in enumerate(sent) if outcome == "ok"]
-        if not answered:
-            continue
-        acknowledged += 1
-        sequence = sent[answered[-1]][0]
-        later = {q for q, _ in sent[answered[-1] + 1:]}
-        record = records.get(b"-PAIR01-" + p.to_bytes(12, "big"))
-        if record is None:
-            lost.append((p, sequence))
-        elif record != sequence and record not in later:
-            stale.append((p, sequence, record))
+    """Set-full over the peers' records (`set_full`; these peers never stop): (acknowledged,
+    stale, lost)."""
+    histories = {p: [(seq, 0, outcome == "ok") for seq, outcome in sent] for p, sent in history.items()}
+    records = records_by_peer(rows, INFO_HASH, lambda pid: int.from_bytes(pid[8:], "big") if pid[:8] == b"-PAIR01-" else None)
+    acknowledged, _undone, stale, lost = set_full(histories, records)
     return acknowledged, stale, lost
 
 

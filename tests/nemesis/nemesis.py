@@ -61,7 +61,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
-from _harness import Cluster, activemq, fail, log, repository_rows, tracker_binary  # noqa: E402
+from _harness import Cluster, activemq, fail, log, records_by_peer, repository_rows, set_full  # noqa: E402
 from _netns import ip, remove  # noqa: E402
 
 GROUP, PORT = "239.255.77.1", 6969
@@ -480,36 +480,13 @@ class Nemesis:
 
     def judge_file(self, rows, sends, replies):
         """Set-full over one file: (acknowledged peers, undone stops, stale, lost)."""
-        records = {}
-        for info_hash, peer_id, _ip, _port, _up, downloaded, _left, _last in rows["peers"]:
-            if info_hash == INFO_HASH.hex():
-                records[bytes.fromhex(peer_id)] = downloaded
-        history = {}
+        histories = {}
         for tid, s in sorted(sends.items(), key=lambda kv: kv[1]["t"]):
-            if s["k"] != "s":
-                continue
-            answers = replies.get(tid, [])
-            ok = any(a["a"] == 1 for a in answers)
-            history.setdefault(s["p"], []).append((s["seq"], s["ev"], ok))
-        acknowledged, undone, stale, lost = 0, [], [], []
-        for p, h in history.items():
-            answered = [i for i, e in enumerate(h) if e[2]]
-            if not answered:
-                continue
-            acknowledged += 1
-            last = answered[-1]
-            sequence, event, _ = h[last]
-            later = {e[0] for e in h[last + 1:]}
-            record = records.get(b"-NEM001-" + p.to_bytes(12, "big"))
-            if event == 3:
-                if record is not None and record not in later:
-                    undone.append((p, sequence, record))
-            elif record is None:
-                if not any(e[1] == 3 for e in h[last + 1:]):
-                    lost.append((p, sequence))
-            elif record != sequence and record not in later:
-                stale.append((p, sequence, record))
-        return acknowledged, undone, stale, lost
+            if s["k"] == "s":
+                ok = any(a["a"] == 1 for a in replies.get(tid, []))
+                histories.setdefault(s["p"], []).append((s["seq"], s["ev"], ok))
+        records = records_by_peer(rows, INFO_HASH, lambda pid: int.from_bytes(pid[8:], "big") if pid[:8] == b"-NEM001-" else None)
+        return set_full(histories, records)
 
     def active_at(self, t, slack=WINDOW_S):
         return [f for f in self.faults if f.started <= t and (f.ended is None or f.ended + slack >= t)]
