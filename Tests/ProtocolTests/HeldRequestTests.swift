@@ -311,6 +311,40 @@ extension HeldRequestTests {
         #expect(replies(actions).contains { $0.0.transactionID == 33 } == !masterNamesUnseenCommits)
     }
 
+    /// A request read while this node could not hear the broker (no echo of its own yet,
+    /// here) is judged by the master's aliveness: a COMMIT or ABORT may have passed it
+    /// by, and an ABORT leaves no trace on the peer network. The master was heard alive
+    /// after the request, so the next master does not answer it (the nemesis, seed
+    /// 3088537812: 54 requests refused, then acknowledged by an heir that had been
+    /// reconnecting to the broker). A node that heard the broker throughout answers it:
+    /// no decision came after it.
+    @Test(arguments: [false, true])
+    func aRequestReadWhileDeafToTheBrokerIsJudgedByAliveness(deaf: Bool) {
+        var n2 = node()
+        var t = t0
+        func step(_ e: NodeEvent) { _ = deaf ? n2.step(e, now: t) : n2.stepEchoing(e, now: t) }
+        while t < t0 + Milliseconds(3800) {
+            step(masterKeepalive())
+            step(.tick)
+            t = t + Milliseconds(500)
+        }
+        t = t0 + Milliseconds(3800)
+        step(.peer(announce(33, from: announcer, at: t), from: announcer))
+        t = t0 + Milliseconds(4000)
+        step(masterKeepalive())
+        // The broker comes back to n2 (its first echo), then n3 is gone.
+        t = t0 + Milliseconds(4100)
+        _ = n2.step(.cluster(ClusterEnvelope(from: NodeID(2), incarnation: 2000, epoch: n2.epoch, to: nil, message:
+            .keepalive(Keepalive(role: .slave, master: NodeID(3), lastCommitted: .zero, inSync: true)))), now: t)
+        var (actions, serving) = electUntilServing(&n2, from: t0 + Milliseconds(4000) + ClusterConfig().downAfter)
+        for _ in 0..<20 {
+            serving = serving + Milliseconds(10)
+            actions += n2.stepEchoing(.tick, now: serving)
+        }
+        #expect(n2.isServing)
+        #expect(replies(actions).contains { $0.0.transactionID == 33 } == !deaf)
+    }
+
     /// A PREPARE whose `previous` commits the transaction before it (a busy master sends no
     /// COMMIT for it) decides that transaction's announces as its COMMIT would: a new
     /// master does not answer them a second time.

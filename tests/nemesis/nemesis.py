@@ -509,8 +509,12 @@ class Nemesis:
             return "two masters that have not heard each other yet"
         lost = [f for f in self.faults if f.kind in ("kill", "pause", "isolate") and first_node in f.targets
                 and 0 <= f.started - first["t"] <= WINDOW_S]
-        if broker and lost:
-            return "a lone master lost in a broker outage"
+        # The next master may have been deaf to the broker when the first answered: a
+        # broker fault from shortly before the first answer on.
+        deaf = [f for f in self.faults if f.kind in broker_kinds and f.started <= second["t"]
+                and (f.ended is None or f.ended + WINDOW_S >= first["t"])]
+        if deaf and lost:
+            return "a master lost right after answering, its decision unheard on the broker"
         return None
 
     def silences(self, replies):

@@ -78,6 +78,15 @@ struct HeldRequests: Sendable {
         /// answered, once the partition healed and it recovered, announces the majority's
         /// master had answered, and applied them over newer state.
         var committed = TxRef.zero
+        /// Before this instant this node could not hear the broker (no echo of its own
+        /// keepalives for `downAfter`, or none yet): a COMMIT or ABORT may have passed it
+        /// by. An ABORT leaves no trace elsewhere (a keepalive reports commits only), so a
+        /// request read before it is judged by `alive`: a serving master heard after it
+        /// was alive to answer it, and the request counts as answered. Without this, an
+        /// heir whose link was reconnecting answered again 54 requests its master had
+        /// refused (the nemesis, seed 3088537812). The cost: such a request its master
+        /// never decided, the master lost right after, goes unanswered; its client retries.
+        var deafUntil = Instant(milliseconds: .min)
 
         /// Evidence only grows: a later message never makes an answered request look
         /// unanswered again.
@@ -211,7 +220,7 @@ struct HeldRequests: Sendable {
             let slot = (head + i) % slots.count
             guard now - slots[slot].receivedAt <= window else { continue }
             let r = request(at: slot)
-            let heard = r.isConnect || answeredAtOnce(r) ? evidence.alive : evidence.decided
+            let heard = r.isConnect || answeredAtOnce(r) || r.receivedAt < evidence.deafUntil ? evidence.alive : evidence.decided
             guard r.receivedAt - skew > heard,
                   heard < r.runStart || r.receivedAt - drain > heard else { continue }
             if seen.insert(Key(source: r.source, transactionID: r.transactionID, isConnect: r.isConnect)).inserted { out.append(r) }

@@ -523,6 +523,9 @@ public struct TrackerNode: Sendable {
         if env.from == id && env.incarnation == ctx.incarnation {
             // Our own topic message: a keepalive the broker carried back proves our link.
             if onBroker, case .keepalive = env.message {
+                // The first echo after a silence: what the broker carried meanwhile may
+                // have passed us by (`HeldRequests.Evidence.deafUntil`).
+                if ctx.brokerEcho.map({ now - $0 > ctx.config.downAfter }) ?? true { ctx.held.evidence.deafUntil = now }
                 ctx.brokerEcho = max(ctx.brokerEcho ?? now, now)
                 // A master may be waiting for it to commit (`Master.awaitedBrokerEcho`).
                 if serving { dispatch(.tick, now) }
@@ -735,6 +738,9 @@ extension TrackerNode {
     /// Just came to serve: answer what arrived while nobody did, through the normal path.
     mutating func answerHeld(_ now: Instant) {
         let (handler, store) = (ctx.handler, ctx.replica.store)
+        // Serving while deaf to the broker (an outage): nothing held can be judged by
+        // the decisions it carries.
+        if !ctx.brokerLinked(now) { ctx.held.evidence.deafUntil = max(ctx.held.evidence.deafUntil, now) }
         let held = ctx.held.takeUnanswered(now: now) { handler.answersAtOnce($0.datagram, from: $0.source, now: now, store: store) }
         ctx.takenHeld = Array((ctx.takenHeld + held).suffix(ctx.held.capacity))
         for r in held {
