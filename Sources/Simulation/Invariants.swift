@@ -94,9 +94,13 @@ extension Simulator {
             slots[slot].held.servingSince = isServing ? now : nil
             if isServing {
                 checker.servingStarted(slot, at: now)
-                // A slow master's answers wait for its own link: a live master counts a
-                // silent voter down only after the broker echoed it (`BrokerLink.swift`).
-                queue.push(now + Self.heldAnswerTime + Milliseconds(2 * (network.extraDelay[slot] ?? 0)), .checkHeld(slot, now))
+                // A slow master's answers wait for the slow links: an announce held commits
+                // in the transaction after the one in flight, each a round trip to the
+                // voters and back, and a live master counts a silent voter down only after
+                // the broker echoed one of its own keepalives sent after the votes were due
+                // (`BrokerLink.swift`).
+                let slowness = (network.extraDelay[slot] ?? 0) + network.slowest
+                queue.push(now + Self.heldAnswerTime + Milliseconds(4 * slowness), .checkHeld(slot, now))
             } else {
                 endServingSpan(slot)
             }
@@ -379,10 +383,21 @@ extension Simulator {
     /// and then (it was that master's to answer; the node learns of it from its
     /// slaves' evidence and must not answer it again). An insider with the key can fake a serving master; those
     /// scenarios only check that nothing crashes or forks.
+    ///
+    /// A refusal waits for the broker to show its ABORT went out, as long as the office
+    /// lasts (`KnownRefusals.swift`): while the master holds refusals back, the check waits
+    /// with it (the liveness phase fails a master that holds one for ever).
     mutating func checkHeld(_ slot: Int, servingSince start: Instant) {
+        guard slots[slot].held.servingSince == start, slots[slot].isServing, adversary?.plan.kind != .insider else {
+            slots[slot].held.receipts = []
+            return
+        }
+        if (slots[slot].inspect { $0.refusalsAwaitingEcho } ?? 0) > 0 {
+            queue.push(now + config.voteTimeout + Milliseconds(4 * (network.extraDelay[slot] ?? 0)), .checkHeld(slot, start))
+            return
+        }
         let receipts = slots[slot].held.receipts
         slots[slot].held.receipts = []
-        guard slots[slot].held.servingSince == start, slots[slot].isServing, adversary?.plan.kind != .insider else { return }
         // A master that cannot commit through the broker answers announces when it can,
         // or leaves office (`BrokerLink.swift`): a broker fault since it began to serve,
         // or one under way, takes it out of the bound.

@@ -58,8 +58,14 @@ final class SimSlot {
     var backlogDiscard: PeerBacklogDiscard?
     /// What this process heard serving masters say, and when they said it (see `HeardServing`).
     var heardServing = HeardServing()
-    /// When this process last read each request, and whether it served then.
-    var readAt: [RequestKey: (at: Instant, serving: Bool)] = [:]
+    /// When this process last read each request, and whether it served then; and when it
+    /// first read it (a peer retransmits under the same transaction id).
+    var readAt: [RequestKey: (at: Instant, serving: Bool, first: Instant)] = [:]
+    /// The ABORTs this process sent lately, and whether its broker link carried each (not
+    /// cut for sending, broker up): a refusal whose every possible ABORT was lost reached
+    /// nobody (`SimHost.perform`). Bounded to the newest `abortsKept`.
+    var abortsSent: [(at: Instant, carried: Bool)] = []
+    static let abortsKept = 256
     /// The tags of the frames this process's channel accepted: one accepted twice is a replay
     /// its window let through (the network duplicates frames, the adversary replays them).
     var acceptedFrames: Set<UInt64> = []
@@ -120,6 +126,7 @@ extension Simulator {
         slots[slot].backlogDiscard = nil
         slots[slot].heardServing = HeardServing()
         slots[slot].readAt = [:]
+        slots[slot].abortsSent = []
         slots[slot].acceptedFrames = []
         slots[slot].channel = ClusterChannel(keys: [clusterKey], startedAt: nodeNow(slot), fragmentBytes: scenario.fragmentBytes)
         slots[slot].trackedLast = node.replica.lastCommitted

@@ -68,7 +68,7 @@ extension Simulator {
             let key = RequestKey(peer: p, tid: header.transactionID)
             if header.action == .announce { checker.read(key, at: now) }
             if let serving = slots[s].inspect({ $0.isServing }) {
-                slots[s].readAt[key] = (now, serving)
+                slots[s].readAt[key] = (now, serving, slots[s].readAt[key]?.first ?? now)
                 if !serving, checker.unservedSends[key] != nil { slots[s].held.receipts.append(HeldReceipt(request: key, at: now)) }
             }
         }
@@ -166,6 +166,11 @@ extension Simulator {
                 targets = slots.indices.filter { $0 != slot }
             }
             if beacon && network.peerSendsFail(slot, at: now) { return peerSendFailed(slot) }
+            if case .abort = env.message {
+                let carried = network.brokerLinkCut[slot]?.blocksSending != true && !network.brokerDown
+                slots[slot].abortsSent.append((now, carried))
+                if slots[slot].abortsSent.count > SimSlot.abortsKept { slots[slot].abortsSent.removeFirst() }
+            }
             for frame in frames {
                 adversary?.capture(frame)
                 for s in targets { deliverCluster(frame, from: slot, to: s, beacon: beacon) }
@@ -196,10 +201,15 @@ extension Simulator {
                 // A refusal is an answer the next master must know of: its ABORT has to
                 // reach the broker first (`KnownRefusals.swift`), unless this master can
                 // take it for a broker outage (nobody it hears reaches the broker: a node
-                // whose reports have had time to reach it would be a witness). Judged, as
-                // `checkCutOffMaster` is, where no report can be lost.
+                // whose reports have had time to reach it would be a witness). Its ABORT
+                // left after the request was first read; if every ABORT since then was
+                // lost on the way to the broker, so was its. Judged, as `checkCutOffMaster` is,
+                // where no report can be lost.
                 if AbortRefusal.refuses(e.message), network.brokerLinkCut[slot]?.blocksSending == true, !network.brokerDown,
                    scenario.lossRate == 0, scenario.corruptRate == 0, scenario.adversary == nil,
+                   let read = slots[slot].readAt[key]?.first,
+                   case let aborts = slots[slot].abortsSent.filter({ $0.at >= read }),
+                   !aborts.isEmpty, !aborts.contains(where: \.carried),
                    let n = settledWitness(of: slot, drain: Milliseconds(2 * (scenario.maxDelay + network.slowest) + 1)) {
                     return fail("s\(slot) refused p\(p)'s transaction \(response.transactionID) while its broker link was cut for "
                                 + "sending and s\(n) reached the broker: its ABORT reached nobody, and the next master answers again")

@@ -118,8 +118,11 @@ import TrackerLogic
         var actions = n.step(announceDatagram(1, at: t), now: t)
         let end = t + Milliseconds(seconds * 1000)
         let again = againAfter.map { t + Milliseconds($0) }
+        // The echo carries the keepalive that left last: the one the broker would carry back.
+        var lastKeepalive: ClusterEnvelope?
         while t < end {
             replies += answers(actions)
+            lastKeepalive = keepalives(in: actions).last ?? lastKeepalive
             t = t + Milliseconds(50)
             actions = []
             if t == again { actions += n.step(announceDatagram(2, at: t), now: t) }
@@ -127,7 +130,7 @@ import TrackerLogic
                 for s in UInt32(1)...2 where slavesBeacon {
                     actions += n.step(beacon(from: s, role: .slave, master: 3, epoch: n.epoch, echo: echo), now: t)
                 }
-                if echoes { actions += n.step(ownEcho(of: n), now: t) }
+                if echoes, let k = lastKeepalive { actions += n.step(.cluster(k), now: t) }
             }
             actions += n.step(.tick, now: t)
         }
@@ -269,5 +272,37 @@ import TrackerLogic
             #expect(k.brokerEcho == report)
         }
         #expect(throws: ClusterDecodingError.self) { try ClusterCodec.decode(ByteBuffer(bytes: old + [0x00, 0x00])).get() }
+    }
+
+    /// The keepalive's number follows the peer-sends byte as a big-endian u64; a keepalive
+    /// without that byte carries none, and a short number is refused.
+    @Test func theKeepalivesNumberFollowsThePeerSendsReport() throws {
+        func encoded(_ failing: Bool?, _ sequence: UInt64?) -> [UInt8] {
+            ClusterCodec.encode(ClusterEnvelope(from: NodeID(1), incarnation: 1, epoch: .zero, to: nil,
+                                                message: .keepalive(Keepalive(role: .slave, master: NodeID(2), lastCommitted: .zero,
+                                                                              inSync: true, address: "", brokerEcho: .never,
+                                                                              peerSendsFailing: failing, sequence: sequence)))).allBytes
+        }
+        let old = encoded(false, nil)
+        #expect(encoded(false, 0x0102_0304_0506_0708) == old + [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08])
+        #expect(encoded(nil, 9) == encoded(nil, nil), "no number without the byte before it")
+        let decoded = try ClusterCodec.decode(ByteBuffer(bytes: encoded(true, 42))).get()
+        guard case .keepalive(let k) = decoded.message else { Issue.record("not a keepalive"); return }
+        #expect(k.sequence == 42 && k.peerSendsFailing == true)
+        #expect(throws: ClusterDecodingError.self) { try ClusterCodec.decode(ByteBuffer(bytes: old + [0x00, 0x00, 0x00])).get() }
+    }
+
+    /// Each keepalive a node publishes carries the next number, from 1 in each incarnation.
+    @Test func eachKeepaliveCarriesTheNextNumber() {
+        var (n, t) = liveN3Leading { _, _ in }
+        var numbers: [UInt64] = []
+        for _ in 0..<40 {
+            t = t + Milliseconds(100)
+            for e in keepalives(in: n.step(.tick, now: t)) {
+                if case .keepalive(let k) = e.message, let s = k.sequence { numbers.append(s) }
+            }
+        }
+        #expect(numbers.count >= 3)
+        #expect(zip(numbers, numbers.dropFirst()).allSatisfy { $1 == $0 + 1 }, "\(numbers)")
     }
 }

@@ -146,10 +146,15 @@ extension TrackerNode {
     /// Tests of what a node does without that echo step it plainly.
     mutating func stepEchoing(_ event: NodeEvent, now: Instant) -> [NodeAction] {
         var actions = step(event, now: now)
-        let echoes = actions.compactMap { a -> ClusterEnvelope? in
-            if case .broadcast(let e) = a, case .keepalive = e.message { return e } else { return nil }
-        }
-        for e in echoes { actions += step(.cluster(e), now: now) }
+        for e in keepalives(in: actions) { actions += step(.cluster(e), now: now) }
         return actions
+    }
+}
+
+/// The keepalives a node published on the broker in `actions`: what the broker carries
+/// back to it as its echoes (`BrokerLink.swift`).
+func keepalives(in actions: [NodeAction]) -> [ClusterEnvelope] {
+    actions.compactMap { a -> ClusterEnvelope? in
+        if case .broadcast(let e) = a, case .keepalive = e.message { return e } else { return nil }
     }
 }

@@ -123,16 +123,20 @@ extension NodeContext {
         !brokerLinked(now) && !liveMembers(now).contains { reachesBroker($0, now) }
     }
 
-    /// Whether the broker carried one of our keepalives back since `since`: what we sent
-    /// then got through.
-    func brokerEchoed(since: Instant) -> Bool {
-        brokerEcho.map { $0 >= since } ?? false
+    /// Whether the broker carried back a keepalive that left after our keepalive number
+    /// `sent` (`keepalivesSent` when we sent something): what we sent then got through,
+    /// and the broker's way back to us worked after it. The echo is known by the number it
+    /// carries, not by when it arrives: an echo of an earlier keepalive, slower than the
+    /// spacing between the two, arrives after the later one left too.
+    func brokerEchoed(after sent: UInt64) -> Bool {
+        echoedKeepalive > sent
     }
 
     /// Sends the next keepalive now, so that its echo comes one broker round trip later:
-    /// unless one left since `since` (and, with `every`, less than that long ago).
-    mutating func askForBrokerEcho(since: Instant, orEvery every: Milliseconds?, _ now: Instant) {
-        let sentSince = lastKeepaliveSent >= since
+    /// unless one left after our keepalive number `sent` (and, with `every`, less than
+    /// that long ago).
+    mutating func askForBrokerEcho(after sent: UInt64, orEvery every: Milliseconds?, _ now: Instant) {
+        let sentSince = keepalivesSent > sent
         guard !sentSince || every.map({ now - lastKeepaliveSent >= $0 }) == true else { return }
         nextKeepalive = min(nextKeepalive, now)
     }

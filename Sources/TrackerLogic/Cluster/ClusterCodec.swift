@@ -66,7 +66,10 @@ public enum ClusterCodec {
             case .never: b.writeInteger(BrokerEchoReport.neverCode)
             case .age(let a): b.writeInteger(UInt32(clamping: min(max(a.value, 0), BrokerEchoReport.maxAge.value)))
             }
-            if k.brokerEcho != .unknown, let failing = k.peerSendsFailing { b.writeInteger(failing ? 1 as UInt8 : 0) }
+            if k.brokerEcho != .unknown, let failing = k.peerSendsFailing {
+                b.writeInteger(failing ? 1 as UInt8 : 0)
+                if let sequence = k.sequence { b.writeInteger(sequence) }
+            }
         case .election(let ref), .coordinator(let ref), .catchUpRequest(let ref), .snapshotAck(let ref):
             write(ref, &b)
         case .answer, .mergeRequest, .leaving:
@@ -606,7 +609,11 @@ public enum ClusterCodec {
                     let code: UInt32 = try int()
                     k.brokerEcho = code == BrokerEchoReport.neverCode ? .never : .age(Milliseconds(Int64(code)))
                     // Then whether its peer sends fail: a later addition again.
-                    if remaining > 0 { k.peerSendsFailing = try bool() }
+                    if remaining > 0 {
+                        k.peerSendsFailing = try bool()
+                        // Then its sequence number.
+                        if remaining > 0 { k.sequence = try int() as UInt64 }
+                    }
                 }
                 message = .keepalive(k)
             case .election: message = .election(lastCommitted: try ref())

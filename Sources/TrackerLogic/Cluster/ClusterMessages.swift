@@ -82,13 +82,21 @@ public struct Keepalive: Hashable, Sendable {
     /// Whether the sender's own sends on the peer channel failed lately (`PeerSends.swift`);
     /// nil from a version that does not say. Encoded only after a broker echo report.
     public var peerSendsFailing: Bool?
+    /// The sender's count of keepalives sent in this incarnation, this one included: the
+    /// broker's echo of it tells the sender which of its keepalives came back, and so what
+    /// it sent before that one surely reached the broker (`BrokerLink.swift`). An echo
+    /// told apart by arrival time alone passed for a later keepalive's when it was slow.
+    /// Only the sender reads it; nil from a version that does not say. Encoded only after
+    /// `peerSendsFailing`.
+    public var sequence: UInt64?
 
     public init(role: Role, master: NodeID, lastCommitted: TxRef, inSync: Bool, address: String = "",
-                brokerEcho: BrokerEchoReport = .unknown, peerSendsFailing: Bool? = nil) {
+                brokerEcho: BrokerEchoReport = .unknown, peerSendsFailing: Bool? = nil, sequence: UInt64? = nil) {
         self.role = role; self.master = master; self.lastCommitted = lastCommitted; self.inSync = inSync
         self.address = address
         self.brokerEcho = brokerEcho
         self.peerSendsFailing = brokerEcho == .unknown ? nil : peerSendsFailing
+        self.sequence = self.peerSendsFailing == nil ? nil : sequence
     }
 }
 

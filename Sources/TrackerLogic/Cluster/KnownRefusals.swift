@@ -11,21 +11,26 @@
 /// The rule: the refusals of an aborted transaction wait until the broker carries back one
 /// of our own keepalives sent after the ABORT (the ABORT and the keepalive travel in order
 /// on one connection, so the echo proves the ABORT reached the broker), then go at once.
-/// An echo is taken for that keepalive's when it arrives after the keepalive left (an
-/// echo carries no sequence number: one of an earlier keepalive slower than the spacing
-/// between the two would pass for it).
-/// In a broker outage (nobody reaches it, so nobody else can lead) they go at once. If no
-/// such echo comes within `downAfter`, or the office ends first, they are dropped: the
-/// heir holds those requests and answers them once it serves, and a request the master
-/// took from its own held store is held again when its office ends (`NodeContext.takenHeld`).
+/// The echo is known by the number its keepalive carries (`Keepalive.sequence`): told by
+/// its arrival time, the late echo of a keepalive from before the ABORT (a slow link, or a
+/// broker's backlog) passed for the echo of one sent after it, which a cut that came
+/// between the two never let through.
+/// In a broker outage (nobody reaches it, so nobody else can lead) they go at once.
+/// Otherwise they wait as long as the office lasts: a master that stays in office is not
+/// cut off (`BrokerLink.swift`), so its echo comes, however slow or lossy its link; one
+/// that is cut off leaves the office, and its refusals are never sent: the heir holds
+/// those requests and answers them once it serves, and a request the master took from its
+/// own held store is held again (`NodeContext.takenHeld`). Dropped after `downAfter`
+/// instead, the refusal of a taken held request left it waiting for ever while its master
+/// went on serving (seed 51023518095160413).
 ///
 /// Cost: a refusal leaves one broker round trip later (a few milliseconds), and one that
 /// cannot be shown to the others is never sent; its peer gets its answer from the next
 /// master, or retries. The echo is asked for again each vote timeout (a lossy link loses
 /// echoes too).
 ///
-/// Bounded: at most `capacity` refusals wait; beyond that the oldest is dropped (its
-/// request stays with the heir, as above).
+/// Bounded: at most `capacity` refusals wait; beyond that the oldest is never sent (its
+/// request answered with nothing, as a dropped request is; its peer retransmits).
 /// The BEP 15 error messages of an aborted transaction's announces.
 public enum AbortRefusal {
     public static let noQuorum = "tracker cluster has no quorum; retry"
@@ -39,55 +44,44 @@ struct RefusalsAwaitingEcho: Sendable {
     struct Refusal: Sendable {
         var response: TrackerResponse
         var to: PeerEndpoint
-        /// When the ABORT that decided it left.
-        var abortedAt: Instant
-        /// When it is dropped if no echo showed that ABORT reaching the broker.
-        var giveUpAt: Instant
+        /// How many keepalives had left when its ABORT did: the echo of a later one shows
+        /// the ABORT reached the broker.
+        var abortedAfter: UInt64
     }
 
     static let capacity = 4096
     private(set) var waiting: [Refusal] = []
     /// When to ask for an echo again (an echo is lost like any frame).
     var askAgainAt: Instant?
-    /// When the first keepalive after the newest ABORT left, as seen at a check.
-    var keepaliveAfter: Instant?
 
     var isEmpty: Bool { waiting.isEmpty }
+    var count: Int { waiting.count }
 
-    /// When the oldest gives up waiting, or the next echo is asked for.
-    var deadline: Instant? {
-        guard let first = waiting.first else { return nil }
-        return min(first.giveUpAt, askAgainAt ?? first.giveUpAt)
+    /// When the next echo is asked for.
+    var deadline: Instant? { waiting.isEmpty ? nil : askAgainAt }
+
+    /// Adds one; returns the oldest it pushed out beyond `capacity`.
+    mutating func add(_ response: TrackerResponse, to peer: PeerEndpoint, abortedAfter: UInt64) -> [Refusal] {
+        var pushedOut: [Refusal] = []
+        if waiting.count >= Self.capacity {
+            let excess = waiting.count - Self.capacity + 1
+            pushedOut = Array(waiting.prefix(excess))
+            waiting.removeFirst(excess)
+        }
+        waiting.append(Refusal(response: response, to: peer, abortedAfter: abortedAfter))
+        return pushedOut
     }
 
-    mutating func add(_ response: TrackerResponse, to peer: PeerEndpoint, abortedAt: Instant, giveUpAt: Instant) {
-        if waiting.count >= Self.capacity { waiting.removeFirst(waiting.count - Self.capacity + 1) }
-        // A keepalive seen before this ABORT does not cover it.
-        if let k = keepaliveAfter, k < abortedAt { keepaliveAfter = nil }
-        waiting.append(Refusal(response: response, to: peer, abortedAt: abortedAt, giveUpAt: giveUpAt))
-    }
-
-    /// The refusals whose ABORT is known to have reached the broker (an echo after a
-    /// keepalive that left after it), or all of them in an outage; those that waited
-    /// `downAfter` in vain are dropped. Returns what is due and how many were dropped.
-    mutating func take(now: Instant, outage: Bool, lastKeepaliveSent: Instant, echo: Instant?) -> (due: [Refusal], dropped: Int) {
-        guard let newest = waiting.last else { return ([], 0) }
-        if keepaliveAfter == nil, lastKeepaliveSent > newest.abortedAt { keepaliveAfter = lastKeepaliveSent }
-        var due: [Refusal] = [], kept: [Refusal] = [], dropped = 0
-        let proven = keepaliveAfter.flatMap { k in echo.map { $0 >= k } } ?? false
+    /// The refusals whose ABORT is known to have reached the broker (the echo of keepalive
+    /// number `echoed` left after it), or all of them in an outage.
+    mutating func take(outage: Bool, echoed: UInt64) -> [Refusal] {
+        var due: [Refusal] = [], kept: [Refusal] = []
         for r in waiting {
-            // Every refusal waiting left before the newest's ABORT: one echo covers all.
-            if outage || proven {
-                due.append(r)
-            } else if now >= r.giveUpAt {
-                dropped += 1
-            } else {
-                kept.append(r)
-            }
+            if outage || echoed > r.abortedAfter { due.append(r) } else { kept.append(r) }
         }
         waiting = kept
-        if waiting.isEmpty { askAgainAt = nil; keepaliveAfter = nil }
-        return (due, dropped)
+        if waiting.isEmpty { askAgainAt = nil }
+        return due
     }
 }
 
@@ -100,26 +94,29 @@ extension Master {
             ctx.reply(response, to: pending.replyTo)
             return
         }
+        // Every keepalive sent so far left before the ABORT.
+        let sent = ctx.keepalivesSent
         if refusals.isEmpty {
-            // A keepalive that left earlier in this step went before the ABORT.
-            ctx.askForBrokerEcho(since: now + Milliseconds(1), orEvery: nil, now)
+            ctx.askForBrokerEcho(after: sent, orEvery: nil, now)
             refusals.askAgainAt = now + ctx.config.voteTimeout
         }
-        refusals.add(response, to: pending.replyTo, abortedAt: now, giveUpAt: now + ctx.config.downAfter)
+        let pushedOut = refusals.add(response, to: pending.replyTo, abortedAfter: sent)
+        if !pushedOut.isEmpty {
+            // Answered with nothing: a held request among them waits no more.
+            ctx.paths.count(.refusalLeftToHeir)
+            for r in pushedOut { ctx.settleTaken(r.response.transactionID, from: r.to) }
+        }
     }
 
     /// Each tick (an echo of ours ticks a serving master at once): sends the refusals now
-    /// known to the others, drops those that waited in vain.
+    /// known to the others.
     mutating func sendKnownRefusals(in ctx: inout NodeContext, _ now: Instant) {
         guard !refusals.isEmpty else { return }
-        let (due, dropped) = refusals.take(now: now, outage: ctx.brokerOutage(now), lastKeepaliveSent: ctx.lastKeepaliveSent,
-                                           echo: ctx.brokerEcho)
-        for r in due { ctx.reply(r.response, to: r.to) }
-        if dropped > 0 { ctx.paths.count(.refusalLeftToHeir) }
+        for r in refusals.take(outage: ctx.brokerOutage(now), echoed: ctx.echoedKeepalive) { ctx.reply(r.response, to: r.to) }
         // Still waiting: ask again each vote timeout, as a master awaiting its echo to count
         // silent voters does (`Master.awaitedBrokerEcho`).
         if !refusals.isEmpty, let at = refusals.askAgainAt, now >= at {
-            ctx.askForBrokerEcho(since: now + Milliseconds(1), orEvery: nil, now)
+            ctx.askForBrokerEcho(after: ctx.keepalivesSent, orEvery: nil, now)
             refusals.askAgainAt = now + ctx.config.voteTimeout
         }
     }

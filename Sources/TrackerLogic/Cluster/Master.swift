@@ -40,11 +40,14 @@ struct InFlight: Sendable {
     var needed: Int
     var deadline: Instant
     var retries = 0
-    /// When the first PREPARE left (the commit latency runs from it).
+    /// When the first PREPARE left (the commit latency runs from it), and how many
+    /// keepalives had left by then: committing alone takes the echo of a later one.
     var preparedAt: Instant
-    /// When its last vote window closed with voters still silent (live quorum): counting
-    /// them down takes an echo that came after it (`Master.voteTimedOut`).
-    var votesClosedAt: Instant?
+    var preparedAfter: UInt64
+    /// How many keepalives had left when its last vote window closed with voters still
+    /// silent (live quorum): counting them down takes the echo of a later one
+    /// (`Master.voteTimedOut`).
+    var votesClosedAfter: UInt64?
     /// Silent voters counted down as dead (live quorum).
     var dropped: [NodeID] = []
 }
@@ -189,7 +192,7 @@ struct Master: NodeRole, Sendable {
         mergeSetAside(in: &ctx, now)
         sendKnownRefusals(in: &ctx, now)
         if inFlight != nil { evaluateVotes(in: &ctx, now) }
-        if let f = inFlight, now >= f.deadline || f.votesClosedAt.map({ ctx.brokerEchoed(since: $0) }) == true {
+        if let f = inFlight, now >= f.deadline || f.votesClosedAfter.map({ ctx.brokerEchoed(after: $0) }) == true {
             voteTimedOut(in: &ctx, now)
         }
         tryPrepare(in: &ctx, now)
@@ -226,7 +229,8 @@ struct Master: NodeRole, Sendable {
             : ctx.majority(of: voters.count + 1 + ctx.unreachableOnBroker(now))
         inFlight = InFlight(tx: tx, previous: previous, items: items, voters: voters,
                             unconfirmed: live.filter { $0.confirmed != previous }.map(\.id), needed: needed,
-                            deadline: now + ctx.config.voteTimeout, preparedAt: now)
+                            deadline: now + ctx.config.voteTimeout, preparedAt: now,
+                            preparedAfter: ctx.keepalivesSent)
         ctx.broadcast(.prepare(tx, previous: previous, previousDigest: lastDigest))
         evaluateVotes(in: &ctx, now)
     }
@@ -275,7 +279,7 @@ struct Master: NodeRole, Sendable {
         let pending = f.voters.count - f.votes.count + f.unconfirmed.count
         if ok >= f.needed {
             if ctx.config.quorum == .live, !f.votes.values.contains(true), !ctx.liveMembers(now).isEmpty,
-               !awaitedBrokerEcho(since: f.preparedAt, in: &ctx, now) {
+               !awaitedBrokerEcho(after: f.preparedAfter, in: &ctx, now) {
                 return
             }
             commitInFlight(in: &ctx, now)
@@ -286,17 +290,18 @@ struct Master: NodeRole, Sendable {
     }
 
     /// Whether a live master may commit on its own vote alone, or count silent voters
-    /// down: only once the broker carried one of its keepalives back after `since` (the
-    /// PREPARE, or the close of the last vote window: its link worked both ways after the
-    /// votes were due, so the silence is theirs), or in a true outage
+    /// down: only once the broker carried back one of its keepalives sent after keepalive
+    /// number `sent` (the last before the PREPARE, or before the last vote window closed:
+    /// its link worked both ways after the votes were due, so the silence is theirs), or in
+    /// a true outage
     /// (`BrokerLink.swift`). Until then it asks for that echo: its next keepalive goes
     /// now (again after each vote timeout), and the echo steps the master again
     /// (`TrackerNode.receive`).
-    mutating func awaitedBrokerEcho(since prepared: Instant, in ctx: inout NodeContext, _ now: Instant) -> Bool {
-        if ctx.brokerEchoed(since: prepared) || ctx.brokerOutage(now) { return true }
+    mutating func awaitedBrokerEcho(after sent: UInt64, in ctx: inout NodeContext, _ now: Instant) -> Bool {
+        if ctx.brokerEchoed(after: sent) || ctx.brokerOutage(now) { return true }
         ctx.paths.count(.silentVotersAwaitedEcho)
         // Asked again each vote timeout: an echo may be lost like any frame.
-        ctx.askForBrokerEcho(since: prepared, orEvery: ctx.config.voteTimeout, now)
+        ctx.askForBrokerEcho(after: sent, orEvery: ctx.config.voteTimeout, now)
         return false
     }
 
@@ -312,16 +317,16 @@ struct Master: NodeRole, Sendable {
         }
         let silent = f.voters.filter { f.votes[$0] == nil }
         if ctx.config.quorum == .live, !silent.isEmpty {
-            // Silent voters, or our own link cut? Only an echo that came after the last
-            // window closed tells: one from before it shows the link worked then, not
+            // Silent voters, or our own link cut? Only the echo of a keepalive sent after
+            // the last window closed tells: one from before it shows the link worked then, not
             // that the votes could still reach us (a link cut between that echo and the
             // votes let a slow master commit alone after the cut). Until it comes nobody
             // is counted down, and a master cut off leaves office meanwhile; when it
             // comes, it steps the master and this runs again (`tick`).
-            let closed = f.votesClosedAt ?? now
-            f.votesClosedAt = closed
-            inFlight?.votesClosedAt = closed
-            guard awaitedBrokerEcho(since: closed, in: &ctx, now) else {
+            let closed = f.votesClosedAfter ?? ctx.keepalivesSent
+            f.votesClosedAfter = closed
+            inFlight?.votesClosedAfter = closed
+            guard awaitedBrokerEcho(after: closed, in: &ctx, now) else {
                 inFlight?.deadline = now + ctx.config.voteTimeout
                 return
             }

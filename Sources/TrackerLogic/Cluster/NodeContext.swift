@@ -37,6 +37,11 @@
     /// When the first and the last one left.
     var firstKeepaliveSent: Instant?
     var lastKeepaliveSent = Instant(milliseconds: .min)
+    /// How many keepalives left in this incarnation (each carries its number), and the
+    /// highest number the broker carried back: everything we sent before that keepalive
+    /// reached the broker (`BrokerLink.swift`).
+    var keepalivesSent: UInt64 = 0
+    var echoedKeepalive: UInt64 = 0
     /// Requests received while not serving, for this node to answer if it comes to serve.
     var held: HeldRequests
     /// Held requests this node took to answer as it came to serve (`TrackerNode.answerHeld`)

@@ -69,6 +69,12 @@ public struct TrackerNode: Sendable {
     public var holdsSetAsideOffer: Bool { ctx.setAside != nil }
     /// Held requests this master took on coming to serve and has not answered yet.
     public var heldAwaitingAnswer: Int { ctx.takenHeld.count }
+    /// Refusals this master holds back until the broker shows their ABORT went out
+    /// (`KnownRefusals.swift`).
+    public var refusalsAwaitingEcho: Int {
+        if case .master(let m) = state { return m.refusals.count }
+        return 0
+    }
 
     /// - Parameters:
     ///   - id: the configured id, or `.unassigned` for `--id auto`.
@@ -419,6 +425,8 @@ public struct TrackerNode: Sendable {
     /// or runs.
     mutating func stepDown(_ now: Instant) {
         guard isMaster else { return }
+        // Refusals still waiting are never sent: the heir answers their requests.
+        if case .master(let m) = state, !m.refusals.isEmpty { ctx.paths.count(.refusalLeftToHeir) }
         for r in ctx.takenHeld { ctx.held.hold(r.datagram, from: r.source, now: r.receivedAt, runStart: r.runStart) }
         ctx.takenHeld = []
         if let until = pauseBacklogUntil, now < until {
@@ -449,10 +457,12 @@ public struct TrackerNode: Sendable {
         if now >= ctx.nextKeepalive {
             // A node still without an id (`--id auto`) has nothing to announce yet.
             if ctx.id.isAssigned {
+                ctx.keepalivesSent &+= 1
                 let keepalive = ctx.envelope(.keepalive(Keepalive(role: liveRole, master: liveMaster ?? .unassigned,
                                                                   lastCommitted: ctx.replica.lastCommitted, inSync: inSync,
                                                                   address: ctx.address, brokerEcho: ctx.brokerEchoReport(now),
-                                                                  peerSendsFailing: ctx.peerSendsFailing(now))))
+                                                                  peerSendsFailing: ctx.peerSendsFailing(now),
+                                                                  sequence: ctx.keepalivesSent)))
                 ctx.out.append(.broadcast(keepalive))
                 ctx.out.append(.beacon(keepalive))
                 ctx.lastKeepaliveSent = now
@@ -522,11 +532,15 @@ public struct TrackerNode: Sendable {
         let id = ctx.id
         if env.from == id && env.incarnation == ctx.incarnation {
             // Our own topic message: a keepalive the broker carried back proves our link.
-            if onBroker, case .keepalive = env.message {
+            if onBroker, case .keepalive(let k) = env.message {
                 // The first echo after a silence: what the broker carried meanwhile may
                 // have passed us by (`HeldRequests.Evidence.deafUntil`).
                 if ctx.brokerEcho.map({ now - $0 > ctx.config.downAfter }) ?? true { ctx.held.evidence.deafUntil = now }
                 ctx.brokerEcho = max(ctx.brokerEcho ?? now, now)
+                // Numbered beyond what we sent: not ours to trust as proof of anything.
+                if let sequence = k.sequence, sequence <= ctx.keepalivesSent {
+                    ctx.echoedKeepalive = max(ctx.echoedKeepalive, sequence)
+                }
                 // A master may be waiting for it to commit (`Master.awaitedBrokerEcho`).
                 if serving { dispatch(.tick, now) }
             }
