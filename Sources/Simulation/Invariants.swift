@@ -91,6 +91,7 @@ extension Simulator {
     mutating func checkStep(_ slot: Int) {
         guard let (isServing, role, epoch, id) = slots[slot].inspect({ ($0.isServing, $0.role, $0.epoch, $0.id) }) else { return }
         if isServing != (slots[slot].held.servingSince != nil) {
+            let endedSpan = slots[slot].held.servingSince
             slots[slot].held.servingSince = isServing ? now : nil
             if isServing {
                 checker.servingStarted(slot, at: now)
@@ -100,9 +101,11 @@ extension Simulator {
                 // the broker echoed one of its own keepalives sent after the votes were due
                 // (`BrokerLink.swift`).
                 let slowness = (network.extraDelay[slot] ?? 0) + network.slowest
+                slots[slot].held.owedBySpan[now] = slots[slot].held.receipts
+                slots[slot].held.receipts = []
                 queue.push(now + Self.heldAnswerTime + Milliseconds(4 * slowness), .checkHeld(slot, now))
             } else {
-                endServingSpan(slot)
+                endServingSpan(slot, began: endedSpan)
             }
         }
         if role == .master, let v = checker.leads(epoch, id: id) { return fail(v) }
@@ -369,8 +372,15 @@ extension Simulator {
              + "(window \(config.receiveSkew.value) ms): no node held what arrives until the election")
     }
 
-    mutating func endServingSpan(_ slot: Int) {
+    /// A span that ends owes nothing more; what it owed and the node holds again (the
+    /// requests it took and did not answer, `TrackerNode.stepDown`) the next span owes.
+    mutating func endServingSpan(_ slot: Int, began: Instant?) {
         checker.servingEnded(slot, at: now)
+        guard let began, let owed = slots[slot].held.owedBySpan.removeValue(forKey: began) else { return }
+        let heldAgain = owed.filter { r in
+            slots[slot].inspect { $0.holdsRequest(from: workload.peers[r.request.peer].endpoint, transactionID: r.request.tid) } ?? false
+        }
+        slots[slot].held.receipts = heldAgain + slots[slot].held.receipts
     }
 
     /// How long a new master may take to answer what it held (an announce commits first).
@@ -388,16 +398,13 @@ extension Simulator {
     /// lasts (`KnownRefusals.swift`): while the master holds refusals back, the check waits
     /// with it (the liveness phase fails a master that holds one for ever).
     mutating func checkHeld(_ slot: Int, servingSince start: Instant) {
-        guard slots[slot].held.servingSince == start, slots[slot].isServing, adversary?.plan.kind != .insider else {
-            slots[slot].held.receipts = []
-            return
-        }
+        let receipts = slots[slot].held.owedBySpan.removeValue(forKey: start) ?? []
+        guard slots[slot].held.servingSince == start, slots[slot].isServing, adversary?.plan.kind != .insider else { return }
         if (slots[slot].inspect { $0.refusalsAwaitingEcho } ?? 0) > 0 {
+            slots[slot].held.owedBySpan[start] = receipts
             queue.push(now + config.voteTimeout + Milliseconds(4 * (network.extraDelay[slot] ?? 0)), .checkHeld(slot, start))
             return
         }
-        let receipts = slots[slot].held.receipts
-        slots[slot].held.receipts = []
         // A master that cannot commit through the broker answers announces when it can,
         // or leaves office (`BrokerLink.swift`): a broker fault since it began to serve,
         // or one under way, takes it out of the bound.

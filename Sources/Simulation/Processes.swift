@@ -90,7 +90,12 @@ extension TrackerNode {
 /// (and only those received after it last heard a serving master count), when it last
 /// heard one, and since when it serves.
 struct HeldWatch {
+    /// Receipts since the node last came to serve.
     var receipts: [HeldReceipt] = []
+    /// The receipts each serving span owes answers to, by the instant it began: those
+    /// read before it and after the span before. Its check takes them, whatever the order
+    /// in which the checks of two spans come due.
+    var owedBySpan: [Instant: [HeldReceipt]] = [:]
     var lastHeardServing = Instant(milliseconds: .min)
     var servingSince: Instant?
     /// Until when, after a pause, what reaches the node may be its socket's backlog: a
@@ -167,7 +172,7 @@ extension Simulator {
         guard let node = slots[slot].node else { return }
         if slots[slot].held.servingSince != nil {
             checkHeirReads(losing: slot)
-            endServingSpan(slot)
+            endServingSpan(slot, began: nil)
         }
         lineupChangedAt = now
         coverage.nodes.add(node.paths)

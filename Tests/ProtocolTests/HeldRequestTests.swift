@@ -82,6 +82,93 @@ import TrackerLogic
         #expect(record?.lastAnnounce == heldAt + Milliseconds(200))
     }
 
+    /// A request its client sent again is taken by its latest copy: the window runs from
+    /// the client's last send. Taken by the first copy, a request held again at the end of
+    /// an office expired with it while the last send was young (seed 63311902774630077).
+    /// Here n2 takes an announce sent twice, leaves office before its transaction decides,
+    /// and serves again once the first copy is older than the window and the second not.
+    @Test func aRequestSentAgainIsTakenByItsLatestCopy() throws {
+        var config = ClusterConfig()
+        config.heldRequestWindow = Milliseconds(5000)
+        var (n2, lastHeard) = slaveOfADeadMaster(config)
+        let first = lastHeard + Milliseconds(300), again = first + Milliseconds(1000)
+        func keepalive(_ from: UInt32, _ role: Role, _ epoch: Epoch) -> NodeEvent {
+            .cluster(ClusterEnvelope(from: NodeID(from), incarnation: UInt64(from) * 1000, epoch: epoch, to: nil,
+                                     message: .keepalive(Keepalive(role: role, master: epoch.master, lastCommitted: .zero,
+                                                                   inSync: true, address: ""))))
+        }
+        var t = first
+        _ = n2.stepEchoing(.peer(announce(33, from: announcer, at: first), from: announcer), now: first)
+        var actions: [NodeAction] = []
+        while !n2.isServing && t < first + Milliseconds(10_000) {
+            t = t + Milliseconds(50)
+            if t == again { _ = n2.stepEchoing(.peer(announce(33, from: announcer, at: first), from: announcer), now: t) }
+            actions = n2.stepEchoing(keepalive(1, .slave, n2.epoch), now: t) + n2.stepEchoing(.tick, now: t)
+            for case .persistEpoch(let e) in actions { actions += n2.stepEchoing(.epochStored(e), now: t) }
+        }
+        #expect(n2.isServing && t > again, "serving after the second copy")
+        _ = n2.stepEchoing(keepalive(3, .master, Epoch(term: 9, master: NodeID(3))), now: t)
+        #expect(!n2.isServing, "n2 left office before answering")
+        var answeredAt: Instant?
+        let back = t
+        while answeredAt == nil && t < back + Milliseconds(10_000) {
+            t = t + Milliseconds(50)
+            var step = n2.stepEchoing(.tick, now: t)
+            for case .persistEpoch(let e) in step { step += n2.stepEchoing(.epochStored(e), now: t) }
+            if replies(step).contains(where: { $0.0.transactionID == 33 && $0.1 == announcer }) { answeredAt = t }
+        }
+        let at = try #require(answeredAt, "the announce sent again was answered when n2 served again (\((t - first).value) ms)")
+        #expect(at - first > config.heldRequestWindow, "the first copy had expired by then")
+    }
+
+    /// A request held again when the office ended is judged only by what was heard since
+    /// this node took it: what came before was weighed then. Here n2 reads an announce
+    /// while n3 serves, hears n3 alive after it (nothing decided), and takes it when it
+    /// comes to serve; cut off from the broker, it leaves office before answering, and
+    /// serves again deaf (its first echo after the cut), when an announce is judged by
+    /// aliveness alone. Judged afresh, n3's keepalive made it look answered and it was
+    /// dropped, though nobody answered it (seed 63311902774575945).
+    @Test func aRequestHeldAgainIsJudgedOnlyByWhatCameAfterItWasTaken() throws {
+        var n2 = node()
+        var t = follow(&n2, hearing: masterKeepalive(), from: t0, until: t0 + Milliseconds(4000))
+        t = t + Milliseconds(200)
+        _ = n2.stepEchoing(.peer(announce(33, from: announcer, at: t), from: announcer), now: t)
+        t = t + Milliseconds(300)
+        _ = n2.stepEchoing(masterKeepalive(), now: t)
+        _ = n2.stepEchoing(.tick, now: t)
+        // n1 reaches the broker (its beacons say so): it counts as a no vote, and as the
+        // witness that n2 is cut off once n2's echoes stop.
+        func n1(_ epoch: Epoch) -> NodeEvent {
+            .beacon(ClusterEnvelope(from: NodeID(1), incarnation: 1000, epoch: epoch, to: nil, message:
+                .keepalive(Keepalive(role: .slave, master: epoch.master, lastCommitted: .zero, inSync: true, address: "",
+                                     brokerEcho: .age(Milliseconds(10))))))
+        }
+        func run(echoing: Bool, until done: (TrackerNode) -> Bool) -> [NodeAction] {
+            var actions: [NodeAction] = []
+            let start = t
+            while !done(n2) && t < start + Milliseconds(10_000) {
+                t = t + Milliseconds(50)
+                if t.milliseconds % 500 == 0 { actions += n2.step(n1(n2.epoch), now: t) }
+                var step = echoing ? n2.stepEchoing(.tick, now: t) : n2.step(.tick, now: t)
+                for case .persistEpoch(let e) in step {
+                    step += echoing ? n2.stepEchoing(.epochStored(e), now: t) : n2.step(.epochStored(e), now: t)
+                }
+                actions += step
+            }
+            return actions
+        }
+        let firstOffice = run(echoing: true) { $0.isServing }
+        #expect(n2.isServing && n2.heldAwaitingAnswer == 1, "n2 took the announce: \(replies(firstOffice)) \(n2.answeredHeld) \(n2.refusalsAwaitingEcho)")
+        _ = run(echoing: false) { !$0.isServing }
+        #expect(!n2.isServing, "cut off, n2 left office")
+        var actions = run(echoing: true) { $0.isServing }
+        #expect(n2.isServing)
+        let servedAgain = t
+        actions += run(echoing: true) { _ in t > servedAgain + Milliseconds(3000) }
+        #expect(replies(actions).contains { $0.0.transactionID == 33 && $0.1 == announcer },
+                "the announce nobody answered was answered when n2 served again")
+    }
+
     /// A master that took held requests to answer and left office before answering them
     /// holds them again: the copy it took was its only one, and when it serves again it
     /// answers them (fresh seed 49742471286286476: a slow master cut off one step after

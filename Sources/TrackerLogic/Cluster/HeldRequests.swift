@@ -23,7 +23,8 @@ import NIOCore
 ///
 /// A node's own serving is no evidence: it holds nothing while it serves and empties the
 /// ring as it comes to serve, so whatever it holds it read after it last served, and did
-/// not answer, even when read in the very millisecond it stopped.
+/// not answer, even when read in the very millisecond it stopped — or took to answer and
+/// held again when its office ended first, judged then (`Request.judgedUnansweredAt`).
 ///
 /// The order in which a node reads its two sockets is not the order in which the bytes
 /// arrived, two ways:
@@ -63,6 +64,10 @@ struct HeldRequests: Sendable {
         var transactionID: UInt32
         /// When the run of steps it was read in began (the node last waited).
         var runStart: Instant
+        /// When this node last judged it unanswered and took it to answer, for a request
+        /// held again because the office ended first (`TrackerNode.stepDown`); nil for
+        /// one as read.
+        var judgedUnansweredAt: Instant? = nil
     }
 
     /// What this node last heard from a serving master (or did itself while serving).
@@ -120,6 +125,7 @@ struct HeldRequests: Sendable {
         var isConnect: Bool
         var transactionID: UInt32
         var runStart: Instant
+        var judgedUnansweredAt: Instant?
     }
 
     /// A ring: `slots[head]` is the oldest of `count` entries; slot `i`'s bytes are
@@ -149,7 +155,9 @@ struct HeldRequests: Sendable {
 
     /// Keeps a connect or announce (anything else, or anything malformed, is ignored: the
     /// handler would drop it anyway).
-    mutating func hold(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant, runStart: Instant) {
+    /// `judgedUnansweredAt`: the node took it to answer at that instant (see `Request`).
+    mutating func hold(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant, runStart: Instant,
+                       judgedUnansweredAt: Instant? = nil) {
         guard capacity > 0, now >= ignoredUntil, datagram.readableBytes <= Self.maxDatagram,
               let header = BEP15Codec.peekHeader(datagram) else { return }
         let isConnect: Bool
@@ -165,7 +173,7 @@ struct HeldRequests: Sendable {
         let slot = (head + count) % slots.count
         let length = datagram.readableBytes
         var entry = Entry(length: length, overflow: nil, source: source, receivedAt: now, isConnect: isConnect,
-                          transactionID: header.transactionID, runStart: runStart)
+                          transactionID: header.transactionID, runStart: runStart, judgedUnansweredAt: judgedUnansweredAt)
         if length <= Self.inlineBytes {
             let offset = slot * Self.inlineBytes
             bytes.withUnsafeMutableBytes { ring in
@@ -185,7 +193,7 @@ struct HeldRequests: Sendable {
         let e = slots[slot]
         let datagram = e.overflow ?? ByteBuffer(bytes: bytes[slot * Self.inlineBytes ..< slot * Self.inlineBytes + e.length])
         return Request(datagram: datagram, source: e.source, receivedAt: e.receivedAt, isConnect: e.isConnect,
-                       transactionID: e.transactionID, runStart: e.runStart)
+                       transactionID: e.transactionID, runStart: e.runStart, judgedUnansweredAt: e.judgedUnansweredAt)
     }
 
     /// The ring doubles up to `capacity` as requests come: most nodes hold a few between
@@ -203,7 +211,7 @@ struct HeldRequests: Sendable {
             biggerBytes[to ..< to + Self.inlineBytes] = bytes[from ..< from + Self.inlineBytes]
         }
         let empty = Entry(length: 0, overflow: nil, source: PeerEndpoint(ip: .v4(0), port: 0), receivedAt: Instant(milliseconds: 0),
-                          isConnect: false, transactionID: 0, runStart: Instant(milliseconds: 0))
+                          isConnect: false, transactionID: 0, runStart: Instant(milliseconds: 0), judgedUnansweredAt: nil)
         bigger.append(contentsOf: repeatElement(empty, count: size - count))
         slots = bigger
         bytes = biggerBytes
@@ -211,22 +219,48 @@ struct HeldRequests: Sendable {
     }
 
     /// The requests no serving master can have answered and a client may still wait on,
-    /// oldest first, each (source, transaction id) once; the store is emptied.
-    /// `answeredAtOnce` says which held announces a master answers without a commit.
+    /// oldest first, each (source, transaction id) once, stamped as judged unanswered
+    /// `now`; the store is emptied. `answeredAtOnce` says which held announces a master
+    /// answers without a commit.
+    ///
+    /// A request this node judged unanswered before, and held again when its office ended,
+    /// is judged only by evidence heard since: what came before was weighed then. Judged
+    /// afresh, a node that had turned deaf to the broker meanwhile judged it by aliveness
+    /// from before its first judgement and dropped it, though nobody had answered it
+    /// (seed 63311902774575945).
+    ///
+    /// Of a request held more than once (its client sent it again), the latest unanswered
+    /// copy is taken: its window runs from when the client last sent it. Taken by its
+    /// first copy, a request held again at the end of an office expired with that copy
+    /// while its client's last send was still young (seed 63311902774630077).
     mutating func takeUnanswered(now: Instant, answeredAtOnce: (Request) -> Bool) -> [Request] {
         var out: [Request] = []
-        var seen = Set<Key>()
+        var taken: [Key: Int] = [:]
         for i in 0..<count {
             let slot = (head + i) % slots.count
             guard now - slots[slot].receivedAt <= window else { continue }
-            let r = request(at: slot)
+            var r = request(at: slot)
             let heard = r.isConnect || answeredAtOnce(r) || r.receivedAt < evidence.deafUntil ? evidence.alive : evidence.decided
-            guard r.receivedAt - skew > heard,
-                  heard < r.runStart || r.receivedAt - drain > heard else { continue }
-            if seen.insert(Key(source: r.source, transactionID: r.transactionID, isConnect: r.isConnect)).inserted { out.append(r) }
+            if let judged = r.judgedUnansweredAt {
+                guard heard <= judged else { continue }
+            } else {
+                guard r.receivedAt - skew > heard,
+                      heard < r.runStart || r.receivedAt - drain > heard else { continue }
+            }
+            r.judgedUnansweredAt = now
+            let key = Key(source: r.source, transactionID: r.transactionID, isConnect: r.isConnect)
+            if let i = taken[key] { out[i] = r } else { taken[key] = out.count; out.append(r) }
         }
         removeAll()
         return out
+    }
+
+    /// Whether it holds the request of `source` with `transactionID`.
+    func holds(source: PeerEndpoint, transactionID: UInt32) -> Bool {
+        (0..<count).contains { i in
+            let e = slots[(head + i) % slots.count]
+            return e.transactionID == transactionID && e.source == source
+        }
     }
 
     mutating func ignore(until t: Instant) {

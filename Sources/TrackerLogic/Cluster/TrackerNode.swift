@@ -69,6 +69,11 @@ public struct TrackerNode: Sendable {
     public var holdsSetAsideOffer: Bool { ctx.setAside != nil }
     /// Held requests this master took on coming to serve and has not answered yet.
     public var heldAwaitingAnswer: Int { ctx.takenHeld.count }
+    /// Whether this node holds a request of `source` with `transactionID` for the next
+    /// master it becomes (`HeldRequests`).
+    public func holdsRequest(from source: PeerEndpoint, transactionID: UInt32) -> Bool {
+        ctx.held.holds(source: source, transactionID: transactionID)
+    }
     /// Refusals this master holds back until the broker shows their ABORT went out
     /// (`KnownRefusals.swift`).
     public var refusalsAwaitingEcho: Int {
@@ -427,7 +432,9 @@ public struct TrackerNode: Sendable {
         guard isMaster else { return }
         // Refusals still waiting are never sent: the heir answers their requests.
         if case .master(let m) = state, !m.refusals.isEmpty { ctx.paths.count(.refusalLeftToHeir) }
-        for r in ctx.takenHeld { ctx.held.hold(r.datagram, from: r.source, now: r.receivedAt, runStart: r.runStart) }
+        for r in ctx.takenHeld {
+            ctx.held.hold(r.datagram, from: r.source, now: r.receivedAt, runStart: r.runStart, judgedUnansweredAt: r.judgedUnansweredAt)
+        }
         ctx.takenHeld = []
         if let until = pauseBacklogUntil, now < until {
             // Just woken from a pause and already out of office: what its socket queued
