@@ -505,7 +505,13 @@ class Nemesis:
         broker = [f for f in faults if f.kind in broker_kinds]
         peer = [f for f in faults if f.kind in ("peer-link", "pair-cut", "bridge", "ring", "isolate", "send-reject", "impair")]
         first_node = int(first["src"].rsplit(".", 1)[1]) - 10
+        second_node = int(second["src"].rsplit(".", 1)[1]) - 10
         if broker and peer:
+            return "two masters that have not heard each other yet"
+        # A higher node takes the office over by bully once the broker carries its claim
+        # again; the master it replaces serves until it hears that claim (a keepalive on
+        # the peer network, or the COORDINATOR once its own link is back).
+        if broker and second_node > first_node:
             return "two masters that have not heard each other yet"
         lost = [f for f in self.faults if f.kind in ("kill", "pause", "isolate") and first_node in f.targets
                 and 0 <= f.started - first["t"] <= WINDOW_S]
