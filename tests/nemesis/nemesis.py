@@ -71,6 +71,7 @@ CONVERGE_BOUND_S = 30
 # A double reply counts against a documented window when the fault that opens it was
 # active at the second reply or ended at most this long before it.
 WINDOW_S = 3.0
+LOST_SLACK_S = 0.5
 BROKER_PORT = 61613
 
 
@@ -513,13 +514,19 @@ class Nemesis:
         # the peer network, or the COORDINATOR once its own link is back).
         if broker and second_node > first_node:
             return "two masters that have not heard each other yet"
+        # The first answerer lost from shortly before its answer reached the client (the
+        # reply may still be on the wire when the fault begins) to a few seconds after.
         lost = [f for f in self.faults if f.kind in ("kill", "pause", "isolate") and first_node in f.targets
-                and 0 <= f.started - first["t"] <= WINDOW_S]
-        # The next master may have been deaf to the broker when the first answered: a
-        # broker fault from shortly before the first answer on.
-        deaf = [f for f in self.faults if f.kind in broker_kinds and f.started <= second["t"]
+                and -LOST_SLACK_S <= f.started - first["t"] <= WINDOW_S]
+        # Killed, its decision may never have left the host: the kernel resets the broker
+        # connection of a dead process that had unread data, and drops what it had not
+        # sent yet. Otherwise the next master may have been deaf to the broker when the
+        # first answered: a fault on the broker link (an impaired node's included) from
+        # shortly before the first answer on.
+        killed = [f for f in lost if f.kind == "kill"]
+        deaf = [f for f in self.faults if f.kind in broker_kinds + ("impair",) and f.started <= second["t"]
                 and (f.ended is None or f.ended + WINDOW_S >= first["t"])]
-        if deaf and lost:
+        if lost and (deaf or killed):
             return "a master lost right after answering, its decision unheard on the broker"
         return None
 
