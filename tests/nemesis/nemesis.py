@@ -528,6 +528,15 @@ class Nemesis:
                 and (f.ended is None or f.ended + WINDOW_S >= first["t"])]
         if lost and (deaf or killed):
             return "a master lost right after answering, its decision unheard on the broker"
+        # A lone master in a broker outage: what it decided then (a refusal goes at once
+        # in an outage) never reached the broker, and when the broker came back its own
+        # link was still cut, so the office went to a node that reached it.
+        outage = [f for f in self.faults if f.kind == "broker-kill" and f.started <= first["t"]
+                  and (f.ended is None or f.ended + WINDOW_S >= first["t"])]
+        cut_off = [f for f in self.faults if f.kind in ("broker-link", "isolate") and first_node in f.targets
+                   and f.started <= first["t"] + WINDOW_S and (f.ended is None or f.ended >= first["t"])]
+        if outage and cut_off:
+            return "a master lost right after answering, its decision unheard on the broker"
         return None
 
     def silences(self, replies):
