@@ -320,7 +320,10 @@ extension Simulator {
         case .links(let links, let both):
             for l in links { network.cutLinks[l] = both }
             coverage.count(both ? (links.count == 2 ? .bridgeCut : .ringCut) : .peerNetworkLinksCut)
-        case .heal: network.heal()
+        case .heal:
+            let cut = slots.indices.filter { !network.reachesBroker($0) }
+            network.heal()
+            reconnectBroker(cut)
         case .slow(let s, let d): network.extraDelay[s] = d
         case .peerSendsFail(let target, let span):
             guard let s = target ?? slots.indices.first(where: { slots[$0].isServing }) else { break }
@@ -330,6 +333,18 @@ extension Simulator {
             if target == nil { note(s, "its peer sends fail for \(span) ms") }
         }
     }
+
+    /// The runtime's STOMP session reconnects once a cut heals, at its next attempt, and
+    /// the node hears of the new connection (`NodeEvent.brokerConnected`).
+    mutating func reconnectBroker(_ slots: [Int]) {
+        for s in slots where network.reachesBroker(s) {
+            guard let process = self.slots[s].inspect({ $0.incarnation }) else { continue }
+            queue.push(now + Self.brokerReconnectDelay, .brokerConnected(s, process: process))
+        }
+    }
+
+    /// About the STOMP session's first reconnect backoff.
+    static let brokerReconnectDelay = Milliseconds(100)
 
     /// Counts what the fault hits (`Coverage`'s fault × role rows), before it applies.
     mutating func countFaultRole(_ fault: Scenario.Fault) {
@@ -375,6 +390,7 @@ extension Simulator {
         faultsOver = true
         inLivenessPhase = scenario.liveness != nil
         network.quiet = true
+        let cut = slots.indices.filter { !network.reachesBroker($0) }
         network.heal()
         network.topologyChangedAt = now
         network.extraDelay = [:]
@@ -412,13 +428,16 @@ extension Simulator {
         } else {
             note(-1, "FAULTS END: network healed, every node up")
         }
+        reconnectBroker(cut)
     }
 
     /// The liveness phase is over: the outsiders are back on the network, or started.
     mutating func healEverything() {
         inLivenessPhase = false
+        let cut = slots.indices.filter { !network.reachesBroker($0) }
         network.heal()
         network.isolated = []
+        reconnectBroker(cut)
         network.topologyChangedAt = now
         for s in slots.indices where slots[s].exists && !slots[s].isRunning { startNode(s) }
         note(-1, "EVERYTHING HEALED: network whole, every node up")

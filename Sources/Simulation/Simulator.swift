@@ -46,6 +46,9 @@ enum SimEvent {
     case reply(Int, ByteBuffer)
     /// The host tells a node process its peer sends failed (`NodeEvent.peerSendFailed`).
     case peerSendFailed(Int, process: UInt64)
+    /// The host's broker connection came up again after a fault that cut it
+    /// (`NodeEvent.brokerConnected`).
+    case brokerConnected(Int, process: UInt64)
     /// A broker message delivered again under a fresh frame (`Scenario.redeliveryRate`):
     /// its encoded envelope, sealed anew by its sender's process if that still runs.
     case redeliver(from: Int, process: UInt64, encoded: ByteBuffer, sender: NodeID, incarnation: UInt64, to: [Int])
@@ -363,6 +366,9 @@ public struct Simulator {
             slots[s].sendFailureReported = false
             guard slots[s].inspect({ $0.incarnation }) == process else { return }
             step(s, .peerSendFailed, label: "peer sends failed")
+        case .brokerConnected(let s, let process):
+            guard slots[s].inspect({ $0.incarnation }) == process, network.reachesBroker(s) else { return }
+            step(s, .brokerConnected, label: "broker connected")
         case .redeliver(let from, let process, let encoded, let sender, let incarnation, let to):
             redeliver(encoded, from: from, process: process, sender: sender, incarnation: incarnation, to: to)
         case .peerWake(let p):
@@ -404,7 +410,7 @@ extension SimEvent {
     var slot: Int? {
         switch self {
         case .tick(let s), .cluster(let s, _, _, _, _, _), .peerDatagram(let s, _, _, _), .store(let s, _, _),
-             .peerSendFailed(let s, _): return s
+             .peerSendFailed(let s, _), .brokerConnected(let s, _): return s
         case .reply, .redeliver, .peerWake, .fault, .endFaults, .adversaryWake, .operatorAction, .checkHeld, .checkHeirReads: return nil
         }
     }

@@ -71,6 +71,9 @@ public final class ClusterService: @unchecked Sendable {
     var channel: ClusterChannel
     let rejectLog: RateLimitedLog
     var peerSendFailures: PeerSendFailures
+    /// The node's path counts at its last standing change: what it took since names why
+    /// the next one happened (`ProtocolPath.leavingOffice`).
+    var pathsAtRoleChange = PathCounts()
     /// A peer send failed since the node was last told (`NodeEvent.peerSendFailed`).
     var peerSendFailureUnreported = false
     var stomp: StompClient!
@@ -303,9 +306,13 @@ public final class ClusterService: @unchecked Sendable {
             let s = change.current
             onRoleChange?(change, WallClock.now())
             logContext?.set(node: node.id.rawValue, role: s.role.jsonName)
-            logger.notice("cluster role", metadata: ["id": "\(node.id.rawValue)", "role": "\(s.role.jsonName)",
-                                                     "epoch": "\(s.epoch)", "master": "\(s.master?.rawValue ?? 0)",
-                                                     "serving": "\(s.serving)", "last-committed": "\(node.replica.lastCommitted)"])
+            var metadata: Logger.Metadata = ["id": "\(node.id.rawValue)", "role": "\(s.role.jsonName)",
+                                             "epoch": "\(s.epoch)", "master": "\(s.master?.rawValue ?? 0)",
+                                             "serving": "\(s.serving)", "last-committed": "\(node.replica.lastCommitted)"]
+            let why = node.paths.taken(ProtocolPath.leavingOffice, since: pathsAtRoleChange)
+            if !why.isEmpty { metadata["why"] = "\(why.map(\.description).joined(separator: "; "))" }
+            pathsAtRoleChange = node.paths
+            logger.notice("cluster role", metadata: metadata)
         case .committed(_, let latency):
             stats.commits += 1
             stats.commitLatency.record(latency)
@@ -508,7 +515,9 @@ public final class ClusterService: @unchecked Sendable {
 
     func brokerEvent(_ event: StompEvent) {
         switch event {
-        case .ready, .lost:
+        case .ready:
+            if !stopping, !silenced { step(.brokerConnected) }
+        case .lost:
             // Lost messages are the protocol's business: keepalives and catch-up resync.
             break
         case .message(let destination, let headers, let body):

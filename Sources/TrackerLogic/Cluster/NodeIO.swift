@@ -32,6 +32,12 @@ public enum NodeEvent: Sendable {
     /// A send on the peer channel (a reply, a keepalive there) failed: a firewall rule,
     /// a route gone (`PeerSends.swift`). The host reports it once per step at most.
     case peerSendFailed
+    /// The broker link came up (the first connection, or a new one after a loss). A
+    /// keepalive leaves at once, so its echo proves the link within a round trip rather
+    /// than an interval later: the keepalive due while the link was down was lost, and
+    /// waiting for the next one left a master that failed over to the other broker of a
+    /// pair without an echo for `downAfter`, cut off by the rule of `BrokerLink.swift`.
+    case brokerConnected
 }
 
 /// What a node asks its environment to do. The runtime and the simulator perform them.

@@ -194,6 +194,13 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     }
 }
 
+extension ProtocolPath {
+    /// The branches by which a master leaves its office: what the log names when a
+    /// master's standing changes, so an operator reads why without debug logs.
+    public static let leavingOffice: [ProtocolPath] = [.masterSteppedDown, .pausedMasterSteppedDown,
+                                                       .cutMasterSteppedDown, .mutedMasterSteppedDown]
+}
+
 /// How often a node took each `ProtocolPath`.
 public struct PathCounts: Sendable, Equatable {
     var counts = [UInt64](repeating: 0, count: ProtocolPath.allCases.count)
@@ -206,6 +213,11 @@ public struct PathCounts: Sendable, Equatable {
     }
 
     mutating func count(_ path: ProtocolPath) { counts[path.rawValue] &+= 1 }
+
+    /// Which of `paths` were taken since `earlier` (the same node's counts then).
+    public func taken(_ paths: [ProtocolPath], since earlier: PathCounts) -> [ProtocolPath] {
+        paths.filter { self[$0] != earlier[$0] }
+    }
 
     /// Adds another node's counts (a sweep's total).
     public mutating func add(_ other: PathCounts) {

@@ -153,6 +153,7 @@ public struct TrackerNode: Sendable {
         case .submit(let change): submit(change, now)
         case .reconfigure(let config): ctx.reconfigure(config)
         case .peerSendFailed: ctx.peerSendFailedAt = now
+        case .brokerConnected: brokerConnected(now)
         }
         if wasServing != serving {
             if serving {
@@ -447,6 +448,13 @@ public struct TrackerNode: Sendable {
         if case .master(let m) = state, let f = m.inFlight { ctx.prepared = f.tx }
         ctx.returnToDurableState()
         state = .slave(Slave(master: nil, since: now))
+    }
+
+    /// A new broker connection: the next keepalive leaves now (`NodeEvent.brokerConnected`);
+    /// a starting node's at the end of startup, as ever (`tick`).
+    mutating func brokerConnected(_ now: Instant) {
+        ctx.nextKeepalive = min(ctx.nextKeepalive, now)
+        tick(now)
     }
 
     // MARK: tick
