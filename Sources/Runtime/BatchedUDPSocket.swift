@@ -53,7 +53,10 @@ public final class BatchedUDPSocket: @unchecked Sendable {
         var one: Int32 = 1
         var timeout = Self.stopLatency
         // No SO_REUSEADDR: on UDP it would let a second tracker bind the same port unnoticed.
-        let bound = (!reusePort || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size)) == 0)
+        // An IPv6 socket serves IPv6 alone: `[::]` then binds beside `0.0.0.0` on one port,
+        // and an IPv4 peer is never seen (and handed out) as a v4-mapped IPv6 address.
+        let bound = (family != AF_INET6 || setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) == 0)
+            && (!reusePort || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size)) == 0)
             && setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0
             && SocketAddress(endpoint).withSockAddr { Glibc.bind(fd, $0, socklen_t($1)) } == 0
         guard bound else {

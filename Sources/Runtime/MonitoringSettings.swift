@@ -10,8 +10,12 @@ public struct MonitoringSettings: Sendable {
     public var metricsEndpoint: PeerEndpoint?
     /// The node id and role every log line names (`--log-format json`).
     public var log: LogContext
+    /// systemd's readiness, status and watchdog, under `Type=notify` (`SystemdNotifier`).
+    public var notifier: SystemdNotifier?
 
-    public init(version: String, commit: String, metricsEndpoint: PeerEndpoint? = nil, log: LogContext) {
+    public init(version: String, commit: String, metricsEndpoint: PeerEndpoint? = nil, log: LogContext,
+                notifier: SystemdNotifier? = SystemdNotifier()) {
         self.version = version; self.commit = commit; self.metricsEndpoint = metricsEndpoint; self.log = log
+        self.notifier = notifier
     }
 }

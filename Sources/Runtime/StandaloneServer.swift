@@ -26,7 +26,9 @@ struct StandaloneService {
 /// datagram, run in parallel. Everything else (config, history, timers, the dashboard)
 /// lives on one event loop.
 public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
-    let bind: PeerEndpoint
+    /// `--udp`: each address gets `threads` sockets (an IPv6 one serves IPv6 alone, so
+    /// `0.0.0.0:6969` and `[::]:6969` bind side by side).
+    let binds: [PeerEndpoint]
     let threads: Int
     /// Read again from the config file at each Start (on the loop).
     var config: TrackerConfig
@@ -54,14 +56,14 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     /// the loop). Swarms are soft state: they are not kept.
     var keptCatalogue: Catalogue?
 
-    init(bind: PeerEndpoint, threads: Int, config: TrackerConfig, connectionIDKeys: [SipHash24], group: EventLoopGroup, logger: Logger,
+    init(binds: [PeerEndpoint], threads: Int, config: TrackerConfig, connectionIDKeys: [SipHash24], group: EventLoopGroup, logger: Logger,
          metrics: NodeMetrics, repository: SQLiteRepository? = nil) {
-        self.bind = bind; self.threads = threads; self.config = config; self.connectionIDKeys = connectionIDKeys
+        self.binds = binds; self.threads = threads; self.config = config; self.connectionIDKeys = connectionIDKeys
         self.group = group; self.loop = group.next(); self.logger = logger; self.metrics = metrics
         self.repository = repository
         writer = repository.map { _ in NIOThreadPool(numberOfThreads: 1) }
         writer?.start()
-        servers = NIOThreadPool(numberOfThreads: threads)
+        servers = NIOThreadPool(numberOfThreads: threads * max(binds.count, 1))
         servers.start()
     }
 
@@ -70,7 +72,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     /// `connectionIDKeys`: from `--connection-id-key-file`; nil draws a random key, so ids
     /// are secret and last as long as the process.
     /// `database`: `--db`, the SQLite file the operator data is kept in.
-    public static func run(bind: PeerEndpoint, threads: Int = 1, config: TrackerConfig, connectionIDKeys: [SipHash24]? = nil,
+    public static func run(binds: [PeerEndpoint], threads: Int = 1, config: TrackerConfig, connectionIDKeys: [SipHash24]? = nil,
                            database: String? = nil,
                            dashboard: DashboardSettings? = nil, monitoring: MonitoringSettings, logger: Logger,
                            reload: (@Sendable () throws -> TrackerConfig)? = nil,
@@ -90,7 +92,8 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
                                                              "access-mode": "\(kept.access.mode)"])
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let host = StandaloneHost(bind: bind, threads: threads, config: config, connectionIDKeys: keys, group: group, logger: logger,
+        guard !binds.isEmpty else { throw ConfigurationError("a standalone node needs an address to serve peers on") }
+        let host = StandaloneHost(binds: binds, threads: threads, config: config, connectionIDKeys: keys, group: group, logger: logger,
                                   metrics: NodeMetrics(version: monitoring.version, commit: monitoring.commit), repository: repository)
         host.keptCatalogue = kept
         host.reload = reload
@@ -98,6 +101,8 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
                                                   after: { try await host.startService() }, undo: { await host.stopService() },
                                                   backend: host, group: group, logger: logger)
         host.loop.execute { host.startTimers() }
+        monitoring.notifier?.feed(on: host.loop)
+        monitoring.notifier?.ready(status: "standalone, serving udp \(host.boundList)")
         let hangup = SignalHandler(signal: SIGHUP) {
             guard let fresh = liveReload?() else { return }
             Task {
@@ -108,6 +113,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         let signal = await SignalWaiter(signals: [SIGINT, SIGTERM]).wait()
         hangup.cancel()
         logger.info("stopping on signal \(signal)")
+        monitoring.notifier?.stopping()
         await web.stop()
         await host.stopService()
         try? await host.loop.submit { host.timers.forEach { $0.cancel() } }.get()
@@ -116,6 +122,9 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         try? await group.shutdownGracefully()
         logger.info("stopped")
     }
+
+    /// The `--udp` addresses, as the status and the settings tab show them.
+    var boundList: String { binds.map { "\($0)" }.joined(separator: ", ") }
 
     /// More threads than this only add lock contention.
     public static let maxThreads = 64
@@ -136,15 +145,19 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         }
         let config = try await loop.submit { [self] in self.config }.get()
         var bound: [BatchedUDPSocket] = []
-        do {
-            // One socket per thread: the first binds, the others join its address (port 0 included).
-            for _ in 0..<threads {
-                let address = bound.first?.localEndpoint ?? bind
-                bound.append(try BatchedUDPSocket(binding: address, reusePort: threads > 1))
+        for bind in binds {
+            do {
+                // One socket per thread: the first binds, the others join its address (port 0 included).
+                var first: PeerEndpoint?
+                for _ in 0..<threads {
+                    let socket = try BatchedUDPSocket(binding: first ?? bind, reusePort: threads > 1)
+                    bound.append(socket)
+                    first = first ?? socket.localEndpoint
+                }
+            } catch {
+                for socket in bound { socket.close() }
+                throw ConfigurationError("cannot bind UDP \(bind): \(error)")
             }
-        } catch {
-            for socket in bound { socket.close() }
-            throw ConfigurationError("cannot bind UDP \(bind): \(error)")
         }
         let fresh = StandaloneTracker(
             handler: PeerRequestHandler(config: config, connectionIDs: ConnectionIDPolicy(keys: connectionIDKeys, lifetimeSeconds: config.connectionIDLifetimeSeconds)),
@@ -159,7 +172,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
             history.resetCounters()
             history.note(WallClock.now(), kind: "service", text: "service started")
         }.get()
-        logger.info("tracker listening", metadata: ["udp": "\(bind)", "threads": "\(threads)", "interval": "\(config.announceInterval)s",
+        logger.info("tracker listening", metadata: ["udp": "\(binds.map { "\($0)" }.joined(separator: ","))", "threads": "\(threads)", "interval": "\(config.announceInterval)s",
                                                     "peer-timeout": "\(config.effectivePeerTimeout)"])
     }
 
@@ -234,8 +247,8 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         s.mode = "standalone"
         s.role = running ? "standalone" : "stopped"
         s.inSync = true
-        s.peerService = "udp \(bind)" + (threads > 1 ? " (\(threads) sockets)" : "")
-        s.replyFrom = "\(bind)"
+        s.peerService = "udp \(boundList)" + (threads > 1 ? " (\(threads) sockets each)" : "")
+        s.replyFrom = boundList
         service.withLockedValue { service in
             let silenced = service?.silenced ?? false
             s.service = running ? (silenced ? "failed" : "running") : "stopped"
@@ -261,7 +274,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
 
     public func settings() async -> [SettingRow] {
         let config = (try? await loop.submit { [self] in self.config }.get()) ?? config
-        return [SettingRow(key: "mode", value: "standalone"), SettingRow(key: "udp", value: "\(bind)"),
+        return [SettingRow(key: "mode", value: "standalone"), SettingRow(key: "udp", value: boundList),
                 SettingRow(key: "threads", value: "\(threads)")] + config.settingRows
     }
 

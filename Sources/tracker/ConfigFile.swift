@@ -6,52 +6,138 @@ import TrackerRuntime
 
 /// `tracker run --config FILE`: a TOML file whose keys are `run`'s long option names
 /// without the dashes (`broker = "stomp://…"`, `keepalive = "1s"`, `trust-announced-ip =
-/// true`, `cluster-key-file = ["new.key", "old.key"]`). The file becomes arguments placed
-/// before the command line's, so a flag given on the command line overrides the file.
-/// Arguments are then parsed by `run` itself: one set of rules, one set of messages,
-/// rewritten to name the key and the file.
+/// true`, `cluster-key-file = ["new.key", "old.key"]`), read in layers:
+/// 1. FILE itself (the package's conffile, which an upgrade may replace);
+/// 2. every `*.toml` in `FILE.d/`, in name order (the operator's own settings, and the
+///    dashboard's edits in `90-dashboard.toml`), a key there replacing the one before;
+/// 3. `TRACKER_<KEY>` environment variables (`TRACKER_NUMWANT_MAX=100`; a value that reads
+///    as a TOML value, `["a", "b"]` or `true`, is taken as one, anything else as a string);
+/// 4. the command line, which overrides them all.
+/// The layers become arguments placed before the command line's, parsed by `run` itself:
+/// one set of rules, one set of messages, rewritten to name the key and where it was set.
 enum ConfigFile {
     struct Problem: Error, CustomStringConvertible {
         var description: String
     }
 
-    /// The file's settings as `run` arguments.
-    static func arguments(path: String) throws -> [String] {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw Problem(description: "config \(path): cannot read it") }
+    /// One key as the layers left it: its `run` arguments and the layer that set it.
+    struct Setting: Equatable {
+        var arguments: [String]
+        /// A file's path, or `environment TRACKER_KEY`.
+        var source: String
+    }
+
+    /// The files `--config path` reads, in order: the file, then its drop-ins.
+    static func files(of path: String) -> [String] {
+        let directory = dropInDirectory(of: path)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return [path] + names.filter { $0.hasSuffix(".toml") && !$0.hasPrefix(".") }.sorted().map { "\(directory)/\($0)" }
+    }
+
+    static func dropInDirectory(of path: String) -> String { path + ".d" }
+
+    /// The settings of `path`, its drop-ins and the environment, by key.
+    static func settings(path: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
+                         replacing substitute: (file: String, with: String)? = nil) throws -> [String: Setting] {
+        var out: [String: Setting] = [:]
+        var layers = path.map(files(of:)) ?? []
+        if let substitute, !layers.contains(substitute.file) { layers.append(substitute.file) }
+        for file in layers {
+            let read = substitute?.file == file ? substitute?.with ?? file : file
+            for (key, arguments) in try table(read, named: file) { out[key] = Setting(arguments: arguments, source: file) }
+        }
+        for (key, arguments) in try environmentSettings(environment) { out[key] = Setting(arguments: arguments.1, source: arguments.0) }
+        return out
+    }
+
+    /// One TOML file's settings as `run` arguments, by key (`named`: how messages name it).
+    static func table(_ path: String, named name: String) throws -> [String: [String]] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw Problem(description: "config \(name): cannot read it") }
         let table: TOMLTable
         do { table = try TOMLTable(string: text) } catch let e as TOMLParseError {
-            throw Problem(description: "config \(path): line \(e.source.begin.line): \(e.description)")
-        } catch { throw Problem(description: "config \(path): \(error)") }
-        var out: [String] = []
-        for key in table.keys.sorted() {
+            throw Problem(description: "config \(name): line \(e.source.begin.line): \(e.description)")
+        } catch { throw Problem(description: "config \(name): \(error)") }
+        var out: [String: [String]] = [:]
+        for key in table.keys {
             guard let value = table[key] else { continue }
-            guard key != "config" else { throw Problem(description: "config \(path): key 'config' cannot name another file") }
-            switch value.type {
-            case .bool:
-                if value.bool == true { out.append("--\(key)") }
-            case .int, .double, .string:
-                out += ["--\(key)", value.int.map(String.init) ?? value.double.map { "\($0)" } ?? value.string ?? ""]
-            case .array:
-                guard let items = value.array, items.allSatisfy({ $0.type == .string || $0.type == .int }) else {
-                    throw Problem(description: "config \(path): key '\(key)': a list may hold only strings or numbers")
-                }
-                for item in items { out += ["--\(key)", item.string ?? item.int.map(String.init) ?? ""] }
-            default:
-                throw Problem(description: "config \(path): key '\(key)': a \(value.type) is not a setting (use a string, number, true/false or a list)")
+            guard key != "config" else { throw Problem(description: "config \(name): key 'config' cannot name another file") }
+            do { out[key] = try arguments(key, value) } catch let p as Problem { throw Problem(description: "config \(name): \(p.description)") }
+        }
+        return out
+    }
+
+    /// A value as `run` arguments: a flag's `--key` when true, `--key value`, or one
+    /// `--key value` per item of a list (an empty list: the key unset).
+    static func arguments(_ key: String, _ value: any TOMLValueConvertible) throws -> [String] {
+        switch value.type {
+        case .bool:
+            return value.bool == true ? ["--\(key)"] : []
+        case .int, .double, .string:
+            return ["--\(key)", value.int.map(String.init) ?? value.double.map { "\($0)" } ?? value.string ?? ""]
+        case .array:
+            guard let items = value.array, items.allSatisfy({ $0.type == .string || $0.type == .int }) else {
+                throw Problem(description: "key '\(key)': a list may hold only strings or numbers")
             }
+            return items.flatMap { ["--\(key)", $0.string ?? $0.int.map(String.init) ?? ""] }
+        default:
+            throw Problem(description: "key '\(key)': a \(value.type) is not a setting (use a string, number, true/false or a list)")
         }
-        // Parsed on their own first, so a bad key or value is reported against the file.
+    }
+
+    /// `TRACKER_<KEY>` for each of `run`'s keys (upper case, `-` as `_`); other
+    /// `TRACKER_…` variables are not ours to judge. By key: (its source, its arguments).
+    static func environmentSettings(_ environment: [String: String]) throws -> [String: (String, [String])] {
+        var out: [String: (String, [String])] = [:]
+        for key in runKeys {
+            let name = "TRACKER_" + key.uppercased().replacingOccurrences(of: "-", with: "_")
+            guard let text = environment[name] else { continue }
+            let source = "environment \(name)"
+            // As TOML when it reads as a value (a list, a number, true), else a string.
+            let value: any TOMLValueConvertible = (try? TOMLTable(string: "v = \(text)"))?["v"] ?? text
+            do { out[key] = (source, try arguments(key, value)) } catch let p as Problem { throw Problem(description: "config \(source): \(p.description)") }
+        }
+        return out
+    }
+
+    /// `run`'s long option names, as its help lists them (hidden ones and `config` aside).
+    static let runKeys: [String] = {
+        let help = Run.helpMessage(columns: 10_000)
+        var keys: [String] = []
+        var rest = help[...]
+        while let r = rest.range(of: #"--[a-z][a-z0-9-]+"#, options: .regularExpression) {
+            let key = String(rest[r].dropFirst(2))
+            if key != "config", key != "help", !keys.contains(key) { keys.append(key) }
+            rest = rest[r.upperBound...]
+        }
+        return keys
+    }()
+
+    /// The layers' settings as `run` arguments, checked as `run` parses them: a bad key
+    /// or value is named with the layer that set it.
+    static func arguments(path: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
+                          replacing substitute: (file: String, with: String)? = nil) throws -> [String] {
+        let settings = try self.settings(path: path, environment: environment, replacing: substitute)
+        let out = settings.keys.sorted().flatMap { settings[$0]?.arguments ?? [] }
+        func problem(_ error: Error) -> Problem {
+            let message = rewrite(Run.message(for: error))
+            // The layer that set the key the message names, else the file and its drop-ins.
+            var source = path ?? "environment"
+            if let r = message.range(of: #"key '[a-z0-9-]+'"#, options: .regularExpression),
+               let s = settings[String(message[r].dropFirst(5).dropLast())] {
+                source = s.source
+            } else if let path, settings.values.contains(where: { $0.source != path }) {
+                source = "\(path) (with \(Set(settings.values.map(\.source)).subtracting([path]).sorted().joined(separator: ", ")))"
+            }
+            return Problem(description: "config \(source): " + message)
+        }
+        // Parsed on their own first, so a bad key or value is reported against its layer.
         let run: Run
-        do { run = try Run.parse(out) } catch {
-            throw Problem(description: "config \(path): " + rewrite(Run.message(for: error)))
-        }
+        do { run = try Run.parse(out) } catch { throw problem(error) }
         // The values `run` checks only when it starts.
         do {
             _ = try run.service.config()
             _ = try run.httpEndpoint()
-        } catch {
-            throw Problem(description: "config \(path): " + rewrite(Run.message(for: error)))
-        }
+        } catch { throw problem(error) }
         return out
     }
 
@@ -80,16 +166,16 @@ enum ConfigFile {
         return m.replacingOccurrences(of: #"'--([a-z0-9-]+)(?: <[a-z0-9-]+>)?'"#, with: "key '$1'", options: .regularExpression)
     }
 
-    /// `tracker run ARGS`: when ARGS give `--config FILE`, the file's arguments go first.
-    static func expand(_ arguments: [String]) throws -> [String] {
+    /// `tracker run ARGS`: the layers' arguments (`--config FILE` with its drop-ins, and
+    /// the environment) go first.
+    static func expand(_ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws -> [String] {
         guard arguments.first == "run" else { return arguments }
         var path: String?
         for (i, a) in arguments.enumerated() {
             if a == "--config", i + 1 < arguments.count { path = arguments[i + 1] }
             if a.hasPrefix("--config=") { path = String(a.dropFirst("--config=".count)) }
         }
-        guard let path else { return arguments }
-        let fromFile = try self.arguments(path: path)
+        let fromFile = try self.arguments(path: path, environment: environment)
         // A list given on the command line replaces the file's list rather than adding to it.
         let given = Set(arguments.filter { $0.hasPrefix("--") })
         var kept: [String] = []
@@ -110,45 +196,148 @@ enum ConfigFile {
                                "trust-announced-ip", "keepalive", "quorum", "cluster-size",
                                "held-requests", "held-window", "receive-skew"]
 
+    /// The dashboard's edits go to `FILE.d/90-dashboard.toml` when FILE has a drop-in
+    /// directory (the package's: the unit may write there, not to FILE), else to FILE.
     static func editor(file: String) -> SettingsEditor {
         let onCommandLine = Set(CommandLine.arguments.filter { $0.hasPrefix("--") }.map { String($0.dropFirst(2)) })
-        return SettingsEditor(file: file, editable: editableKeys.filter { !onCommandLine.contains($0) }) { changes in
-            try save(changes, to: file)
+        var isDirectory: ObjCBool = false
+        let dropIns = FileManager.default.fileExists(atPath: dropInDirectory(of: file), isDirectory: &isDirectory) && isDirectory.boolValue
+        let target = dropIns ? "\(dropInDirectory(of: file))/\(dashboardDropIn)" : file
+        return SettingsEditor(file: target, editable: editableKeys.filter { !onCommandLine.contains($0) }) { changes in
+            try save(changes, to: target, config: file)
         }
     }
 
-    /// Writes `changes` into the file — only if the file, changed, is still valid. The
+    static let dashboardDropIn = "90-dashboard.toml"
+
+    /// A setting's value as `config check` prints it; never a secret's, which only files
+    /// hold (`…-file` keys name the file).
+    static func shown(_ key: String, _ arguments: [String]) -> String {
+        let values = arguments.filter { !$0.hasPrefix("--") }
+        if arguments.isEmpty { return "(unset)" }
+        // A broker URL may carry a passcode (stomp://USER:PASS@HOST): never printed.
+        let masked = values.map { $0.replacingOccurrences(of: #"://([^:/@,]*):[^@/,]*@"#, with: "://$1:***@", options: .regularExpression) }
+        return values.isEmpty ? "true" : masked.joined(separator: ", ")
+    }
+
+    /// Writes `changes` into `path` (the config file or one of its drop-ins) — only if
+    /// every layer, so changed, passes every check `tracker config check` makes. The
     /// rest of the file (comments included), its mode and its owner stay as they were.
-    static func save(_ changes: [String: String], to path: String) throws {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw Problem(description: "config \(path): cannot read it") }
+    static func save(_ changes: [String: String], to path: String, config: String) throws {
+        let exists = FileManager.default.fileExists(atPath: path)
+        let text: String
+        if exists {
+            guard let t = try? String(contentsOfFile: path, encoding: .utf8) else { throw Problem(description: "config \(path): cannot read it") }
+            text = t
+        } else {
+            text = "# Settings saved from the dashboard's configuration tab; they override \(config).\n"
+        }
         do { _ = try TOMLTable(string: text) } catch { throw Problem(description: "config \(path): \(error)") }
+        let validate = { (candidate: String) throws in
+            do { try check(path: config, replacing: (path, candidate)) } catch {
+                throw Problem(description: "\(error)".replacingOccurrences(of: candidate, with: path))
+            }
+        }
         do {
-            try ConfigFileEdit.replace(path, with: ConfigFileEdit.apply(changes, to: text)) { candidate in
-                do { _ = try arguments(path: candidate) } catch {
-                    throw Problem(description: "\(error)".replacingOccurrences(of: candidate, with: path))
-                }
+            if exists {
+                try ConfigFileEdit.replace(path, with: ConfigFileEdit.apply(changes, to: text), validate: validate)
+            } else {
+                try AtomicFile.write(path, ConfigFileEdit.apply(changes, to: text), mode: 0o640, validate: validate)
             }
         } catch let e as AtomicFile.WriteError {
             throw Problem(description: e.description)
         }
     }
 
-    /// The example is also the package's /etc/tracker/tracker.toml: a node of a cluster
-    /// across hosts (docs/deploy.md), which starts once its key files exist.
+    /// Every check `run` makes before it binds anything, on the layers of `path`: what
+    /// `tracker config check` prints, and what a dashboard save must pass.
+    @discardableResult
+    static func check(path: String, replacing substitute: (file: String, with: String)? = nil,
+                      logger: Logger = Logger(label: "tracker", factory: { _ in SwiftLogNoOpLogHandler() })) throws -> (args: [String], node: String) {
+        let args = try arguments(path: path, replacing: substitute)
+        do {
+            return (args, try Run.parse(args).preflight(logger: logger))
+        } catch {
+            let message = rewrite(Run.message(for: error))
+            let settings = (try? self.settings(path: path, replacing: substitute)) ?? [:]
+            var source = path
+            if let r = message.range(of: #"key '[a-z0-9-]+'"#, options: .regularExpression),
+               let s = settings[String(message[r].dropFirst(5).dropLast())] {
+                source = s.source
+            }
+            throw Problem(description: "config \(source): " + message)
+        }
+    }
+
+    /// The package's /etc/tracker/tracker.toml: a standalone public tracker that serves
+    /// as installed. The operator's changes go to drop-ins, so an upgrade never asks.
     static let example = """
-        # tracker run --config FILE: every key is a `tracker run` option without its dashes.
-        # Options given on the command line override the file. Unknown keys are an error.
-        # `tracker config check FILE` makes every check `run` makes before it binds anything.
-        # A cluster of three hosts and a broker host: /usr/share/doc/tracker/deploy.md.
+        # /etc/tracker/tracker.toml: a standalone public UDP tracker, as installed.
+        #
+        # Every key is a `tracker run` option without its dashes; unknown keys are an error.
+        # Keep this file as the package ships it: put your settings in
+        # /etc/tracker/tracker.toml.d/*.toml, read after it in name order (a key there
+        # replaces the one here), so upgrades replace this file without asking.
+        # TRACKER_<KEY> environment variables (TRACKER_NUMWANT_MAX=100) override the files,
+        # and the command line overrides everything.
+        # `tracker config check /etc/tracker/tracker.toml` makes every check `run` makes
+        # before it binds anything, and says where each value came from.
+
+        # --- peers: where they send their requests
+        udp = ["0.0.0.0:6969", "[::]:6969"]   # every IPv4 and IPv6 address
+        # threads = 2                         # serving threads, one SO_REUSEPORT socket each per address
+
+        # --- registered torrents and the access policy, kept across restarts
+        db = "/var/lib/tracker/tracker.sqlite"
+
+        # --- dashboard, /api/health and /metrics
+        http = "127.0.0.1:8081"               # the dashboard: it shows peers' addresses, so loopback
+        admin-token-file = "/etc/tracker/admin.token"   # made by the package; `tracker admin` reads it too
+        # metrics = "10.0.0.11:9469"          # /metrics alone (no peer data, no controls), for a Prometheus host
+
+        # --- tracker service
+        interval = 1800                       # seconds between announces
+        # peer-timeout = 3600                 # default: 2 × interval
+        numwant-default = 50
+        numwant-max = 200
+        max-reply-bytes = 1232                # num_want capped so a reply fits (IPv6: 67 peers, no fragmentation)
+        connection-id-lifetime = 300
+        trust-announced-ip = false
+        connect-limit = "100/200"             # per source: RATE/BURST, or "off"
+        announce-limit = "100/200"
+        error-limit = "10/20"                 # error replies per source: no 1:1 reflection
+        max-swarms = 1000000
+        max-peers-per-swarm = 100000
+        max-peers = 16777216                  # all swarms: 2 GiB of peer tables at 128 bytes a peer
+        max-scrape = 74
+
+        # --- logging
+        log-level = "info"
+        # log-format = "json"                 # one JSON object per line (Loki); default: text, with journald priorities
+
+        # --- a node of a cluster across hosts (/usr/share/doc/udp-tracker-cluster/deploy.md):
+        # `tracker config example --cluster > /etc/tracker/tracker.toml.d/cluster.toml`, edited there.
+        # udp = []                            # the cluster's peer channel replaces the addresses above
+        # id = "1"
+        # floating = "10.0.0.100:6969"
+        # broker = "stomp+ssl://broker.example.net:61614"
+        """
+
+    /// `tracker config example --cluster`: the drop-in that makes the package's node a
+    /// node of a cluster across hosts (docs/operating/deploy.md), which starts once its
+    /// key files exist.
+    static let clusterExample = """
+        # /etc/tracker/tracker.toml.d/cluster.toml: this host's node of a cluster.
+        # Read after /etc/tracker/tracker.toml; a key here replaces the one there.
+        # A cluster of three hosts and a broker host: /usr/share/doc/udp-tracker-cluster/deploy.md.
 
         # --- peers: one peer channel (deploy.md says which fits your network)
-        floating = "10.0.0.100:6969"      # cluster: an address keepalived moves to the serving master's host
-        group = "239.255.42.99:6969"      # with floating: keepalives cross the LAN through it; alone: peers send to it (Transmission only)
+        udp = []                          # not the standalone addresses: the channel below replaces them
+        floating = "10.0.0.100:6969"      # an address keepalived moves to the serving master's host
+        group = "239.255.42.99:6969"      # with floating: keepalives cross the LAN through it too; omit it where multicast is dropped
         # group = ["239.255.42.99:6969", "[ff15::42]:6969"]  # both families: one group (vip, floating) each
         interface = "eth0"                # the interface the group is joined on
-        # vip = "10.0.0.100:6969"         # cluster, with group: a shared address delivered through the group's MAC
-        # udp = "0.0.0.0:6969"            # standalone node (no broker): where peers send requests
-        # threads = 2                     # standalone node: event loops, one SO_REUSEPORT socket each
+        # vip = "10.0.0.100:6969"         # with group, instead of floating: a shared address delivered through the group's MAC
 
         # --- cluster
         id = "1"                          # unique per node: 1, 2, 3 (the highest live id is master)
@@ -168,32 +357,7 @@ enum ConfigFile {
         held-requests = 4096              # requests kept while no master serves; the next one answers them
         held-window = "15s"               # …if they are at most this old by then
         receive-skew = "10ms"             # a held request read this soon after a master's word was its to answer
-        db = "/var/lib/tracker/tracker.sqlite"
-
-        # --- dashboard, /api/health (keepalived asks it) and /metrics
-        http = "127.0.0.1:8081"
-        # admin-token-file = "/etc/tracker/admin.token"   # default: drawn and written beside db
-        # http-host-name = ["tracker1.example.net"]
-
-        # --- tracker service
-        interval = 1800                   # seconds between announces
-        # peer-timeout = 3600             # default: 2 × interval
-        numwant-default = 50
-        numwant-max = 200
-        max-reply-bytes = 1232            # num_want capped so a reply fits (IPv6: 67 peers, no fragmentation)
-        connection-id-lifetime = 300
-        trust-announced-ip = false
-        connect-limit = "100/200"         # per source: RATE/BURST, or "off"
-        announce-limit = "100/200"
-        error-limit = "10/20"             # error replies per source: no 1:1 reflection
-        max-swarms = 1000000
-        max-peers-per-swarm = 100000
-        max-peers = 16777216              # all swarms: 2 GiB of peer tables at 128 bytes a peer
-        max-scrape = 74
-
-        # --- logging
-        log-level = "info"
-        # log-format = "json"             # one JSON object per line (journald, Loki); default: text
+        db = "/var/lib/tracker/cluster.sqlite"   # a cluster node's repository (emptied on a clean stop), not the standalone one
         """
 
 }
@@ -205,8 +369,9 @@ struct Config: ParsableCommand {
         subcommands: [Example.self, Check.self])
 
     struct Example: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print a commented example config file.")
-        func run() { print(ConfigFile.example) }
+        static let configuration = CommandConfiguration(abstract: "Print a commented example config file: the package's standalone /etc/tracker/tracker.toml, or with --cluster the drop-in that makes it a cluster node.")
+        @Flag(help: "The cluster node's drop-in (/etc/tracker/tracker.toml.d/cluster.toml).") var cluster = false
+        func run() { print(cluster ? ConfigFile.clusterExample : ConfigFile.example) }
     }
 
     struct Check: ParsableCommand {
@@ -215,15 +380,18 @@ struct Config: ParsableCommand {
             discussion: "Every key known, every value valid and in range, every file readable, key files valid, addresses that parse, the interface present and up.")
         @Argument(help: "The TOML file.") var file: String
         func run() throws {
-            let args: [String]
-            do { args = try ConfigFile.arguments(path: file) } catch let p as ConfigFile.Problem { throw ValidationError(p.description) }
-            let node: String
-            do {
-                node = try Run.parse(args).preflight(logger: Logger(label: "tracker"))
-            } catch {
-                throw ValidationError("config \(file): " + ConfigFile.rewrite(Run.message(for: error)))
+            let checked: (args: [String], node: String)
+            do { checked = try ConfigFile.check(path: file, logger: Logger(label: "tracker")) } catch {
+                FileHandle.standardError.write(Data("Error: \(error)\n".utf8))
+                throw ExitCode(Tracker.configurationError)
             }
-            print("\(file): \(args.filter { $0.hasPrefix("--") }.count) settings, all valid: \(node)")
+            print("\(file): \(checked.args.filter { $0.hasPrefix("--") }.count) settings, all valid: \(checked.node)")
+            // Where each value came from: the file, a drop-in or the environment.
+            let settings = (try? ConfigFile.settings(path: file)) ?? [:]
+            for key in settings.keys.sorted() {
+                guard let setting = settings[key] else { continue }
+                print("  \(key) = \(ConfigFile.shown(key, setting.arguments))  (\(setting.source))")
+            }
         }
     }
 }

@@ -109,8 +109,8 @@ struct Run: AsyncParsableCommand {
             that run makes before it binds anything.
             """)
 
-    @Option(help: "UDP address to serve peers on (standalone node), e.g. 127.0.0.1:6969 or [::1]:6969.")
-    var udp: String?
+    @Option(help: "UDP address to serve peers on, e.g. 0.0.0.0:6969 or [::]:6969 (standalone: repeat it for more, default 127.0.0.1:6969; cluster: one service address).")
+    var udp: [String] = []
 
     @Option(help: "Standalone node: serving threads, each reading its own SO_REUSEPORT socket on the --udp address (1-\(StandaloneHost.maxThreads)).")
     var threads: Int = 1
@@ -221,13 +221,15 @@ struct Run: AsyncParsableCommand {
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown log level '\(logLevel)'") }
         guard let format = LogFormat(rawValue: logFormat) else { throw ValidationError("--log-format must be text or json (got '\(logFormat)')") }
         let logContext = LogContext(role: isCluster ? "starting" : "standalone", level: level)
+        let journal = JournalStream.isJournal(environment: ProcessInfo.processInfo.environment)
         LoggingSystem.bootstrap { label in
             switch format {
             case .json:
                 return JSONLogHandler(label: label, context: logContext)
             case .text:
                 // Filtered by the context's level, which a reload changes.
-                let handler = StreamLogHandler.standardError(label: label)
+                // Under systemd, with the journal's priorities (`JournalStream`).
+                let handler = journal ? StreamLogHandler(label: label, stream: JournalStream()) : StreamLogHandler.standardError(label: label)
                 // Values from outside (a broker's ERROR message, a peer's text) cannot forge lines.
                 return EscapingLogHandler(wrapping: handler, context: logContext)
             }
@@ -245,11 +247,10 @@ struct Run: AsyncParsableCommand {
             return fresh
         }
         guard isCluster else {
-            let bind: EndpointArgument
-            do { bind = try EndpointArgument(parsing: udp ?? "127.0.0.1:6969") } catch { throw ValidationError("--udp: \(error)") }
+            let binds = try standaloneBinds()
             let idKeys = try connectionIDKeyFile.map { [try Self.readKey($0, flag: "connection-id-key-file", logger: logger).connectionIDKey] }
             if let db { try Self.checkDatabaseDirectory(db) }
-            try await StandaloneHost.run(bind: bind.endpoint, threads: threads, config: try service.config(), connectionIDKeys: idKeys,
+            try await StandaloneHost.run(binds: binds, threads: threads, config: try service.config(), connectionIDKeys: idKeys,
                                          database: db, dashboard: try dashboard(logger: logger), monitoring: try monitoring(log: logContext),
                                          logger: logger, reload: reloadService, liveReload: { live.reload() })
             return
@@ -283,16 +284,16 @@ struct Run: AsyncParsableCommand {
             do { _ = try AdminToken(file: viewerTokenFile, flag: "viewer-token-file") } catch { throw ValidationError(error.description) }
         }
         _ = try metricsEndpoint()
+        _ = try clusterConfig()
         guard isCluster else {
-            let bind: EndpointArgument
-            do { bind = try EndpointArgument(parsing: udp ?? "127.0.0.1:6969") } catch { throw ValidationError("--udp: \(error)") }
+            let binds = try standaloneBinds()
             guard (1...StandaloneHost.maxThreads).contains(threads) else {
                 throw ValidationError("--threads must be 1 to \(StandaloneHost.maxThreads) (got \(threads))")
             }
             if let connectionIDKeyFile { _ = try Self.readKey(connectionIDKeyFile, flag: "connection-id-key-file", logger: logger) }
             if let db { try Self.checkDatabaseDirectory(db) }
             _ = try service.config()
-            return "standalone node on udp \(bind.endpoint)"
+            return "standalone node on udp \(binds.map { "\($0)" }.joined(separator: ", "))"
         }
         guard threads == 1 else {
             throw ValidationError("--threads is for a standalone node: a cluster node serves peers on one loop, in the order it commits")
@@ -403,13 +404,14 @@ struct Run: AsyncParsableCommand {
         }
         let groups = try byFamily("group", group), vips = try byFamily("vip", vip), floatings = try byFamily("floating", floating)
         var modes: [PeerChannelMode] = []
-        if let u = udp {
+        if let u = udp.first {
             guard group.isEmpty, vip.isEmpty, floating.isEmpty else {
                 throw ValidationError("use one peer channel: --group, --vip with --group, --floating (with --group for keepalives), or --udp")
             }
+            guard udp.count == 1 else { throw ValidationError("--udp once for a cluster node: the one service address peers send to") }
             modes = [.udp(try endpoint("udp", u))]
         }
-        for family in [IPAddress.Family.v4, .v6] where udp == nil {
+        for family in [IPAddress.Family.v4, .v6] where udp.isEmpty {
             let name = family == .v4 ? "IPv4" : "IPv6"
             switch (groups[family], vips[family], floatings[family]) {
             case (let g?, nil, nil): modes.append(.group(g, interface: try joinInterface("group")))
@@ -431,17 +433,7 @@ struct Run: AsyncParsableCommand {
         }
         guard let broker else { throw ValidationError("a cluster node needs --broker stomp://HOST:PORT") }
         guard let db else { throw ValidationError("a cluster node needs --db PATH (its SQLite repository)") }
-        var cluster = ClusterConfig()
-        cluster.keepaliveInterval = try Self.duration(keepalive)
-        switch quorum {
-        case "live": cluster.quorum = .live
-        case "strict": cluster.quorum = .strict
-        default: throw ValidationError("--quorum must be live or strict")
-        }
-        cluster.clusterSize = clusterSize
-        cluster.heldRequests = heldRequests
-        do { cluster.heldRequestWindow = try Self.duration(heldWindow) } catch { throw ValidationError("--held-window: \(error)") }
-        do { cluster.receiveSkew = try Self.duration(receiveSkew, atLeast: 0) } catch { throw ValidationError("--receive-skew: \(error)") }
+        let cluster = try clusterConfig()
         var brokerSettings: StompSettings
         do { brokerSettings = try StompSettings(url: broker) } catch { throw ValidationError("--broker: \(error)") }
         if let brokerUser { brokerSettings.login = brokerUser }
@@ -485,6 +477,35 @@ struct Run: AsyncParsableCommand {
             keys: keys, connectionIDKeys: connectionIDKeys, cluster: cluster, tracker: try service.config())
         if let problem = settings.problems.first { throw ValidationError(problem) }
         return settings
+    }
+
+    /// The cluster's timing and quorum. Checked on a standalone node too: a value that
+    /// does not parse is an error wherever it is set, not when the node joins a cluster.
+    func clusterConfig() throws -> ClusterConfig {
+        var cluster = ClusterConfig()
+        do { cluster.keepaliveInterval = try Self.duration(keepalive) } catch { throw ValidationError("--keepalive: \(error)") }
+        switch quorum {
+        case "live": cluster.quorum = .live
+        case "strict": cluster.quorum = .strict
+        default: throw ValidationError("--quorum must be live or strict")
+        }
+        cluster.clusterSize = clusterSize
+        cluster.heldRequests = heldRequests
+        do { cluster.heldRequestWindow = try Self.duration(heldWindow) } catch { throw ValidationError("--held-window: \(error)") }
+        do { cluster.receiveSkew = try Self.duration(receiveSkew, atLeast: 0) } catch { throw ValidationError("--receive-skew: \(error)") }
+        return cluster
+    }
+
+    /// A standalone node's `--udp` addresses (loopback when none is given), each once.
+    func standaloneBinds() throws -> [PeerEndpoint] {
+        var binds: [PeerEndpoint] = []
+        for text in udp.isEmpty ? ["127.0.0.1:6969"] : udp {
+            let e: PeerEndpoint
+            do { e = try EndpointArgument(parsing: text).endpoint } catch { throw ValidationError("--udp: \(error)") }
+            guard !binds.contains(e) else { throw ValidationError("--udp \(text) given twice") }
+            binds.append(e)
+        }
+        return binds
     }
 
     /// `--db`'s directory exists and this user may write in it.

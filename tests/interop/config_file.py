@@ -43,16 +43,79 @@ def setting(port, key):
     return next(s["value"] for s in call(port, "/api/config")[1] if s["key"] == key)
 
 
+def layers(work, token_file):
+    """The file, its drop-ins, the environment and the command line, in that order of
+    precedence; a refusal exits 78 naming the layer that set the key; the dashboard's
+    edits go to a drop-in when the directory exists."""
+    udp, http = free_udp_port(), free_tcp_port()
+    path = os.path.join(work, "layers.toml")
+    with open(path, "w") as f:
+        f.write(f'udp = "127.0.0.1:{udp}"\nhttp = "{http}"\ninterval = 1000\nnumwant-max = 100\nmax-swarms = 100\nmax-peers = 100\n')
+    shipped = open(path).read()
+    os.makedirs(path + ".d")
+    with open(os.path.join(path + ".d", "10-local.toml"), "w") as f:
+        f.write("numwant-max = 150\nmax-swarms = 150\nmax-peers = 150\n")
+    with open(os.path.join(path + ".d", "20-later.toml"), "w") as f:
+        f.write("max-peers = 175\n")
+    env = dict(os.environ, TRACKER_MAX_SWARMS="200", TRACKER_NUMWANT_DEFAULT="20")
+    out = subprocess.run([tracker_binary(), "config", "check", path], capture_output=True, text=True, env=env)
+    sources = {"interval = 1000": path, "numwant-max = 150": "10-local.toml", "max-peers = 175": "20-later.toml",
+               "max-swarms = 200": "environment TRACKER_MAX_SWARMS"}
+    for value, source in sources.items():
+        if not any(value in row and source in row for row in out.stdout.splitlines()):
+            fail(f"config check must show {value} from {source}: {out.stdout}{out.stderr}")
+    bad = dict(env, TRACKER_INTERVAL="soon")
+    out = subprocess.run([tracker_binary(), "run", "--config", path], capture_output=True, text=True, env=bad, timeout=10)
+    if out.returncode != 78 or "environment TRACKER_INTERVAL" not in out.stderr or "key 'interval'" not in out.stderr:
+        fail(f"a bad value from the environment must exit 78 naming the variable and the key: {out.returncode} {out.stderr}")
+    with open(os.path.join(path + ".d", "30-bad.toml"), "w") as f:
+        f.write("bogus = 1\n")
+    out = subprocess.run([tracker_binary(), "run", "--config", path], capture_output=True, text=True, env=env, timeout=10)
+    if out.returncode != 78 or "30-bad.toml" not in out.stderr or "unknown key 'bogus'" not in out.stderr:
+        fail(f"an unknown key in a drop-in must exit 78 naming the drop-in: {out.returncode} {out.stderr}")
+    os.unlink(os.path.join(path + ".d", "30-bad.toml"))
+    proc = subprocess.Popen([tracker_binary(), "run", "--config", path, "--max-swarms", "300", "--admin-token-file", token_file],
+                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "layers.log"), "w"), env=env)
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                call(http, "/api/node")
+                break
+            except OSError:
+                time.sleep(0.1)
+        want = {"announce interval": "1000 s", "numwant default / max": "20 / 150", "max peers": "175", "max swarms": "300"}
+        got = {k: setting(http, k) for k in want}
+        if got != want:
+            fail(f"precedence must be command line > environment > drop-ins in name order > file: {got}, want {want}")
+        token = "config-test-token-123456"
+        status, body = call(http, "/api/config", "PUT", json.dumps({"interval": "900"}).encode(), token)
+        saved = os.path.join(path + ".d", "90-dashboard.toml")
+        if status != 200 or not os.path.exists(saved) or "interval = 900" not in open(saved).read():
+            fail(f"with a drop-in directory the dashboard saves to 90-dashboard.toml: {status} {body}")
+        if open(path).read() != shipped:
+            fail("the dashboard must leave the package's file alone when it has a drop-in directory")
+        status, body = call(http, "/api/config", "PUT", json.dumps({"held-window": "15s\"\nbogus = 1"}).encode(), token)
+        if status != 400 or "interval = 900" not in open(saved).read() or "bogus" in open(saved).read():
+            fail(f"an edit `config check` refuses must be refused and change nothing: {status} {body}")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    print("  layers: command line > TRACKER_<KEY> > drop-ins in name order > file, each value's source in `config check`; "
+          "a bad key or value exits 78 naming its layer; dashboard edits go to tracker.toml.d/90-dashboard.toml")
+
+
 def main():
     work = tempfile.mkdtemp(prefix="config-")
     example = os.path.join(work, "example.toml")
-    text = subprocess.run([tracker_binary(), "config", "example"], capture_output=True, text=True, check=True).stdout
+    standalone = subprocess.run([tracker_binary(), "config", "example"], capture_output=True, text=True, check=True).stdout
+    text = subprocess.run([tracker_binary(), "config", "example", "--cluster"], capture_output=True, text=True, check=True).stdout
     with open(example, "w") as f:
-        f.write(text)
+        f.write(standalone)
     # The example names the package's paths; until they exist it must say which is missing.
     code, line = check(example)
-    if code == 0 or "cannot read /etc/tracker/" not in line:
-        fail(f"the example without its key file must be refused naming the file: {line}")
+    if code != 78 or "cannot read /etc/tracker/admin.token" not in line:
+        fail(f"the example without its token file must be refused (exit 78) naming the file: {code} {line}")
     # Made as docs/deploy.md makes them, under the work directory instead of /etc/tracker.
     etc = os.path.join(work, "etc")
     os.makedirs(etc)
@@ -62,12 +125,24 @@ def main():
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
                     "-subj", "/CN=config test CA", "-keyout", os.path.join(etc, "ca.key"), "-out", os.path.join(etc, "broker-ca.pem")],
                    check=True, capture_output=True)
-    text = text.replace("/etc/tracker/", etc + "/").replace("/var/lib/tracker/", work + "/").replace('"eth0"', '"lo"')
+    with open(os.path.join(etc, "admin.token"), "w") as f:
+        f.write("config-example-admin-token\n")
+
+    def local(t):
+        return t.replace("/etc/tracker/", etc + "/").replace("/var/lib/tracker/", work + "/").replace('"eth0"', '"lo"')
+    text = local(text)
     with open(example, "w") as f:
+        f.write(local(standalone))
+    code, line = check(example)
+    if code != 0 or "standalone node on udp 0.0.0.0:6969, [::]:6969" not in line:
+        fail(f"the package's file must pass its own check as a standalone node on both families: {line}")
+    # The cluster drop-in the guide installs beside it makes it a cluster node.
+    os.makedirs(example + ".d")
+    with open(os.path.join(example + ".d", "cluster.toml"), "w") as f:
         f.write(text)
     code, line = check(example)
-    if code != 0:
-        fail(f"the example must pass its own check once its files exist: {line}")
+    if code != 0 or "cluster node 1" not in line:
+        fail(f"the example with its cluster drop-in must pass its own check once its files exist: {line}")
     def refused(body, want):
         path = os.path.join(work, "bad.toml")
         with open(path, "w") as f:
@@ -181,6 +256,7 @@ def main():
     finally:
         proc.terminate()
         proc.wait(10)
+    layers(work, token_file)
     print("config file: all checks passed")
 
 

@@ -26,6 +26,8 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
     let startedAt = WallClock.now()
     public let metrics: NodeMetrics
     let monitoring: MonitoringSettings
+    /// systemd has heard READY=1 (on the loop).
+    var notifiedReady = false
 
     init(settings: ClusterNodeSettings, monitoring: MonitoringSettings, loop: EventLoop, logger: Logger,
          reload: (@Sendable () throws -> ClusterNodeSettings)?) {
@@ -50,6 +52,8 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
                                                   after: { try await host.startService() }, undo: { await host.shutdown() },
                                                   backend: host, group: group, logger: logger)
         host.loop.execute { host.startSampling() }
+        monitoring.notifier?.feed(on: host.loop)
+        monitoring.notifier?.status("joining the cluster")
         let hangup = SignalHandler(signal: SIGHUP) {
             guard let fresh = liveReload?() else { return }
             Task {
@@ -61,6 +65,7 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         let watcher = Task {
             let signal = await signals.wait()
             logger.info("stopping on signal \(signal)")
+            monitoring.notifier?.stopping()
             await host.shutdown()
         }
         let code = try await host.exited.futureResult.get()
@@ -72,6 +77,19 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
     }
 
     // MARK: the service
+
+    /// systemd hears the node's standing: ready once it has joined (it follows a master
+    /// or is one), and each change after that as its status.
+    func notify(_ s: NodeStanding) {
+        guard let notifier = monitoring.notifier else { return }
+        let status = "\(s.role.jsonName)\(s.serving ? " (serving)" : ""), master \(s.master.map { "\($0.rawValue)" } ?? "none"), epoch \(s.epoch)"
+        if !notifiedReady, s.master != nil, s.role == .slave || s.role == .master {
+            notifiedReady = true
+            notifier.ready(status: status)
+        } else {
+            notifier.status(status)
+        }
+    }
 
     /// Opens the repository, binds the peer channel and joins the cluster.
     /// `reloading`: read the config file again first (Start on the dashboard).
@@ -86,7 +104,10 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         service.logContext = monitoring.log
         try await loop.submit { [self] in
             self.service = service
-            service.onRoleChange = { [weak self] change, at in self?.history.record(change, at: at) }
+            service.onRoleChange = { [weak self] change, at in
+                self?.history.record(change, at: at)
+                self?.notify(change.current)
+            }
             history.resetCounters()
             history.note(WallClock.now(), kind: "service", text: "service started")
         }.get()
