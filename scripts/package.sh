@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Builds dist/tracker_VERSION_ARCH.deb: the release binary with the Swift runtime linked
-# statically (the target host needs no toolchain), the systemd unit, the commented
-# /etc/tracker/tracker.toml (a conffile: `tracker config example`), tracker(1), the deployment guide
-# and the keepalived and ActiveMQ templates under /usr/share/doc/tracker.
+# Builds dist/udp-tracker-cluster_VERSION_ARCH.deb: the release binary /usr/bin/tracker with
+# the Swift runtime linked statically (the target host needs no toolchain), the systemd
+# unit tracker.service, /etc/tracker/tracker.toml (a conffile: `tracker config example`,
+# a standalone public tracker), the empty drop-in directory /etc/tracker/tracker.toml.d,
+# tracker(1), the deployment guide, and the cluster drop-in, keepalived, ActiveMQ and
+# Prometheus templates under /usr/share/doc/udp-tracker-cluster.
+#
+# The package is not called `tracker`: Debian's GNOME search engine is, and apt would
+# take one for an upgrade of the other. Its files do not meet (tests/deploy/package_install.py).
 #
 # Usage: scripts/package.sh [--check]
 #   --check  also runs lintian (no errors allowed) and `systemd-analyze verify` on the
@@ -55,12 +60,11 @@ if [ -z "$bin" ]; then
     bin="$work/tracker"
 fi
 version=$("$bin" --version | awk '{print $1}')
-# Epoch 1: Debian's archive has an unrelated package named tracker (GNOME's search
-# engine, 3.x); without the epoch apt would take it for a newer version of this one.
-debversion="1:$version"
+name=udp-tracker-cluster
+debversion="$version"
 arch=$(dpkg --print-architecture)
-root="$work/tracker_${version}_${arch}"
-doc="$root/usr/share/doc/tracker"
+root="$work/${name}_${version}_${arch}"
+doc="$root/usr/share/doc/$name"
 
 install -D -m 0755 "$bin" "$root/usr/bin/tracker"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/tracker"
@@ -68,22 +72,27 @@ install -d -m 0755 "$root/usr/share/man/man1"
 gzip -9n < "$manual" > "$root/usr/share/man/man1/tracker.1.gz"
 chmod 0644 "$root/usr/share/man/man1/tracker.1.gz"
 install -D -m 0644 deploy/systemd/tracker.service "$root/usr/lib/systemd/system/tracker.service"
-install -d -m 0755 "$root/etc/tracker"
+install -d -m 0755 "$root/etc/tracker" "$root/etc/tracker/tracker.toml.d"
 "$bin" config example > "$root/etc/tracker/tracker.toml"
 chmod 0644 "$root/etc/tracker/tracker.toml"
 install -D -m 0644 docs/deploy.md "$doc/deploy.md"
+install -d -m 0755 "$doc/examples"
+"$bin" config example --cluster > "$doc/examples/cluster.toml"
+chmod 0644 "$doc/examples/cluster.toml"
+install -D -m 0644 deploy/prometheus/prometheus.yml "$doc/examples/prometheus/prometheus.yml"
+install -D -m 0644 deploy/prometheus/alerts.yml "$doc/examples/prometheus/alerts.yml"
 install -D -m 0644 deploy/debian/copyright "$doc/copyright"
 install -D -m 0644 deploy/keepalived/keepalived.conf "$doc/examples/keepalived/keepalived.conf"
 for f in deploy/activemq/*; do install -D -m 0644 "$f" "$doc/examples/activemq/$(basename "$f")"; done
-printf 'tracker (%s) unstable; urgency=medium\n\n  * Built from commit %s.\n\n -- %s  %s\n' \
-    "$debversion" "$commit" "$(sed -n 's/^Maintainer: //p' deploy/debian/control.in)" "$(date -R)" \
+printf '%s (%s) unstable; urgency=medium\n\n  * Built from commit %s.\n\n -- %s  %s\n' \
+    "$name" "$debversion" "$commit" "$(sed -n 's/^Maintainer: //p' deploy/debian/control.in)" "$(date -R)" \
     | gzip -9n > "$doc/changelog.gz"
 chmod 0644 "$doc/changelog.gz"
 
 # Dependencies: what the binary links (libc, libstdc++, libsqlite3, …), from the
 # shared-library database.
 mkdir -p "$work/src/debian"
-printf 'Source: tracker\n\nPackage: tracker\nArchitecture: any\n' > "$work/src/debian/control"
+printf 'Source: %s\n\nPackage: %s\nArchitecture: any\n' "$name" "$name" > "$work/src/debian/control"
 depends=$(cd "$work/src" && dpkg-shlibdeps -O "$root/usr/bin/tracker" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || { echo "package.sh: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
@@ -94,7 +103,7 @@ echo /etc/tracker/tracker.toml > "$root/DEBIAN/conffiles"
 for s in postinst prerm postrm; do install -m 0755 "deploy/debian/$s" "$root/DEBIAN/$s"; done
 
 mkdir -p dist
-deb="dist/tracker_${version}_${arch}.deb"
+deb="dist/${name}_${version}_${arch}.deb"
 dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
 echo "package.sh: $deb ($(du -h "$deb" | cut -f1), installed $((size / 1024)) MiB), commit $commit"
 echo "package.sh: Depends: $depends, adduser, procps"

@@ -11,10 +11,12 @@ struct Admin: AsyncParsableCommand {
         abstract: "Manage a running node or cluster through any node's dashboard API.",
         discussion: """
             The node is its --http address. Changes need its admin token: --token-file FILE \
-            (the content of the node's --admin-token-file), or TRACKER_ADMIN_TOKEN.
-              tracker admin register --node 127.0.0.1:8081 --token-file /etc/tracker/admin.token ubuntu.torrent
-              tracker admin import-list --token-file /etc/tracker/admin.token whitelist.txt
-              tracker admin mode allow --token-file /etc/tracker/admin.token
+            (the content of the node's --admin-token-file), TRACKER_ADMIN_TOKEN, or else \
+            /etc/tracker/admin.token, which the package makes and members of the group \
+            tracker may read.
+              tracker admin register --node 127.0.0.1:8081 ubuntu.torrent
+              tracker admin import-list whitelist.txt
+              tracker admin mode allow --token-file ./other-cluster.token
             """,
         subcommands: [Status.self, Torrents.self, Register.self, Unregister.self,
                       Access.self, Mode.self, Allow.self, Deny.self, Remove.self, ImportList.self, Export.self, Import.self])
@@ -24,7 +26,7 @@ struct Admin: AsyncParsableCommand {
         @Option(help: "The node's dashboard address, HOST:PORT (or PORT, on 127.0.0.1).")
         var node: String = "127.0.0.1:8081"
 
-        @Option(name: .customLong("token-file"), help: "File holding the node's admin token (first line); default: $TRACKER_ADMIN_TOKEN.")
+        @Option(name: .customLong("token-file"), help: "File holding the node's admin token (first line); default: $TRACKER_ADMIN_TOKEN, else \(Connection.packageTokenFile) when it is readable.")
         var tokenFile: String?
 
         func client() throws -> AdminClient {
@@ -35,9 +37,14 @@ struct Admin: AsyncParsableCommand {
             var token = ProcessInfo.processInfo.environment["TRACKER_ADMIN_TOKEN"]
             if let tokenFile {
                 do { token = try AdminToken(file: tokenFile, flag: "token-file").secret } catch { throw ValidationError(error.description) }
+            } else if token == nil, access(Self.packageTokenFile, R_OK) == 0 {
+                do { token = try AdminToken(file: Self.packageTokenFile, flag: "token-file").secret } catch { throw ValidationError(error.description) }
             }
             return AdminClient(node: endpoint, token: token)
         }
+
+        /// The token the package makes (root:tracker 0640) and its configuration names.
+        static let packageTokenFile = "/etc/tracker/admin.token"
     }
 
     /// The node could not be asked, or refused: exit status 1, the reason, no usage text.

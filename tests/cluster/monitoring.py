@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import sys
 import time
 
@@ -49,7 +50,20 @@ def check_rules():
     code, text = promtool("test", "rules", os.path.join(ROOT, "deploy", "prometheus", "alerts_test.yml"))
     if code != 0:
         fail(f"promtool test rules: {text}")
-    log(f"promtool: alerts.yml checks and every alert fires on its series ({text.splitlines()[-1] if text else 'ok'})")
+    # The shipped scrape configuration, with its rule file where the guide installs it.
+    with tempfile.TemporaryDirectory() as work:
+        config = os.path.join(work, "prometheus.yml")
+        with open(os.path.join(ROOT, "deploy", "prometheus", "prometheus.yml")) as f:
+            shipped = f.read()
+        if "/etc/prometheus/tracker-alerts.yml" not in shipped:
+            fail("prometheus.yml must load the alert rules from /etc/prometheus/tracker-alerts.yml")
+        with open(config, "w") as f:
+            f.write(shipped.replace("/etc/prometheus/tracker-alerts.yml", rules))
+        code, checked = promtool("check", "config", config)
+        if code != 0:
+            fail(f"promtool check config deploy/prometheus/prometheus.yml: {checked}")
+    log(f"promtool: alerts.yml checks and every alert fires on its series ({text.splitlines()[-1] if text else 'ok'}); "
+        "prometheus.yml checks with its rules")
 
 
 def samples(text):

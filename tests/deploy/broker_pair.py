@@ -241,7 +241,7 @@ def main():
                 run_block("node", blocks["node"], ns, h.root, h.copied, {"NODE_ID": str(node_id)})
                 run_block("node-pair", blocks["node-pair"], ns, h.root, h.copied)
                 if node_id == 3:
-                    conf = os.path.join(h.root, "etc/tracker/tracker.toml")
+                    conf = os.path.join(h.root, "etc/tracker/tracker.toml.d/cluster.toml")
                     text = open(conf).read().replace(
                         '"stomp+ssl://broker.example.net:61614,stomp+ssl://broker-b.example.net:61614"',
                         '"stomp+ssl://broker-b.example.net:61614,stomp+ssl://broker.example.net:61614"')

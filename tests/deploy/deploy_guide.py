@@ -23,7 +23,7 @@ Checked:
 3. a fourth node given a CA other than the broker's, by the same guide block, refuses
    the broker, says why in /api/node, stays alive and never joins.
 
-Needs root, the package (dist/tracker_*.deb, from scripts/package.sh; TRACKER_DEB
+Needs root, the package (dist/udp-tracker-cluster_*.deb, from scripts/package.sh; TRACKER_DEB
 names another), ActiveMQ, keepalived, transmission-cli, aria2 and python3-libtorrent. The
 `tracker` system user is created if missing and removed again at the end."""
 import contextlib
@@ -52,7 +52,7 @@ ADDRESSES = {BROKER: "10.0.0.2", CLIENT: "10.0.0.50", TRANSMISSION: "10.0.0.51",
 FLOATING, PORT, HTTP = "10.0.0.100", 6969, "127.0.0.1:8081"
 # The host paths the guide names, rewritten to a host's root.
 HOST_PATHS = ["/etc/tracker", "/etc/keepalived", "/etc/activemq/tracker", "/etc/systemd/system",
-              "/var/lib/tracker", "/var/lib/activemq/tracker", "/usr/share/doc/tracker", "/usr/bin/tracker"]
+              "/var/lib/tracker", "/var/lib/activemq/tracker", "/usr/share/doc/udp-tracker-cluster", "/usr/bin/tracker"]
 CLIENT_BOUND_S = 60
 
 
@@ -71,7 +71,7 @@ def guide_blocks(roles=("admin", "broker", "node", "check")):
 def find_package():
     if os.environ.get("TRACKER_DEB"):
         return os.environ["TRACKER_DEB"]
-    debs = sorted(glob.glob(os.path.join(ROOT, "dist", "tracker_*.deb")), key=os.path.getmtime)
+    debs = sorted(glob.glob(os.path.join(ROOT, "dist", "udp-tracker-cluster_*.deb")), key=os.path.getmtime)
     if not debs:
         fail("no package: run scripts/package.sh first (or give TRACKER_DEB)")
     return debs[-1]
@@ -114,10 +114,12 @@ def unpack(deb, root):
     """What installing the package into ROOT gives, postinst included."""
     subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
     conf = os.path.join(root, "etc/tracker/tracker.toml")
-    with open(conf) as f:
-        text = f.read()
-    with open(conf, "w") as f:
-        f.write(rewrite(text, root))
+    # The package's files name the host's paths: here, the root's.
+    for path in (conf, os.path.join(root, "usr/share/doc/udp-tracker-cluster/examples/cluster.toml")):
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(rewrite(text, root))
     for path, mode in (("etc/keepalived", 0o755), ("etc/systemd/system", 0o755), ("run", 0o755)):
         os.makedirs(os.path.join(root, path), mode=mode, exist_ok=True)
     state = os.path.join(root, "var/lib/tracker")
@@ -127,6 +129,9 @@ def unpack(deb, root):
     shutil.chown(conf, "root", "tracker")
     os.chmod(os.path.join(root, "etc/tracker"), 0o750)
     os.chmod(conf, 0o640)
+    dropins = os.path.join(root, "etc/tracker/tracker.toml.d")
+    shutil.chown(dropins, "root", "tracker")
+    os.chmod(dropins, 0o2770)
 
 
 def broker_host(work, deb, ns, address, copies):
@@ -138,7 +143,7 @@ def broker_host(work, deb, ns, address, copies):
     for path in ("etc/systemd/system", "var/lib/activemq"):
         os.makedirs(os.path.join(root, path), exist_ok=True)
     copied = os.path.join(work, f"{ns}-copied")
-    shutil.copytree(os.path.join(root, "usr/share/doc/tracker/examples/activemq"), os.path.join(copied, "activemq"))
+    shutil.copytree(os.path.join(root, "usr/share/doc/udp-tracker-cluster/examples/activemq"), os.path.join(copied, "activemq"))
     for source, name in copies.items():
         shutil.copy(source, os.path.join(copied, name))
     env = {"ACTIVEMQ_DEPLOY_CONF": os.path.join(root, "etc/activemq/tracker"),
@@ -165,7 +170,7 @@ class TrackerHost:
         # The files copied from the admin machine.
         self.copied = os.path.join(work, f"{ns}-copied")
         os.makedirs(self.copied)
-        for name in ("cluster.key", "ca.pem", "broker.password"):
+        for name in ("cluster.key", "ca.pem", "broker.password", "admin.token"):
             shutil.copy(os.path.join(secrets, name), self.copied)
         self.proc = self.keepalived = None
         self.log_path = os.path.join(work, f"{ns}.log")
@@ -332,7 +337,8 @@ def run(deb, blocks, work):
             h.start()
             h.start_keepalived()
             hosts.append(h)
-        log(f"3 tracker hosts configured by the guide; `tracker config check`: {out.strip().splitlines()[-1]}")
+        checked = next(row for row in out.splitlines() if "all valid" in row)
+        log(f"3 tracker hosts configured by the guide; `tracker config check`: {checked}")
         master = serving_master(hosts, 60)
         for h in hosts:
             node = h.node()
