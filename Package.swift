@@ -64,6 +64,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             path: "Sources/Runtime",
             // The dashboard's page is compiled into the binary: nothing to install beside

@@ -20,83 +20,19 @@ enum ConfigFile {
         var description: String
     }
 
-    /// One key as the layers left it: its `run` arguments and the layer that set it.
-    struct Setting: Equatable {
-        var arguments: [String]
-        /// A file's path, or `environment TRACKER_KEY`.
-        var source: String
-    }
+    typealias Setting = ConfigLayers.Setting
 
-    /// The files `--config path` reads, in order: the file, then its drop-ins.
-    static func files(of path: String) -> [String] {
-        let directory = dropInDirectory(of: path)
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        return [path] + names.filter { $0.hasSuffix(".toml") && !$0.hasPrefix(".") }.sorted().map { "\(directory)/\($0)" }
-    }
+    /// The layers of `run`'s settings (`ConfigLayers`).
+    static let layers = ConfigLayers(keys: runKeys)
 
-    static func dropInDirectory(of path: String) -> String { path + ".d" }
+    static func dropInDirectory(of path: String) -> String { ConfigLayers.dropInDirectory(of: path) }
 
     /// The settings of `path`, its drop-ins and the environment, by key.
     static func settings(path: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
                          replacing substitute: (file: String, with: String)? = nil) throws -> [String: Setting] {
-        var out: [String: Setting] = [:]
-        var layers = path.map(files(of:)) ?? []
-        if let substitute, !layers.contains(substitute.file) { layers.append(substitute.file) }
-        for file in layers {
-            let read = substitute?.file == file ? substitute?.with ?? file : file
-            for (key, arguments) in try table(read, named: file) { out[key] = Setting(arguments: arguments, source: file) }
+        do { return try layers.settings(path: path, environment: environment, replacing: substitute) } catch {
+            throw Problem(description: error.description)
         }
-        for (key, arguments) in try environmentSettings(environment) { out[key] = Setting(arguments: arguments.1, source: arguments.0) }
-        return out
-    }
-
-    /// One TOML file's settings as `run` arguments, by key (`named`: how messages name it).
-    static func table(_ path: String, named name: String) throws -> [String: [String]] {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw Problem(description: "config \(name): cannot read it") }
-        let table: TOMLTable
-        do { table = try TOMLTable(string: text) } catch let e as TOMLParseError {
-            throw Problem(description: "config \(name): line \(e.source.begin.line): \(e.description)")
-        } catch { throw Problem(description: "config \(name): \(error)") }
-        var out: [String: [String]] = [:]
-        for key in table.keys {
-            guard let value = table[key] else { continue }
-            guard key != "config" else { throw Problem(description: "config \(name): key 'config' cannot name another file") }
-            do { out[key] = try arguments(key, value) } catch let p as Problem { throw Problem(description: "config \(name): \(p.description)") }
-        }
-        return out
-    }
-
-    /// A value as `run` arguments: a flag's `--key` when true, `--key value`, or one
-    /// `--key value` per item of a list (an empty list: the key unset).
-    static func arguments(_ key: String, _ value: any TOMLValueConvertible) throws -> [String] {
-        switch value.type {
-        case .bool:
-            return value.bool == true ? ["--\(key)"] : []
-        case .int, .double, .string:
-            return ["--\(key)", value.int.map(String.init) ?? value.double.map { "\($0)" } ?? value.string ?? ""]
-        case .array:
-            guard let items = value.array, items.allSatisfy({ $0.type == .string || $0.type == .int }) else {
-                throw Problem(description: "key '\(key)': a list may hold only strings or numbers")
-            }
-            return items.flatMap { ["--\(key)", $0.string ?? $0.int.map(String.init) ?? ""] }
-        default:
-            throw Problem(description: "key '\(key)': a \(value.type) is not a setting (use a string, number, true/false or a list)")
-        }
-    }
-
-    /// `TRACKER_<KEY>` for each of `run`'s keys (upper case, `-` as `_`); other
-    /// `TRACKER_…` variables are not ours to judge. By key: (its source, its arguments).
-    static func environmentSettings(_ environment: [String: String]) throws -> [String: (String, [String])] {
-        var out: [String: (String, [String])] = [:]
-        for key in runKeys {
-            let name = "TRACKER_" + key.uppercased().replacingOccurrences(of: "-", with: "_")
-            guard let text = environment[name] else { continue }
-            let source = "environment \(name)"
-            // As TOML when it reads as a value (a list, a number, true), else a string.
-            let value: any TOMLValueConvertible = (try? TOMLTable(string: "v = \(text)"))?["v"] ?? text
-            do { out[key] = (source, try arguments(key, value)) } catch let p as Problem { throw Problem(description: "config \(source): \(p.description)") }
-        }
-        return out
     }
 
     /// `run`'s long option names, as its help lists them (hidden ones and `config` aside).

@@ -160,7 +160,7 @@ def brokers_cut_under_load(hosts):
         time.sleep(0.3)
     verdicts = {}
     for h in hosts:
-        path = os.path.join(h.root, "var/lib/tracker/tracker.sqlite")
+        path = os.path.join(h.root, "var/lib/tracker/cluster.sqlite")
         acknowledged, stale, lost = judge(history, repository_rows(path))
         if stale or lost:
             fail(f"node {h.node_id} after the brokers' link healed: stale {stale[:5]}, lost {lost[:5]} "
