@@ -210,9 +210,29 @@ public struct PeerRequestHandler: Sendable {
 
     public func answer(_ pending: PendingAnnounce, _ answer: AnnounceAnswer) -> TrackerResponse {
         .announce(AnnounceResponse(
-            transactionID: pending.transactionID, interval: config.announceInterval,
+            transactionID: pending.transactionID, interval: interval(for: pending),
             leechers: UInt32(clamping: answer.leechers), seeders: UInt32(clamping: answer.seeders), compactPeers: answer.peers))
     }
+
+    /// The interval this announce's reply carries: a point of `config.intervalBand` drawn
+    /// from the request (its transaction id and where it came from) under the tracker's
+    /// connection-id key. No state and no clock: a retransmitted request gets the same
+    /// interval, each new request another, and nobody without the key can aim for one.
+    public func interval(for pending: PendingAnnounce) -> UInt32 {
+        let band = config.intervalBand
+        let width = UInt64(band.upperBound - band.lowerBound) + 1
+        guard width > 1 else { return band.lowerBound }
+        let source: (UInt64, UInt64) = switch pending.replyTo.ip {
+        case .v4(let v): (UInt64(v), 4)
+        case .v6(let hi, let lo): (hi, lo)
+        }
+        let hasher = connectionIDs.hasher
+        let h = hasher.hash(hasher.hash(Self.jitterDomain | UInt64(pending.transactionID), UInt64(pending.replyTo.port), source.0), source.1)
+        return band.lowerBound + UInt32(truncatingIfNeeded: h % width)
+    }
+
+    /// Keeps these hashes apart from the connection ids made under the same key.
+    static let jitterDomain: UInt64 = 0x6a69_7474_0000_0000
 
     /// The BEP 15 error a peer gets when its announce could not be committed.
     public func refusal(_ pending: PendingAnnounce, reason: String) -> TrackerResponse {

@@ -2,6 +2,11 @@
 public struct TrackerConfig: Sendable, Hashable {
     /// Seconds a peer should wait between announces (sent in every announce response).
     public var announceInterval: UInt32 = 1800
+    /// How far each reply's interval may lie from `announceInterval`, in percent either
+    /// way (`intervalBand`): peers that started together (a restart, a popular release)
+    /// re-announce spread out instead of together. 0 gives every reply the interval.
+    public var intervalJitterPercent: UInt32 = 10
+    public static let maxIntervalJitterPercent: UInt32 = 50
     /// A peer not heard from for this long is dropped. Default: twice the interval.
     public var peerTimeout: Milliseconds? = nil
     /// Peers returned when `num_want` is ≤ 0.
@@ -46,7 +51,7 @@ public struct TrackerConfig: Sendable, Hashable {
     public init() {}
 
     /// This configuration with the settings of `new` that can change while a node runs:
-    /// announce interval, peer timeout, num_want default and maximum, the rate limits,
+    /// announce interval and its jitter, peer timeout, num_want default and maximum, the rate limits,
     /// the caps (swarms, peers per swarm, peers, scrape hashes) and `trustAnnouncedIP`. Two stay as they are until a restart: the connection id lifetime
     /// (ids already handed out were minted under it) and the rate-limit table's size (its
     /// slots are allocated once).
@@ -55,6 +60,17 @@ public struct TrackerConfig: Sendable, Hashable {
         c.connectionIDLifetimeSeconds = connectionIDLifetimeSeconds
         c.rateLimitTableSize = rateLimitTableSize
         return c
+    }
+
+    /// The intervals a reply may carry: `announceInterval` ± `intervalJitterPercent`, at
+    /// least 1 s, and never longer than the peer timeout (a peer told to wait longer
+    /// would be dropped before it announced again).
+    public var intervalBand: ClosedRange<UInt32> {
+        let spread = UInt32(clamping: UInt64(announceInterval) * UInt64(min(intervalJitterPercent, Self.maxIntervalJitterPercent)) / 100)
+        let timeout = UInt32(clamping: max(effectivePeerTimeout.value / 1000, 1))
+        let high = min(UInt32(clamping: UInt64(announceInterval) + UInt64(spread)), max(timeout, announceInterval))
+        let low = max(1, announceInterval - min(spread, announceInterval))
+        return min(low, high)...high
     }
 
     public var effectivePeerTimeout: Milliseconds {
@@ -67,6 +83,9 @@ public struct TrackerConfig: Sendable, Hashable {
         if announceInterval == 0 { out.append("announce interval must be at least 1 second") }
         if effectivePeerTimeout.value < Int64(announceInterval) * 1000 {
             out.append("peer timeout (\(effectivePeerTimeout)) must not be shorter than the announce interval (\(announceInterval)s)")
+        }
+        if intervalJitterPercent > Self.maxIntervalJitterPercent {
+            out.append("interval jitter must be from 0 to \(Self.maxIntervalJitterPercent) percent (got \(intervalJitterPercent))")
         }
         if numWantDefault < 0 { out.append("num_want default must not be negative") }
         if numWantMax < 1 { out.append("num_want maximum must be at least 1") }

@@ -129,6 +129,7 @@ enum ConfigFile {
     /// node's identity, addresses or keys — and nothing the command line already sets.
     static let editableKeys = ["interval", "peer-timeout", "numwant-default", "numwant-max", "max-reply-bytes", "connection-id-lifetime",
                                "connect-limit", "announce-limit", "error-limit", "max-swarms", "max-peers-per-swarm", "max-peers", "max-scrape",
+                               "interval-jitter",
                                "trust-announced-ip", "keepalive", "quorum", "cluster-size",
                                "held-requests", "held-window", "receive-skew"]
 
@@ -233,6 +234,7 @@ enum ConfigFile {
 
         # --- tracker service
         interval = 1800                       # seconds between announces
+        interval-jitter = 10                  # percent either way, per reply: re-announces spread out (0: none)
         # peer-timeout = 3600                 # default: 2 × interval
         numwant-default = 50
         numwant-max = 200

@@ -15,7 +15,7 @@ import TrackerRuntime
 /// override the file, so their changes are ignored.
 final class LiveReload: @unchecked Sendable {
     /// The settings `TrackerConfig.takingLiveSettings` applies, and the log level.
-    static let liveKeys: Set<String> = ["interval", "peer-timeout", "numwant-default", "numwant-max", "max-reply-bytes", "connect-limit",
+    static let liveKeys: Set<String> = ["interval", "interval-jitter", "peer-timeout", "numwant-default", "numwant-max", "max-reply-bytes", "connect-limit",
                                         "announce-limit", "error-limit", "max-swarms", "max-peers-per-swarm", "max-peers",
                                         "max-scrape", "trust-announced-ip", "log-level"]
 

@@ -10,6 +10,9 @@ struct PeerServiceOptions: ParsableArguments {
     @Option(help: "Seconds peers should wait between announces.")
     var interval: UInt32 = 1800
 
+    @Option(name: .customLong("interval-jitter"), help: "How far each reply's interval may lie from --interval, in percent either way (0-50; 0: none), so peers re-announce spread out.")
+    var intervalJitter: String = "10"
+
     @Option(name: .customLong("peer-timeout"), help: "Seconds after which a silent peer is dropped (default: 2 × interval).")
     var peerTimeout: Int64?
 
@@ -59,6 +62,11 @@ struct PeerServiceOptions: ParsableArguments {
     func config() throws -> TrackerConfig {
         var c = TrackerConfig()
         c.announceInterval = interval
+        let jitter = intervalJitter.hasSuffix("%") ? String(intervalJitter.dropLast()) : intervalJitter
+        guard let percent = UInt32(jitter.trimmingCharacters(in: .whitespaces)) else {
+            throw ValidationError("--interval-jitter: expected a percentage from 0 to \(TrackerConfig.maxIntervalJitterPercent) (got '\(intervalJitter)')")
+        }
+        c.intervalJitterPercent = percent
         c.peerTimeout = peerTimeout.map { Milliseconds.seconds($0) }
         c.numWantDefault = numWantDefault
         c.numWantMax = numWantMax

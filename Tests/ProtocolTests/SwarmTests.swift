@@ -211,7 +211,7 @@ struct PeerRequestHandlerTests {
                 Issue.record("no announce reply"); return
             }
             #expect(r.peers.count == expected, "num_want \(asked)")
-            #expect(r.transactionID == 77 && r.interval == 1800)
+            #expect(r.transactionID == 77 && TrackerConfig().intervalBand.contains(r.interval))
         }
     }
 
@@ -230,7 +230,8 @@ struct PeerRequestHandlerTests {
         #expect(t.handler.config.announceInterval == 900 && t.handler.config.numWantDefault == 3)
         #expect(t.handler.config.connectionIDLifetimeSeconds == 300 && t.handler.config.rateLimitTableSize == 1 << 16)
         guard case .announce(let r)? = announce(&t, cid: cid, from: me, peer: 1) else { Issue.record("no announce reply"); return }
-        #expect(r.interval == 900, "an id handed out before the reload still works, and the reply says the new interval")
+        #expect(reloaded.intervalBand.contains(r.interval) && !TrackerConfig().intervalBand.contains(r.interval),
+                "an id handed out before the reload still works, and the reply says the new interval")
         let other = PeerEndpoint(ip: v4("10.0.0.2"), port: 1)
         #expect(t.receive(BEP15Codec.encode(.connect(ConnectRequest(transactionID: 1))), from: other, now: now) != nil)
         #expect(t.receive(BEP15Codec.encode(.connect(ConnectRequest(transactionID: 2))), from: other, now: now) == nil,

@@ -90,6 +90,7 @@ extension TrackerConfig {
         func limit(_ l: SourceRateLimiter.Limit) -> String { l.isOff ? "off" : "\(l.perSecond)/s burst \(l.burst)" }
         return [
             SettingRow(key: "announce interval", value: "\(announceInterval) s"),
+            SettingRow(key: "interval jitter", value: "± \(intervalJitterPercent) % (\(intervalBand.lowerBound)-\(intervalBand.upperBound) s)"),
             SettingRow(key: "peer timeout", value: "\(effectivePeerTimeout.value / 1000) s"),
             SettingRow(key: "numwant default / max", value: "\(numWantDefault) / \(numWantMax)"),
             SettingRow(key: "connect limit", value: limit(connectLimit)),
