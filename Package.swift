@@ -39,6 +39,7 @@ let package = Package(
         ),
         // recvmmsg(2) and sendmmsg(2), which Glibc's module hides (they need _GNU_SOURCE).
         .target(name: "CBatchedUDP"),
+        .target(name: "CAllocator"),
         // Deterministic simulator: virtual time, simulated network and stores.
         .target(
             name: "Simulation",
@@ -51,6 +52,7 @@ let package = Package(
                 "TrackerLogic",
                 "STOMP",
                 "CBatchedUDP",
+                "CAllocator",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -19,7 +19,7 @@
 # topics both ways; give the nodes --broker stomp://127.0.0.1:61623,stomp://127.0.0.1:61633.
 # ACTIVEMQ_PAIR=a|b selects one of them for start, stop, kill, status.
 #
-# A broker host's configuration (deploy/activemq, as docs/deploy.md installs it): with
+# A broker host's configuration (deploy/activemq, as docs/operating/deploy.md installs it): with
 # ACTIVEMQ_DEPLOY_CONF=DIR (what /etc/activemq/tracker holds: activemq.xml,
 # broker.properties, login.config, users.properties, broker.p12, …) the broker runs the
 # ExecStart of ACTIVEMQ_UNIT (default deploy/activemq/activemq-tracker.service) with

@@ -24,13 +24,17 @@ up() {
     local n="${1:-3}"
     [[ "$n" =~ ^[1-9][0-9]?$ ]] || { echo "cluster.sh: up needs a node count (1-99)" >&2; exit 2; }
     if [ ! -x "$BIN" ]; then
-        scripts/setup.sh
+        scripts/setup.sh --cluster
         swift build -c release --product tracker
     fi
-    scripts/activemq.sh start
     # Keys, tokens, repositories and logs (peer addresses) are this user's only.
     umask 077
     mkdir -p "$STATE"
+    # The broker: `down` stops it only if `up` started it.
+    if ! scripts/activemq.sh status >/dev/null 2>&1; then
+        scripts/activemq.sh start
+        touch "$STATE/started-activemq"
+    fi
     # One key for the whole demo cluster (made once, kept with its state).
     [ -f "$STATE/cluster.key" ] || "$BIN" keygen --output "$STATE/cluster.key"
     # And one dashboard admin token, for this user only (never in the nodes' logs).
@@ -84,9 +88,27 @@ kill_master() {
         local i; i=$(basename "$pidfile" .pid); i=${i#node}
         local s; s=$(node_status "$i")
         if [ "$(field "$s" role)" = master ]; then
-            kill -9 "$(cat "$pidfile")"
+            local pid; pid=$(cat "$pidfile")
+            local killed; killed=$(date +%s%N)
+            kill -9 "$pid"
             echo "killed -9 node $i (id $(field "$s" id), the master)"
-            return 0
+            for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+            rm -f "$pidfile"
+            # Wait (bounded) for the next serving master, and say when it came.
+            for _ in $(seq 1 100); do
+                for other in "$STATE"/node*.pid; do
+                    [ -e "$other" ] || continue
+                    local j; j=$(basename "$other" .pid); j=${j#node}
+                    local t; t=$(node_status "$j")
+                    if [ "$(field "$t" role)" = master ] && [ "$(field "$t" serving)" = True ]; then
+                        echo "node $j serves, $(( ($(date +%s%N) - killed) / 1000000 )) ms after the kill"
+                        return 0
+                    fi
+                done
+                sleep 0.1
+            done
+            echo "cluster.sh: no serving master 10 s after the kill" >&2
+            exit 1
         fi
     done
     echo "cluster.sh: no master found" >&2
@@ -106,7 +128,10 @@ down() {
         kill -9 "$pid" 2>/dev/null || true
         rm -f "$pidfile"
     done
-    scripts/activemq.sh stop
+    if [ -e "$STATE/started-activemq" ]; then
+        scripts/activemq.sh stop
+        rm -f "$STATE/started-activemq"
+    fi
 }
 
 case "${1:-}" in

@@ -75,7 +75,7 @@ install -D -m 0644 deploy/systemd/tracker.service "$root/usr/lib/systemd/system/
 install -d -m 0755 "$root/etc/tracker" "$root/etc/tracker/tracker.toml.d"
 "$bin" config example > "$root/etc/tracker/tracker.toml"
 chmod 0644 "$root/etc/tracker/tracker.toml"
-install -D -m 0644 docs/deploy.md "$doc/deploy.md"
+install -D -m 0644 docs/operating/deploy.md "$doc/deploy.md"
 install -d -m 0755 "$doc/examples"
 "$bin" config example --cluster > "$doc/examples/cluster.toml"
 chmod 0644 "$doc/examples/cluster.toml"

@@ -10,9 +10,22 @@
 # address), openssl (the guide's certificates) and prometheus (promtool checks the
 # shipped alert rules and a real node's /metrics). Swift itself
 # comes with the machine.
+#
+#   scripts/setup.sh [--standalone | --cluster]
+#
+# --standalone: only what building and running a standalone node needs (SQLite's headers;
+# scripts/start.sh). --cluster: that and a local broker (scripts/cluster.sh).
 set -euo pipefail
+packages=(libsqlite3-dev python3-libtorrent activemq iproute2 curl nftables iptables libnetfilter-queue-dev gcc chromium chromium-driver
+          python3-selenium transmission-cli aria2 opentracker dpkg-dev lintian keepalived openssl prometheus)
+case "${1:-}" in
+  --standalone) packages=(libsqlite3-dev) ;;
+  --cluster) packages=(libsqlite3-dev activemq iproute2 curl) ;;
+  "") ;;
+  *) echo "setup.sh: unknown argument $1 (--standalone, --cluster)" >&2; exit 2 ;;
+esac
 needed=()
-for pkg in libsqlite3-dev python3-libtorrent activemq iproute2 curl nftables iptables libnetfilter-queue-dev gcc chromium chromium-driver python3-selenium transmission-cli aria2 opentracker dpkg-dev lintian keepalived openssl prometheus; do
+for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || needed+=("$pkg")
 done
 if [ ${#needed[@]} -gt 0 ]; then
@@ -21,7 +34,7 @@ if [ ${#needed[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${needed[@]}" >/dev/null
 fi
-if ! /usr/bin/python3 -c "import libtorrent" 2>/dev/null; then
+if [[ " ${packages[*]} " == *" python3-libtorrent "* ]] && ! /usr/bin/python3 -c "import libtorrent" 2>/dev/null; then
   echo "setup: python3-libtorrent is installed but /usr/bin/python3 cannot import it" >&2
   exit 1
 fi

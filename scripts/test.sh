@@ -3,7 +3,7 @@
 # scenarios), the real-process tests (real BitTorrent clients, malformed floods, the
 # multi-process cluster with ActiveMQ, shared-address mode in network namespaces, a
 # 3-minute nemesis (scripts/nemesis.sh), a seconds-long run of the benchmark suite, the Debian package checked
-# by lintian and systemd-analyze, and docs/deploy.md run as written in namespaces), then
+# by lintian and systemd-analyze, and docs/operating/deploy.md run as written in namespaces), then
 # `swift test` (protocol, runtime and cluster simulation suites), 1,000 simulated
 # scenarios each run under two hashing seeds and 1,000 fresh ones (the simulator's
 # phases run beside the real-process tests, on the CPU they leave idle), then libFuzzer
@@ -129,11 +129,16 @@ export -f run_python_test
 # two namespace tests run their own broker, in namespaces named after their PID, and
 # bound their failovers in tens of seconds: a neighbour's load cannot fail them.
 # Longest first (the two lanes then end together), the namespace tests apart.
-concurrent=(tests/cluster/group_netns.py tests/cluster/dashboard_browser.py tests/cluster/access_policy.py
+# The package's install (an overlay of this host, no broker) and the guide's variant
+# without multicast (its own broker, in its own namespaces) share the lanes too, and so
+# does the README's cluster (fixed ports below the ephemeral range; `cluster.sh down`
+# stops only a broker it started).
+concurrent=(tests/cluster/group_netns.py tests/deploy/package_install.py tests/cluster/dashboard_browser.py
+            tests/cluster/access_policy.py tests/deploy/deploy_guide_unicast.py
             tests/cluster/broker_garbage.py tests/cluster/vip_netns.py tests/cluster/full_restart.py
             tests/cluster/dashboard_api.py tests/cluster/full_disk.py tests/cluster/monitoring.py
-            tests/cluster/reload.py tests/cluster/broker_tls.py tests/cluster/broker_link.py tests/cluster/state_files.py
-            tests/cluster/kill_loop.py
+            tests/cluster/reload.py tests/cluster/broker_tls.py tests/cluster/readme_blocks.py tests/cluster/broker_link.py
+            tests/cluster/state_files.py tests/cluster/kill_loop.py
             tests/cluster/help_example.py tests/cluster/admin_cli.py tests/interop/*.py)
 for t in "${concurrent[@]}"; do
   if grep -qE 'activemq\("(stop|kill|restart)"' "$t"; then

@@ -279,7 +279,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     }
 
     public func swarmRows() async -> [SwarmRow] {
-        service.withLockedValue { $0.map { SwarmListing.rows($0.tracker.store) } } ?? []
+        await SwarmListing.rowsOffLoop(service.withLockedValue { $0?.tracker.store })
     }
 
     /// The swarm is taken under the lock as a value, in O(1); its peers are ordered and

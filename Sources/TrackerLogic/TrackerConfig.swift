@@ -40,7 +40,7 @@ public struct TrackerConfig: Sendable, Hashable {
     public var maxPeersPerSwarm = 100_000
     /// Most peers held in all swarms together: a new peer beyond it gets a BEP 15 error.
     /// The default keeps the peer tables within 2 GiB: a peer costs 93 to 108 bytes
-    /// (README, memory benchmark), counted here as 128.
+    /// (docs/benchmarks.md), counted here as 128.
     public var maxPeers = TrackerConfig.maxPeers(memoryBudget: 2 << 30)
     public static let bytesPerPeer = 128
     public static func maxPeers(memoryBudget bytes: Int) -> Int { max(1, bytes / bytesPerPeer) }

@@ -57,7 +57,7 @@ struct PeerServiceOptions: ParsableArguments {
     var onlyRegistered = false
 
     static let onlyRegisteredGone = "only-registered is gone: the access policy is cluster state now, set once for every node "
-        + "with `tracker admin mode allow` (README: Access policy)"
+        + "with `tracker admin mode allow` (docs/operating/access-policy.md)"
 
     func config() throws -> TrackerConfig {
         var c = TrackerConfig()
@@ -113,7 +113,7 @@ struct Run: AsyncParsableCommand {
               tracker run --id 1 --group 239.255.42.99:6969 --interface lo \\
                 --cluster-key-file /tmp/cluster.key --broker stomp://127.0.0.1:61613 \\
                 --db /tmp/n1.sqlite --http 127.0.0.1:8081
-            Across hosts: docs/deploy.md. `tracker config check FILE` makes every check \
+            Across hosts: docs/operating/deploy.md. `tracker config check FILE` makes every check \
             that run makes before it binds anything.
             """)
 

@@ -3,7 +3,7 @@ import TrackerLogic
 
 /// The digests are part of the cluster protocol: a node votes with a transaction's
 /// digest and compares repositories by theirs, and during a rolling upgrade nodes of two
-/// versions do both with each other (docs/deploy.md, section 7). A change that moves
+/// versions do both with each other (docs/operating/deploy.md, section 7). A change that moves
 /// these values, however fast, splits such a cluster; it needs a protocol version. Pinned
 /// here (the values of e2b5250) so that such a change cannot pass unnoticed.
 @Suite struct DigestValueTests {

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Group mode with real clients, in network namespaces this test creates: what
-docs/deploy.md's table of peer-channel modes says about it, measured.
+docs/operating/deploy.md's table of peer-channel modes says about it, measured.
 
     switch ns: a bridge (multicast snooping off)
     broker ns 10.78.0.2   ActiveMQ (its own instance)

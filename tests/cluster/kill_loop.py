@@ -103,7 +103,7 @@ class Load(threading.Thread):
         entry = self.history[p][i]
         if entry[2] is not None:
             # A master killed right after answering may be answered for again by its
-            # successor (the window the README documents); the first answer stands.
+            # successor (the window docs/architecture.md documents); the first answer stands.
             self.answered_again += 1
             return
         if action == 1:

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The two-broker variant of docs/deploy.md, run as written in network namespaces.
+"""The two-broker variant of docs/operating/deploy.md, run as written in network namespaces.
 
 The guide's `admin` and `admin-pair` blocks make the keys and both brokers'
 certificates; each broker host runs `broker` then `pair` (THIS, PEER); each tracker host

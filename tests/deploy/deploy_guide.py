@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Runs docs/deploy.md as written, in network namespaces that act as its hosts.
+"""Runs docs/operating/deploy.md as written, in network namespaces that act as its hosts.
 
 The blocks the guide marks `<!-- guide-test: ROLE -->` run with `bash -e`: `admin` once
 in a secrets directory, `broker` on the broker host, `node` on each tracker host (with
@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
 from _harness import ROOT, activemq, fail, log  # noqa: E402
 from _netns import OtherClient, first_reply_after, host, ip, remove, switch  # noqa: E402
 
-GUIDE = os.path.join(ROOT, "docs", "deploy.md")
+GUIDE = os.path.join(ROOT, "docs", "operating", "deploy.md")
 TAG = f"g{os.getpid() % 100000}"
 SWITCH, BROKER, CLIENT, TRANSMISSION, ARIA2 = f"{TAG}sw", f"{TAG}b", f"{TAG}c", f"{TAG}tr", f"{TAG}ar"
 NODES = {1: f"{TAG}n1", 2: f"{TAG}n2", 3: f"{TAG}n3"}
@@ -64,7 +64,7 @@ def guide_blocks(roles=("admin", "broker", "node", "check")):
         blocks[role] = blocks.get(role, "") + body
     for role in roles:
         if role not in blocks:
-            fail(f"docs/deploy.md has no block marked guide-test: {role}")
+            fail(f"docs/operating/deploy.md has no block marked guide-test: {role}")
     return blocks
 
 
@@ -287,16 +287,92 @@ class Downloads:
         self.peer.wait()
 
 
-def main():
+def run_unicast(deb, blocks, work):
+    """The guide's variant for networks that drop multicast: the bridge drops every
+    multicast frame, each node runs the node block then the node-unicast block, and
+    keepalived speaks VRRP over unicast. One node serves and holds the address; a client
+    is answered through it before and after `kill -9` of the master; no node hears a
+    keepalive on the peer network (none could cross)."""
+    namespaces = [CLIENT, BROKER, *NODES.values(), SWITCH]
+    broker_env = None
+    hosts = []
+    ok = False
+    try:
+        remove(namespaces)
+        switch(SWITCH)
+        # Every multicast frame dropped at the switch: VRRP's 224.0.0.18 and the group.
+        for command in (["add", "table", "bridge", "nomcast"],
+                        ["add", "chain", "bridge", "nomcast", "forward", "{ type filter hook forward priority 0 ; }"],
+                        ["add", "rule", "bridge", "nomcast", "forward", "meta", "pkttype", "multicast", "counter", "drop"]):
+            subprocess.run(["ip", "netns", "exec", SWITCH, "nft", *command], check=True)
+        used = {ns: ADDRESSES[ns] for ns in namespaces if ns in ADDRESSES}
+        for index, (ns, address) in enumerate(used.items()):
+            host(SWITCH, ns, address, 2 + index)
+            os.makedirs(f"/etc/netns/{ns}", exist_ok=True)
+            with open(f"/etc/netns/{ns}/hosts", "w") as f:
+                f.write(f"127.0.0.1 localhost\n{ADDRESSES[BROKER]} broker.example.net\n")
+        tools = os.path.join(work, "admin-tools")
+        subprocess.run(["dpkg-deb", "-x", deb, tools], check=True)
+        secrets = os.path.join(work, "secrets")
+        os.makedirs(secrets, mode=0o700)
+        run_block("admin", blocks["admin"], None, tools, secrets)
+        broot, bcopied, broker_env = broker_host(work, deb, BROKER, ADDRESSES[BROKER], {
+            os.path.join(secrets, name): name for name in ("broker.p12", "keystore.password", "broker.password")})
+        run_block("broker", blocks["broker"], BROKER, broot, bcopied)
+        log(activemq("start", env=broker_env, netns=BROKER))
+        for node_id, ns in NODES.items():
+            h = TrackerHost(work, node_id, ns, deb, secrets)
+            run_block("node", blocks["node"], ns, h.root, h.copied, {"NODE_ID": str(node_id)})
+            peers = " ".join(ADDRESSES[other] for other in NODES.values() if other != ns)
+            run_block("node-unicast", blocks["node-unicast"], ns, h.root, h.copied, {"SELF": ADDRESSES[ns], "PEERS": peers})
+            h.start()
+            h.start_keepalived()
+            hosts.append(h)
+        master = serving_master(hosts, 60)
+        conf = open(os.path.join(master.root, "etc/keepalived/keepalived.conf")).read()
+        if "unicast_peer" not in conf:
+            fail(f"the node-unicast block did not give keepalived its peers:\n{conf}")
+        for h in hosts:
+            node = h.node() or {}
+            if node.get("beacons"):
+                fail(f"node {h.node_id} heard {node['beacons']} keepalives on the peer network, which drops multicast")
+        first = first_reply_after(CLIENT, FLOATING, PORT, time.time())
+        if first is None:
+            fail(f"no reply through {FLOATING} with multicast dropped")
+        killed = time.time()
+        master.proc.kill()
+        master.proc.wait()
+        failover = first_reply_after(CLIENT, FLOATING, PORT, killed)
+        if failover is None:
+            fail("no reply through the floating address within 30 s of the master's kill (unicast VRRP)")
+        new_master = serving_master([h for h in hosts if h is not master], 20)
+        log(f"multicast dropped: VRRP over unicast; master {master.node_id} held {FLOATING}; no keepalive crossed "
+            f"the peer network; kill -9: first reply after {failover:.1f} s, from the host of node {new_master.node_id}")
+        ok = True
+    finally:
+        for h in hosts:
+            if not ok:
+                print(h.tail())
+            h.stop()
+        if broker_env:
+            activemq("stop", env=broker_env, netns=BROKER)
+        remove(namespaces)
+        for ns in namespaces:
+            shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
+        if ok:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main(unicast=False):
     if os.geteuid() != 0:
         fail("this test creates network namespaces and users and must run as root")
     deb = find_package()
-    blocks = guide_blocks()
+    blocks = guide_blocks(("admin", "broker", "node", "check") + (("node-unicast",) if unicast else ()))
     work = tempfile.mkdtemp(prefix="deploy-guide-")
     os.chmod(work, 0o755)
     with tracker_user():
-        run(deb, blocks, work)
-    print("deploy guide: all checks passed")
+        (run_unicast if unicast else run)(deb, blocks, work)
+    print(f"deploy guide{' (networks without multicast)' if unicast else ''}: all checks passed")
 
 
 def run(deb, blocks, work):

@@ -116,7 +116,7 @@ def main():
     code, line = check(example)
     if code != 78 or "cannot read /etc/tracker/admin.token" not in line:
         fail(f"the example without its token file must be refused (exit 78) naming the file: {code} {line}")
-    # Made as docs/deploy.md makes them, under the work directory instead of /etc/tracker.
+    # Made as docs/operating/deploy.md makes them, under the work directory instead of /etc/tracker.
     etc = os.path.join(work, "etc")
     os.makedirs(etc)
     subprocess.run([tracker_binary(), "keygen", "--output", os.path.join(etc, "cluster.key")], check=True, capture_output=True)

@@ -41,7 +41,7 @@ Checks at the end, after everything is healed:
   - set-full over every node's file: a peer's record carries its last acknowledged
     request or a later one it sent; a peer whose last acknowledged request was a stop
     has no record (or one of a later request); nothing acknowledged is missing;
-  - at most one reply per request, outside the windows README documents ("Requests
+  - at most one reply per request, outside the windows docs/architecture.md documents ("Requests
     answered twice"), each double reply named by its window;
   - no node process died but those the nemesis killed, and no log holds a crash;
   - the longest silence (no announce answered) per fault kind is reported.
@@ -493,7 +493,7 @@ class Nemesis:
         return [f for f in self.faults if f.started <= t and (f.ended is None or f.ended + slack >= t)]
 
     def double_reply_window(self, first, second):
-        """The README window a request answered twice falls in (or the network's own
+        """The window of docs/architecture.md a request answered twice falls in (or the network's own
         copy of one answer), or None."""
         if first["src"] == second["src"]:
             node = int(first["src"].rsplit(".", 1)[1]) - 10

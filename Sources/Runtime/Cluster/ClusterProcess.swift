@@ -206,7 +206,7 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
     public func settings() async -> [SettingRow] { await onLoop { [self] in settings.settingRows } ?? [] }
 
     public func swarmRows() async -> [SwarmRow] {
-        await onLoop { [self] in service.map { SwarmListing.rows($0.node.replica.store) } ?? [] } ?? []
+        await SwarmListing.rowsOffLoop(await onLoop { [self] in service?.node.replica.store } ?? nil)
     }
 
     /// The swarm is taken on the loop as a value, in O(1); its peers are ordered and paged

@@ -63,7 +63,7 @@ public final class StoreWriter: @unchecked Sendable {
     /// How long commits gather before they go to SQLite together. Each SQLite transaction
     /// writes the pages it dirtied to the WAL whole (the log's last page, the swarms and
     /// metadata rows) however many commits dirtied them, so gathering saves the writer CPU
-    /// per announce (`tracker bench --store --per-write N` measures it; the README has the
+    /// per announce (`tracker bench --store --per-write N` measures it; docs/benchmarks.md has the
     /// figures). It bounds what a node killed with -9 loses from its
     /// disk (the other replicas hold it; the node catches up when it rejoins); votes never
     /// wait for it.

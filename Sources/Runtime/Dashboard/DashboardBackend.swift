@@ -51,6 +51,14 @@ extension SwarmListing {
         let now = WallClock.now()
         return await Task.detached { (row, PeerRow.page(swarm, now: now, page: page, pageSize: pageSize)) }.value
     }
+
+    /// The swarms table built on the global executor from the store taken as a value
+    /// (in O(1) on the loop or under the lock): 100,000 rows built on the loop took half a
+    /// second, through which no peer was answered.
+    static func rowsOffLoop(_ store: SwarmStore?) async -> [SwarmRow] {
+        guard let store else { return [] }
+        return await Task.detached { rows(store) }.value
+    }
 }
 
 extension AccessListing {

@@ -47,7 +47,12 @@ public struct SettingsEditor: Sendable {
 /// .torrent file the catalogue takes (the only request with a body that matters).
 struct DashboardContext: RequestContext {
     var coreContext: CoreRequestContextStorage
-    init(source: ApplicationRequestContextSource) { coreContext = .init(source: source) }
+    /// Where the request came from (the listing budgets are per source).
+    let remote: IPAddress?
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remote = source.channel.remoteAddress.flatMap(PeerEndpoint.init)?.ip
+    }
     var maxUploadSize: Int { TorrentMetadata.maxFileBytes + 64 * 1024 }
 }
 
@@ -112,6 +117,24 @@ struct PeerDataTokenMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
+/// A request's body, whole, within `within` of asking: a client that sends its body a
+/// byte at a time (with the admin token, before the node checks anything else) holds a
+/// connection and its handler no longer than that.
+func requestBody(_ request: Request, upTo limit: Int, within: TimeAmount) async throws -> ByteBuffer {
+    try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
+        group.addTask { try await request.body.collect(upTo: limit) }
+        group.addTask {
+            try await Task.sleep(for: .nanoseconds(within.nanoseconds))
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let whole = first else {
+            throw APIError(.requestTimeout, "the request body did not arrive within \(within.nanoseconds / 1_000_000_000) s")
+        }
+        return whole
+    }
+}
+
 enum DashboardRoutes {
     static func router(backend: DashboardBackend, settings: DashboardSettings) -> Router<DashboardContext> {
         let token = settings.token, editor = settings.editor, limits = settings.limits
@@ -122,10 +145,17 @@ enum DashboardRoutes {
         if settings.peerDataNeedsToken {
             router.add(middleware: PeerDataTokenMiddleware(tokens: [token] + (settings.viewerToken.map { [$0] } ?? [])))
         }
-        let listings = RequestBudget(perSecond: limits.listingsPerSecond, burst: limits.listingBurst)
+        let listings = ListingBudgets(limits)
         let streams = Occupancy(limit: limits.maxEventStreams)
-        @Sendable func listing() throws {
-            guard listings.take() else { throw APIError(.tooManyRequests, "listings are limited to \(Int(limits.listingsPerSecond)) a second on this node; retry") }
+        let tokens = [token] + (settings.viewerToken.map { [$0] } ?? [])
+        @Sendable func listing(_ request: Request, _ context: DashboardContext) throws {
+            let authorization = request.headers[.authorization]
+            let withToken = authorization != nil && tokens.contains { $0.accepts(authorization: authorization) }
+            guard listings.take(withToken: withToken, source: context.remote) else {
+                throw APIError(.tooManyRequests, withToken
+                    ? "listings with a token are limited to \(Int(limits.tokenListingsPerSecond)) a second on this node; retry"
+                    : "listings are limited to \(limits.listingsPerSource.perSecond) a second per client and \(Int(limits.listingsPerSecond)) a second on this node; retry")
+            }
         }
 
         router.get("/") { _, _ in asset(PackageResources.index_html, type: "text/html; charset=utf-8") }
@@ -141,20 +171,21 @@ enum DashboardRoutes {
         router.get("/api/config") { _, _ in json(await backend.settings()) }
         router.get("/api/trackers") { _, _ in json(TrackerRow.rows(await backend.status())) }
         router.get("/api/history") { _, _ in json(await backend.history()) }
-        router.get("/api/swarms") { request, _ in
-            try listing()
+        router.get("/api/swarms") { request, context in
+            try listing(request, context)
             let query: SwarmQuery
             do { query = try SwarmQuery(parameters: parameters(request)) } catch { throw APIError(.badRequest, "\(error)") }
             let rows = await backend.swarmRows()
-            return json(SwarmListing.page(rows, query))
+            // Sorted away from the event loops too (the table may hold 100,000 rows).
+            return json(await Task.detached { SwarmListing.page(rows, query) }.value)
         }
         router.get("/api/swarms/:infohash") { request, context in
-            try listing()
+            try listing(request, context)
             let (swarm, peers) = try await swarm(request, context, backend: backend)
             return json(SwarmDetail(swarm: swarm, peers: peers))
         }
         router.get("/api/swarms/:infohash/peers") { request, context in
-            try listing()
+            try listing(request, context)
             return json(try await swarm(request, context, backend: backend).1)
         }
         router.get("/api/events") { _, _ in
@@ -169,7 +200,7 @@ enum DashboardRoutes {
         // A JSON object of key → value (strings); saved to the config file for the next Start.
         router.put("/api/config") { request, context in
             guard let editor else { throw APIError(.conflict, "this node runs without --config FILE: there is no file to save settings to") }
-            let body = try await request.body.collect(upTo: 64 * 1024)
+            let body = try await requestBody(request, upTo: 64 * 1024, within: limits.bodyTimeout)
             guard let changes = try? JSONDecoder().decode([String: String].self, from: Data(buffer: body)), !changes.isEmpty else {
                 throw APIError(.badRequest, "the body must be a JSON object of setting names to string values")
             }
@@ -190,7 +221,7 @@ enum DashboardRoutes {
         }
         // The body is the .torrent file itself.
         router.post("/api/torrents") { request, context in
-            let body = try await request.body.collect(upTo: TorrentMetadata.maxFileBytes + 1)
+            let body = try await requestBody(request, upTo: TorrentMetadata.maxFileBytes + 1, within: limits.bodyTimeout)
             guard body.readableBytes <= TorrentMetadata.maxFileBytes else {
                 throw APIError(.contentTooLarge, "a .torrent file may be at most \(TorrentMetadata.maxFileBytes) bytes")
             }
@@ -214,7 +245,7 @@ enum DashboardRoutes {
         }
         // {"mode": "open" | "allow" | "deny"}
         router.put("/api/access/mode") { request, context in
-            let body = try await request.body.collect(upTo: 1024)
+            let body = try await requestBody(request, upTo: 1024, within: limits.bodyTimeout)
             guard let object = try? JSONDecoder().decode([String: String].self, from: Data(buffer: body)),
                   let text = object["mode"], let mode = AccessMode(text) else {
                 throw APIError(.badRequest, "the body must be {\"mode\": \"open\" | \"allow\" | \"deny\"}")
@@ -224,7 +255,7 @@ enum DashboardRoutes {
         // {"rule": "allow" | "deny" | "remove", "infoHashes": [40 hex digits, …]}: at most
         // `AccessPolicy.maxHashesPerChange` hashes, committed as one change.
         router.post("/api/access/rules") { request, context in
-            let body = try await request.body.collect(upTo: AccessPolicy.maxHashesPerChange * 48 + 1024)
+            let body = try await requestBody(request, upTo: AccessPolicy.maxHashesPerChange * 48 + 1024, within: limits.bodyTimeout)
             guard let change = AccessRulesRequest.change(Data(buffer: body)) else {
                 throw APIError(.badRequest, "the body must be {\"rule\": \"allow\" | \"deny\" | \"remove\", \"infoHashes\": [\"40 hex digits\", …]} "
                                + "with 1 to \(AccessPolicy.maxHashesPerChange) hashes")
@@ -314,7 +345,7 @@ enum DashboardRoutes {
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
         let body = ResponseBody { writer in
-            defer { streams.leave() }
+            defer { if streams.leave() == 0 { AllocatorTrim.soon() } }
             try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
             while !Task.isCancelled && !Task.isShuttingDownGracefully {
                 let status = await backend.status()
