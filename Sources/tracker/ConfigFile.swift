@@ -147,6 +147,33 @@ enum ConfigFile {
 
     static let dashboardDropIn = "90-dashboard.toml"
 
+    /// Each key the layers set, and those on this process's command line, with its value
+    /// and source: what `/api/config` adds to the node's own rows. Layers that no longer
+    /// pass are shown as one row saying so.
+    static func sourceRows(path: String?) -> [SettingRow] {
+        var rows: [SettingRow] = []
+        do {
+            let settings = try self.settings(path: path)
+            for key in settings.keys.sorted() {
+                guard let s = settings[key] else { continue }
+                rows.append(SettingRow(key: key, value: shown(key, s.arguments), source: s.source))
+            }
+        } catch {
+            rows.append(SettingRow(key: "configuration", value: "\(error)", source: path ?? "environment"))
+        }
+        var given = CommandLine.arguments.dropFirst(2)[...]
+        while let flag = given.first, flag.hasPrefix("--") {
+            given = given.dropFirst()
+            let key = String(flag.dropFirst(2).prefix { $0 != "=" })
+            var values: [String] = []
+            while let v = given.first, !v.hasPrefix("--") { values.append(v); given = given.dropFirst() }
+            guard key != "config" else { continue }
+            rows.removeAll { $0.key == key }
+            rows.append(SettingRow(key: key, value: shown(key, [flag] + values), source: "command line"))
+        }
+        return rows
+    }
+
     /// A setting's value as `config check` prints it; never a secret's, which only files
     /// hold (`…-file` keys name the file).
     static func shown(_ key: String, _ arguments: [String]) -> String {

@@ -349,8 +349,11 @@ struct Run: AsyncParsableCommand {
         var limits = DashboardLimits()
         limits.maxConnections = FileDescriptorLimit.dashboardConnections(softLimit: FileDescriptorLimit.raise(), ceiling: limits.maxConnections)
         limits.hostNames = httpHostNames
-        return DashboardSettings(endpoint: endpoint, token: token, viewerToken: viewerToken, editor: config.map { ConfigFile.editor(file: $0) },
-                                 limits: limits)
+        var settings = DashboardSettings(endpoint: endpoint, token: token, viewerToken: viewerToken, editor: config.map { ConfigFile.editor(file: $0) },
+                                         limits: limits)
+        let path = config
+        settings.configSources = { ConfigFile.sourceRows(path: path) }
+        return settings
     }
 
     func monitoring(log: LogContext) throws -> MonitoringSettings {

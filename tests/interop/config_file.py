@@ -88,6 +88,14 @@ def layers(work, token_file):
         got = {k: setting(http, k) for k in want}
         if got != want:
             fail(f"precedence must be command line > environment > drop-ins in name order > file: {got}, want {want}")
+        rows = {r["key"]: r for r in call(http, "/api/config")[1] if "source" in r}
+        want = {"numwant-max": ("150", "10-local.toml"), "max-peers": ("175", "20-later.toml"),
+                "numwant-default": ("20", "environment TRACKER_NUMWANT_DEFAULT"), "max-swarms": ("300", "command line"),
+                "interval": ("1000", path)}
+        for key, (value, source) in want.items():
+            row = rows.get(key) or {}
+            if row.get("value") != value or source not in row.get("source", ""):
+                fail(f"/api/config must show {key} = {value} from {source}: {row}")
         token = "config-test-token-123456"
         status, body = call(http, "/api/config", "PUT", json.dumps({"interval": "900"}).encode(), token)
         saved = os.path.join(path + ".d", "90-dashboard.toml")
@@ -101,7 +109,7 @@ def layers(work, token_file):
     finally:
         proc.terminate()
         proc.wait(10)
-    print("  layers: command line > TRACKER_<KEY> > drop-ins in name order > file, each value's source in `config check`; "
+    print("  layers: command line > TRACKER_<KEY> > drop-ins in name order > file, each value's source in `config check` and /api/config; "
           "a bad key or value exits 78 naming its layer; dashboard edits go to tracker.toml.d/90-dashboard.toml")
 
 

@@ -15,6 +15,9 @@ public struct DashboardSettings: Sendable {
     public var viewerToken: AdminToken?
     /// With `--config FILE`: the settings the configuration tab may change in that file.
     public var editor: SettingsEditor?
+    /// The configuration's keys with their values and sources, read from the layers at
+    /// each request (`ConfigLayers`): the settings tab shows where each came from.
+    public var configSources: (@Sendable () -> [SettingRow])?
     public var limits: DashboardLimits
 
     public init(endpoint: PeerEndpoint, token: AdminToken, viewerToken: AdminToken? = nil, editor: SettingsEditor? = nil,
@@ -168,7 +171,9 @@ enum DashboardRoutes {
             let verdict = HealthVerdict(await backend.status())
             return json(verdict, status: verdict.serving ? .ok : .serviceUnavailable)
         }
-        router.get("/api/config") { _, _ in json(await backend.settings()) }
+        // What the node runs with, then each configuration key as its layers give it now
+        // and where it came from (`DashboardSettings.configSources`).
+        router.get("/api/config") { _, _ in json(await backend.settings() + (settings.configSources?() ?? [])) }
         router.get("/api/trackers") { _, _ in json(TrackerRow.rows(await backend.status())) }
         router.get("/api/history") { _, _ in json(await backend.history()) }
         router.get("/api/swarms") { request, context in

@@ -147,8 +147,13 @@ public struct TrackerRow: Codable, Sendable {
 
 /// One setting as the configuration tab shows it.
 public struct SettingRow: Codable, Sendable, Equatable {
-    var key: String
-    var value: String
+    public var key: String
+    public var value: String
+    /// For a configuration key: the layer that set it (a file, a drop-in, `environment
+    /// TRACKER_KEY`, or `command line`).
+    public var source: String?
+
+    public init(key: String, value: String, source: String? = nil) { self.key = key; self.value = value; self.source = source }
 }
 
 extension Role {

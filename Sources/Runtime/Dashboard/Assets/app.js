@@ -143,7 +143,7 @@ async function loadSettings() {
   try {
     const rows = await getJSON("/api/config");
     state.settings = rows;
-    fill($("settings"), rows.map((s) => row([s.key, s.value])));
+    fill($("settings"), rows.map((s) => row(s.source ? [s.key, s.value, s.source] : [s.key, s.value])));
     const editable = await getJSON("/api/config/editable");
     $("edit-settings").hidden = !editable.file || !editable.keys.length;
     $("edit-key").replaceChildren(...editable.keys.map((k) => { const o = el("option", k); o.value = k; return o; }));
