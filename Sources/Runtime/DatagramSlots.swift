@@ -18,10 +18,8 @@ import TrackerLogic
 /// `receive` (a slice kept longer holds a copy, as `ByteBuffer` copies on write).
 package final class DatagramSlots {
     /// Datagrams per system call: what recvmmsg takes at once when peers keep it busy.
-    /// 64 rather than 32: a standalone node under `udpgen` spent 4.03–4.33 µs of CPU per
-    /// response against 4.14–4.51 at 8 sockets × 64 in flight, 3.97–4.19 against
-    /// 4.20–4.54 at 4 × 32 (four alternating 8-s runs of each). The kernel's cost per
-    /// datagram is most of it either way.
+    /// 64 rather than 32 saved a little CPU per response (docs/benchmarks.md, "Design
+    /// choices"); the kernel's cost per datagram is most of it either way.
     package static let count = 64
     /// Bytes kept for one datagram. The largest BEP 15 request (a scrape of 74 hashes)
     /// is 1,496 bytes; a longer datagram is truncated by the kernel and dropped here.

@@ -3,8 +3,8 @@ import Foundation
 /// Descriptors: raised to the hard limit at start, with a reserve the dashboard never
 /// takes from the broker, cluster, peer and store sockets and files.
 ///
-/// systemd's default soft limit is 1,024; 1,100 idle dashboard connections under it kept
-/// a node off its broker after the broker restarted.
+/// Under systemd's default soft limit, idle dashboard connections could take every
+/// descriptor and keep a node off its broker when the broker restarted.
 public enum FileDescriptorLimit {
     /// Descriptors kept for everything but the dashboard: broker connections (a failover
     /// list reconnects), peer sockets, SQLite and its journal, logs.

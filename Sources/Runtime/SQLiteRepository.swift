@@ -71,15 +71,12 @@ public final class SQLiteRepository {
     /// A fold rewrites every page of the base its rows land on, and the log's rows
     /// spread over all of them: its cost grows with the base, not with the log. A log
     /// four times the base folds each page once per four re-announces of its peers, and
-    /// a peer's rows once however often it announced (`tracker bench --store --announces
-    /// 5000000 --per-transaction 150 --per-write 3` on 200,000 peers: 5.6 µs of writer
-    /// CPU per announce with a fixed 65,536-row log, 4.4 at four times the base). A
-    /// restart reads at most that much more log, linearly. The node's peer images
-    /// (`PeerImage.logRatio`, 4) come first, so a fold is a backstop for a node whose
+    /// a peer's rows once however often it announced (docs/benchmarks.md, "Design
+    /// choices"). A restart reads at most that much more log, linearly. The node's peer
+    /// images (`PeerImage.logRatio`) come first, so a fold is a backstop for a node whose
     /// images failed: measured against the peers as well as the base, it stays one while
-    /// peers arrive and the base is still small (against the base alone, a cluster
-    /// filling 200,000 peers folded before its first image, and its writers cost 2.9–3.2
-    /// µs per announce instead of 1.9–2.1).
+    /// peers arrive and the base is still small (against the base alone, a filling
+    /// cluster folded before its first image, at a cost to its writers).
     public static let defaultFoldRatio = 8
 
     public init(path: String, foldThreshold: Int = defaultFoldThreshold, foldRatio: Int = defaultFoldRatio) throws {
@@ -492,11 +489,10 @@ public final class SQLiteRepository {
     /// (a write lost before it) keeps its rows and its log.
     ///
     /// Into the log, not the base: a base row is a B-tree insert of eight bound values,
-    /// and an image of 200,000 peers written that way cost its writer 0.87 s of CPU,
-    /// more than the 800,000 commits' rows logged before it (`tracker bench --store
-    /// --torrents 10000 --announces 810000 --per-transaction 250 --per-write 4` against
-    /// 790,000). A reader lays the log over the base whatever it holds, so the image's
-    /// rows read back as the commits' do; a fold (a backstop now) moves them to the base.
+    /// and a large image written that way cost its writer more than all the commits'
+    /// rows logged before it. A reader lays the log over the base whatever it holds, so
+    /// the image's rows read back as the commits' do; a fold (a backstop now) moves them
+    /// to the base.
     static func writePeers(of image: PeerImage, _ db: Database, _ state: inout WriterState) throws {
         let stored = TxRef(epoch: Epoch(packed: UInt64(bitPattern: try meta("last_epoch", db) ?? 0)),
                            txid: UInt64(bitPattern: try meta("last_txid", db) ?? 0))

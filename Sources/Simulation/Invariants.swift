@@ -206,8 +206,7 @@ extension Simulator {
     /// How many keepalive intervals two masters may serve side by side there: the lower
     /// one steps down on the first beacon of the higher one it receives intact, and each is
     /// lost or damaged with probability `p`. Four, or as many as make losing every one of
-    /// them a 1-in-100,000 event: a fixed four failed seed 1577392635176738, where none of
-    /// four beacons in a row got through at 28 % loss (about once in 160 such spans) while
+    /// them a 1-in-100,000 event: at high loss a fixed four fails, now and then, a run where
     /// the protocol did what it says.
     public static func beaconIntervals(failing p: Double) -> Int64 {
         var intervals: Int64 = 4, allLost = p * p * p * p

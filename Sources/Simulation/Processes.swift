@@ -164,9 +164,8 @@ extension Simulator {
     /// node itself is left in place; the caller drops it.
     /// The process ends (crash or clean stop). A dead process is not paused: its sockets
     /// went with it, so what reaches its node until a restart is lost, not held for the
-    /// end of the pause (seed 67343508225671411: a request sent while s3 was down after a
-    /// pause-then-crash was read by its next process 2.6 s later, long after another
-    /// master had answered it, and answered again).
+    /// end of the pause: read by the next process, long after another master answered
+    /// it, such a request would be answered again.
     mutating func retire(_ slot: Int) {
         slots[slot].pausedUntil = nil
         guard let node = slots[slot].node else { return }
@@ -232,9 +231,8 @@ extension Simulator {
 
     /// The process stops (SIGSTOP, a paused VM) for `span` ms; it runs on afterwards.
     /// A stopped process stopped again wakes at the later of the two ends, never the
-    /// earlier: what waits in its sockets is queued for its one wake, in arrival order
-    /// (seed 6710710821263200: a second, shorter pause woke the node early, and the
-    /// requests queued for the first pause's end reached it 1.3 s later, while it served).
+    /// earlier: what waits in its sockets is queued for its one wake, in arrival order (a
+    /// second, shorter pause must not wake it before what the first one queued).
     mutating func pause(_ s: Int, for span: Int64) {
         guard slots[s].isRunning else { return }
         let until = now + Milliseconds(span)
@@ -257,8 +255,8 @@ extension Simulator {
     mutating func shutDown(_ s: Int) {
         let wasRunning = slots[s].isRunning
         // A failing store takes neither the kept data nor the wipe: what memory held
-        // beyond the disk is lost, as in a crash (seed 7805815623691140: a registration
-        // committed while the store failed, then a clean stop).
+        // beyond the disk is lost, as in a crash (a registration committed while the
+        // store failed, then a clean stop).
         if slots[s].disk.failing, let node = slots[s].node, slots[s].disk.lastTxid < node.replica.lastCommitted.txid {
             slots[s].generation += 1
             slots[s].operatorGeneration += 1

@@ -63,8 +63,7 @@ public struct PeerRequestHandler: Sendable {
     /// one; a master checks here, against the state its transaction will be prepared on.
     ///
     /// Every error reply takes a token of the source's error bucket; without one it is
-    /// dropped (reflection: 5,000 malformed requests from one spoofed source got 4,712
-    /// errors before).
+    /// dropped: a spoofed source must not turn the tracker into a reflector of errors.
     ///
     /// `receivedAt`: when a request held through an election arrived (nil: now). Its
     /// announce carries that time (`Announce.at`).

@@ -9,8 +9,8 @@ import TrackerLogic
 ///
 /// Why: behind a group every node receives every request, and a follower only holds it.
 /// Through a NIO channel each datagram cost an envelope and a `SocketAddress` whose host
-/// string is formatted with sprintf, and each burst a readiness wake of its own: about
-/// 2.6 µs of a follower's 7.6 per announce, more than its share of the replication.
+/// string is formatted with sprintf, and each burst a readiness wake of its own: more of
+/// a follower's CPU than its share of the replication.
 /// Reading the socket from another thread was measured and dropped (the hand-off to the
 /// loop cost a wake on each side).
 ///

@@ -53,8 +53,8 @@ extension SwarmListing {
     }
 
     /// The swarms table built on the global executor from the store taken as a value
-    /// (in O(1) on the loop or under the lock): 100,000 rows built on the loop took half a
-    /// second, through which no peer was answered.
+    /// (in O(1) on the loop or under the lock): built on the loop, a large table held
+    /// every peer's answer until it was done.
     static func rowsOffLoop(_ store: SwarmStore?) async -> [SwarmRow] {
         guard let store else { return [] }
         return await Task.detached { rows(store) }.value

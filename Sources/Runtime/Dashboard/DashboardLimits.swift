@@ -11,10 +11,10 @@ import TrackerLogic
 /// a peer's answer, or keep the node off its broker.
 public struct DashboardLimits: Sendable {
     /// Connections open at once; more are closed as they arrive. Each is a descriptor
-    /// the broker and cluster sockets may need (1,100 idle ones kept a node off its broker).
+    /// the broker and cluster sockets may need.
     public var maxConnections = 256
     /// A connection that sends no complete request head for this long is closed, between
-    /// requests as well as during a half-sent head (2,000 of those stayed open for 60 s).
+    /// requests as well as during a half-sent head.
     public var idleTimeout = TimeAmount.seconds(10)
     /// A request's body must arrive whole within this of its head (`requestBody(_:upTo:within:)`).
     public var bodyTimeout = TimeAmount.seconds(10)
@@ -62,8 +62,8 @@ final class Occupancy: Sendable {
 }
 
 /// Gives the allocator's free memory back to the system once a burst of dashboard work
-/// is over. glibc keeps what a flood of event streams freed in its arenas, so a node's
-/// resident set stayed 8 MB higher after 4,000 streams had come and gone; `malloc_trim`
+/// is over. glibc keeps what a flood of event streams freed in its arenas, and the
+/// node's resident set stayed that much higher after they were gone; `malloc_trim`
 /// returns it. Asked when the last stream closes; done at most once a second, off the
 /// event loops (it walks every arena).
 enum AllocatorTrim {

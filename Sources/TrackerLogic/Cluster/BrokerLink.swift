@@ -67,7 +67,7 @@ extension NodeContext {
     /// reported echo counts for `downAfter` and an interval, one heard here for `downAfter`.
     /// With `downAfter` alone, a node that reaches the broker dropped out of this view for
     /// a moment each interval its report took longer than its echo, and a master cut off
-    /// took that moment for a broker outage and committed alone (seed 8267757876648754).
+    /// took that moment for a broker outage and committed alone.
     func reachesBroker(_ m: Member, _ now: Instant) -> Bool {
         if !m.brokerEchoReported && m.lastHeardOnBroker == .zero { return true }
         if m.lastHeardOnBroker != .zero && now - m.lastHeardOnBroker <= config.downAfter { return true }

@@ -94,8 +94,8 @@ enum Candidate: NodeRole, Sendable, Equatable {
     /// Nor does a node that heard an older run of its own id lately: that run is the one
     /// that stays (the newer yields once it is sure), and it may claim the very epoch we
     /// would. Two processes of one id both leading one epoch split the repository under
-    /// one transaction id (fresh seed 1472068450387257325: the newer heard the older's
-    /// keepalive 250 ms before its election and claimed e4.2 beside it). It waits as for a
+    /// one transaction id (the newer, having heard the older just before its election,
+    /// claimed the same epoch beside it). It waits as for a
     /// coordinator, then runs again; the older run leads, or falls silent and the
     /// sighting lapses after `downAfter`.
     ///

@@ -52,9 +52,8 @@ import NIOCore
 /// Cheap to hold: a node of a group holds every request the master answers, so holding
 /// allocates nothing per request. A request's bytes go into its ring slot's share of one
 /// byte array (`inlineBytes` each, enough for any connect or announce without options);
-/// only a longer one keeps a copy of its own. Allocating a buffer per request, and
-/// freeing it as the ring overwrote it, was 4.4 % of a follower's CPU (about 0.4 µs a
-/// request).
+/// only a longer one keeps a copy of its own: a buffer allocated per request, and freed
+/// as the ring overwrote it, was a measurable share of a follower's CPU.
 struct HeldRequests: Sendable {
     struct Request: Sendable, Equatable {
         var datagram: ByteBuffer
@@ -88,8 +87,8 @@ struct HeldRequests: Sendable {
         /// by. An ABORT leaves no trace elsewhere (a keepalive reports commits only), so a
         /// request read before it is judged by `alive`: a serving master heard after it
         /// was alive to answer it, and the request counts as answered. Without this, an
-        /// heir whose link was reconnecting answered again 54 requests its master had
-        /// refused (the nemesis, seed 3088537812). The cost: such a request its master
+        /// heir whose link was reconnecting answered again requests its master had
+        /// refused (the nemesis found it). The cost: such a request its master
         /// never decided, the master lost right after, goes unanswered; its client retries.
         var deafUntil = Instant(milliseconds: .min)
 
@@ -226,13 +225,12 @@ struct HeldRequests: Sendable {
     /// A request this node judged unanswered before, and held again when its office ended,
     /// is judged only by evidence heard since: what came before was weighed then. Judged
     /// afresh, a node that had turned deaf to the broker meanwhile judged it by aliveness
-    /// from before its first judgement and dropped it, though nobody had answered it
-    /// (seed 63311902774575945).
+    /// from before its first judgement and dropped it, though nobody had answered it.
     ///
     /// Of a request held more than once (its client sent it again), the latest unanswered
     /// copy is taken: its window runs from when the client last sent it. Taken by its
     /// first copy, a request held again at the end of an office expired with that copy
-    /// while its client's last send was still young (seed 63311902774630077).
+    /// while its client's last send was still young.
     mutating func takeUnanswered(now: Instant, answeredAtOnce: (Request) -> Bool) -> [Request] {
         var out: [Request] = []
         var taken: [Key: Int] = [:]

@@ -23,8 +23,7 @@ extension TrackerNode {
     /// kept, and a recovering master's own diverged state whose merge has not committed
     /// (`NodeContext.durableDiverged`). Without the last, a registration a master
     /// committed alone in a partition, then set aside for the majority's snapshot, was
-    /// lost when the node stopped cleanly before the merge carrying it back committed
-    /// (seed 2256372192600579291).
+    /// lost when the node stopped cleanly before the merge carrying it back committed.
     func keptAtStop() -> [KeptEntry] {
         var newest: [KeptEntry.Key: KeptEntry] = [:]
         var entries = ctx.kept

@@ -22,7 +22,7 @@
 /// those requests and answers them once it serves, and a request the master took from its
 /// own held store is held again (`NodeContext.takenHeld`). Dropped after `downAfter`
 /// instead, the refusal of a taken held request left it waiting for ever while its master
-/// went on serving (seed 51023518095160413).
+/// went on serving.
 ///
 /// Cost: a refusal leaves one broker round trip later (a few milliseconds), and one that
 /// cannot be shown to the others is never sent; its peer gets its answer from the next

@@ -6,10 +6,9 @@
 /// last commit is not in the master's log is diverged: it offers its repository for a
 /// merge and votes "not in sync" until that merge commits, and the merge is a transaction
 /// that needs a majority. A strict master of three whose two slaves both hold another
-/// branch's #1 therefore commits nothing, for ever (fresh seed 80516490874771: master n2
-/// held e2.2#1, a re-proposal of e1.3#1 that n1 had only prepared before it caught up
-/// with e1.3#1 itself; recovery chose n2's own branch because e2.2 is the later epoch, and
-/// every PREPARE aborted on two "not in sync" votes for 38 s).
+/// branch's #1 therefore commits nothing, for ever: recovery chose the master's own
+/// branch because its epoch is the later one, and every PREPARE aborted on two "not in
+/// sync" votes (docs/simulator-findings.md).
 ///
 /// The rule: after the most advanced answer was fetched, if we and the answers our log
 /// holds are fewer than a majority, the answer whose branch most answers share is fetched

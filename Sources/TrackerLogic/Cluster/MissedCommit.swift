@@ -32,7 +32,7 @@ extension Master {
     /// past it. Operator changes are carried to the next reign. Peers waiting on an answer
     /// get none, as when a master steps down, and retransmit: nothing is answered while we
     /// recover, and some of them were held requests that the master whose commits we are
-    /// about to fetch may have answered (fresh seed 2985 with them carried: answered twice).
+    /// about to fetch may have answered (carried, they were answered twice).
     /// The held requests it took go unanswered with them (`NodeContext.takenHeld` empties:
     /// they are not held again when the office ends either).
     mutating func standAside(in ctx: inout NodeContext) -> [QueuedUpdate] {

@@ -62,8 +62,7 @@
     /// What the disk holds while the replica is not it: a recovering master's own diverged
     /// state, replaced in memory by the state it fetched. Written over before the merge
     /// that carries it back has committed, a crash of every node holding it loses what only
-    /// it held (fresh seed 7158042588230730: a registration one node committed alone in a
-    /// partition). So it stays on disk until `Master` sees that merge committed; a master
+    /// it held (a registration one node committed alone in a partition). So it stays on disk until `Master` sees that merge committed; a master
     /// that leaves office first goes back to it (`returnToDurableState`), for the next
     /// master to merge.
     ///

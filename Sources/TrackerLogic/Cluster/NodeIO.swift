@@ -201,13 +201,9 @@ public struct ClusterConfig: Sendable, Hashable {
     /// The cap binds only under a load that keeps more queued than it while a transaction
     /// is in flight; below it a transaction carries what arrived during the last round.
     /// There, each transaction's fixed cost (a PREPARE through the broker to every slave,
-    /// their votes back, each node's wake for them) is spread over more announces: with
-    /// 1,024 rather than 256, three nodes and ActiveMQ behind a group at 2,048 announces
-    /// in flight cost 13.54–14.49 µs of CPU per response against 16.00–16.47 (ActiveMQ's
-    /// share fell by half) and answered 16 % more (four alternating rounds of 8 s). At
-    /// 1,024 in flight the transactions grew from about 230 announces to 330. A PREPARE of
-    /// 1,024 announces is about 60 KB, one frame; applying it holds a node's loop for a
-    /// few milliseconds, far inside a keepalive interval.
+    /// their votes back, each node's wake for them) is spread over more announces
+    /// (docs/benchmarks.md, "Design choices"). A PREPARE at the cap is one broker frame,
+    /// and applying it holds a node's loop far less than a keepalive interval.
     public var batchMaxUpdates = 1024
     /// …and at most this long waiting for more.
     public var batchDelay = Milliseconds(2)

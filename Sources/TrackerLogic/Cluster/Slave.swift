@@ -142,7 +142,7 @@ struct Slave: NodeRole, Sendable {
             // A retransmission of what we committed: the same transaction, digest and all.
             // An OK vouches for that exact transaction. Another one under a committed ref
             // is a second leader's of that epoch (two processes given one id, both past
-            // the twin check: fresh seed 1472068450387257325), and an OK would let it
+            // the twin check), and an OK would let it
             // commit a second transaction under that ref; it gets not-in-sync below.
             ctx.send(.vote(txid: tx.txid, digest: tx.digest, verdict: .ok), to: master)
         } else {

@@ -38,10 +38,8 @@ public struct PeerImage: Hashable, Sendable {
     }
 
     /// Rows logged per peer before the next image. A longer log costs a restart more
-    /// reading (linear, about 80 bytes a row) and saves the writer images: 4 rather than
-    /// 2 took `tracker bench --store --torrents 10000 --announces 2000000 --per-transaction
-    /// 120 --per-write 13` from 2.01 to 1.60 µs of writer CPU per announce (medians of four
-    /// alternating runs). The store's fold (`SQLiteRepository.defaultFoldRatio`) must come
-    /// due later than this.
+    /// reading (linear in the log) and saves the writer images (docs/benchmarks.md,
+    /// "Design choices"). The store's fold (`SQLiteRepository.defaultFoldRatio`) must
+    /// come due later than this.
     public static let logRatio = 4
 }

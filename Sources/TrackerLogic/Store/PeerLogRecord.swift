@@ -30,9 +30,7 @@ public enum PeerLogRow: Hashable, Sendable {
 /// A commit's peer rows as a store's log keeps them: one blob per commit (or per run of
 /// commits a store writes together), not a row per announce. Each SQL row costs the
 /// writer its binding, a step of SQLite's virtual machine and a B-tree insert; one blob
-/// of 120 rows costs one of each (`tracker bench --store --torrents 10000 --announces
-/// 2000000 --per-transaction 120 --per-write 13`: 2.53 µs of writer CPU per announce with
-/// a row each, 1.85 with a record per commit).
+/// of a commit's rows costs one of each (docs/benchmarks.md, "Design choices").
 ///
 /// Layout: the format byte (1), then each row in the commit's order: a tag (1 written, 0
 /// removed), the info hash's 20 bytes, then the peer as the cluster codec lays out a
