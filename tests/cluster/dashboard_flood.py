@@ -56,6 +56,42 @@ def p99(values):
 SWARMS = 100_000
 
 
+def flooded(client, seconds, clients, request, backoff=0.0):
+    """Peer probes for `seconds` while `clients` threads send `request(n)` (their n-th) as
+    fast as they are answered (waiting `backoff` after a 429). Returns the probes' times, each answered request's time
+    and how many got a 429. The clients stand for other hosts: on this machine they share
+    the two cores with the nodes, so they yield the CPU (nice is per thread on Linux) and
+    what is measured is what the requests cost the node, not the load generator."""
+    stop = threading.Event()
+    answered, refused = [], [0]
+
+    def poll():
+        os.nice(10)
+        n = 0
+        while not stop.is_set():
+            started = time.perf_counter()
+            try:
+                with urllib.request.urlopen(request(n), timeout=10) as r:
+                    r.read()
+                    answered.append(time.perf_counter() - started)
+            except urllib.error.HTTPError as e:
+                if e.code == 429:
+                    refused[0] += 1
+                    time.sleep(backoff)
+            except OSError:
+                pass
+            n += 1
+
+    pollers = [threading.Thread(target=poll, daemon=True) for _ in range(clients)]
+    for t in pollers:
+        t.start()
+    times = probe(client, seconds)
+    stop.set()
+    for t in pollers:
+        t.join(15)
+    return times, answered, refused[0]
+
+
 def many_swarms(client, master):
     """The swarms table of 100,000 swarms, asked by token holders as fast as their share
     allows: the rows are built and sorted away from the node's loop, so the peers' p99
@@ -73,38 +109,13 @@ def many_swarms(client, master):
             fail(f"the master holds {(master.api() or {}).get('swarms')} of {SWARMS} swarms after 60 s")
         time.sleep(0.5)
     token = master.cluster.admin_token
-    timings, refused = [], [0]
-    stop = threading.Event()
-
-    def poll():
-        os.nice(10)
-        while not stop.is_set():
-            request = urllib.request.Request(master.url("/api/swarms?size=50"),
-                                             headers={"Authorization": f"Bearer {token}"} if token else {})
-            started = time.perf_counter()
-            try:
-                with urllib.request.urlopen(request, timeout=10) as r:
-                    r.read()
-                    timings.append(time.perf_counter() - started)
-            except urllib.error.HTTPError as e:
-                if e.code == 429:
-                    refused[0] += 1
-                    time.sleep(0.05)
-            except OSError:
-                pass
-
     rest = probe(client, 4)
-    pollers = [threading.Thread(target=poll, daemon=True) for _ in range(2)]
-    for t in pollers:
-        t.start()
-    flood = probe(client, 6)
-    stop.set()
-    for t in pollers:
-        t.join(15)
+    flood, timings, refused = flooded(client, 6, 2, lambda n: urllib.request.Request(
+        master.url("/api/swarms?size=50"), headers={"Authorization": f"Bearer {token}"}), backoff=0.05)
     if not timings:
-        fail(f"no listing of {SWARMS} swarms was answered ({refused[0]} refused)")
+        fail(f"no listing of {SWARMS} swarms was answered ({refused} refused)")
     log(f"{SWARMS} swarms: {len(timings)} listings in 6 s (median {statistics.median(timings) * 1000:.0f} ms each, "
-        f"{refused[0]} refused); peers: p99 {p99(rest):.2f} ms at rest, {p99(flood):.2f} ms meanwhile")
+        f"{refused} refused); peers: p99 {p99(rest):.2f} ms at rest, {p99(flood):.2f} ms meanwhile")
     if p99(flood) > p99(rest) + 5:
         fail(f"listing {SWARMS} swarms took the peers' p99 from {p99(rest):.2f} ms to {p99(flood):.2f} ms (at most 5 ms more)")
 
@@ -151,37 +162,10 @@ def main():
         rest = probe(client, 5)
         log(f"swarm of {held} peers; at rest: p50 {statistics.median(rest):.2f} ms, p99 {p99(rest):.2f} ms")
 
-        stop = threading.Event()
-        answered, refused = [0], [0]
-
-        def poll():
-            # The flood's clients stand for other hosts: on this machine they share the two
-            # cores with the nodes, so they yield the CPU (nice is per thread on Linux) and
-            # what is measured is what the requests cost the node, not the load generator.
-            os.nice(10)
-            paths = [f"/api/swarms/{info_hash.hex()}/peers?size=1", "/api/swarms"]
-            n = 0
-            while not stop.is_set():
-                try:
-                    with urllib.request.urlopen(master.url(paths[n % 2]), timeout=5) as r:
-                        r.read()
-                        answered[0] += 1
-                except urllib.error.HTTPError as e:
-                    if e.code == 429:
-                        refused[0] += 1
-                except OSError:
-                    pass
-                n += 1
-
-        pollers = [threading.Thread(target=poll, daemon=True) for _ in range(16)]
-        for t in pollers:
-            t.start()
-        flood = probe(client, 10)
-        stop.set()
-        for t in pollers:
-            t.join(10)
+        paths = [f"/api/swarms/{info_hash.hex()}/peers?size=1", "/api/swarms"]
+        flood, answered, refused = flooded(client, 10, 16, lambda n: urllib.request.Request(master.url(paths[n % 2])))
         after = master.api()
-        log(f"16 clients polling listings for 10 s: {answered[0]} answered, {refused[0]} refused (429); "
+        log(f"16 clients polling listings for 10 s: {len(answered)} answered, {refused} refused (429); "
             f"peers: p50 {statistics.median(flood):.2f} ms, p99 {p99(flood):.2f} ms; epoch {epoch} -> {after['epoch']}")
         if after["epoch"] != epoch or after["role"] != "master":
             fail(f"the listing flood moved the cluster: epoch {epoch} -> {after['epoch']}, master's role {after['role']}")

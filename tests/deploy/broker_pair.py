@@ -20,7 +20,6 @@ guide advises. Checked:
 Hosts, roots and path rewriting are deploy_guide.py's."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
 from _harness import activemq, fail, log, records_by_peer, repository_rows, set_full  # noqa: E402
 from _netns import host, remove, switch  # noqa: E402
 from deploy_guide import (FLOATING, PORT, TrackerHost, broker_host, find_package, guide_blocks, run_block,  # noqa: E402
-                          serving_master, tracker_user)
+                          serving_master, tear_down_hosts, tracker_user)
 
 TAG = f"p{os.getpid() % 100000}"
 SWITCH = f"{TAG}sw"
@@ -279,17 +278,7 @@ def main():
                 f"in sync {state[4]}; master {master} kept epoch {epoch}")
             ok = True
         finally:
-            for h in hosts:
-                if not ok:
-                    print(h.tail())
-                h.stop()
-            for name, env in broker_envs.items():
-                activemq("stop", env=env, netns=BROKERS[name][0])
-            remove(namespaces)
-            for ns in namespaces:
-                shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
-            if ok:
-                shutil.rmtree(work, ignore_errors=True)
+            tear_down_hosts(hosts, ok, [(env, BROKERS[name][0]) for name, env in broker_envs.items()], namespaces, work)
     print("broker pair: all checks passed")
 
 

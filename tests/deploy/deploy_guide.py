@@ -224,6 +224,52 @@ class TrackerHost:
         return "\n".join(out)
 
 
+def lan(namespaces):
+    """The switch and a host per namespace at its table address, each resolving the
+    broker's name as the guide's hosts do."""
+    remove(namespaces)
+    switch(SWITCH)
+    used = [ns for ns in ADDRESSES if ns in namespaces]
+    for index, ns in enumerate(used):
+        host(SWITCH, ns, ADDRESSES[ns], 2 + index)
+        os.makedirs(f"/etc/netns/{ns}", exist_ok=True)
+        with open(f"/etc/netns/{ns}/hosts", "w") as f:
+            f.write(f"127.0.0.1 localhost\n{ADDRESSES[BROKER]} broker.example.net\n")
+
+
+def admin_and_broker(deb, blocks, work):
+    """The admin machine's block (keys, the CA, certificates, passwords), then the broker
+    host's, then its broker started. Returns the secrets directory and the broker's
+    environment for `activemq`."""
+    tools = os.path.join(work, "admin-tools")
+    subprocess.run(["dpkg-deb", "-x", deb, tools], check=True)
+    secrets = os.path.join(work, "secrets")
+    os.makedirs(secrets, mode=0o700)
+    run_block("admin", blocks["admin"], None, tools, secrets)
+    log(f"admin block: {', '.join(sorted(os.listdir(secrets)))}")
+    broot, bcopied, broker_env = broker_host(work, deb, BROKER, ADDRESSES[BROKER], {
+        os.path.join(secrets, name): name for name in ("broker.p12", "keystore.password", "broker.password")})
+    run_block("broker", blocks["broker"], BROKER, broot, bcopied)
+    log(activemq("start", env=broker_env, netns=BROKER))
+    return secrets, broker_env
+
+
+def tear_down_hosts(hosts, ok, brokers, namespaces, work):
+    """Stops every node (printing its log's tail on failure) and each (env, namespace)
+    broker, removes the namespaces and, on success, the work directory."""
+    for h in hosts:
+        if not ok:
+            print(h.tail())
+        h.stop()
+    for env, ns in brokers:
+        activemq("stop", env=env, netns=ns)
+    remove(namespaces)
+    for ns in namespaces:
+        shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
+    if ok:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def serving_master(hosts, timeout):
     """The one host whose node answers /api/health with 200 and holds the address."""
     deadline = time.time() + timeout
@@ -238,6 +284,18 @@ def serving_master(hosts, timeout):
     for h in hosts:
         print(h.tail())
     fail(f"no single serving master holding {FLOATING} within {timeout} s (healthy, holders): {seen}")
+
+
+def kill_master(master, hosts):
+    """`kill -9` of the master's node: seconds until a client's connect through the
+    floating address is answered, and the host that serves then."""
+    killed = time.time()
+    master.proc.kill()
+    master.proc.wait()
+    failover = first_reply_after(CLIENT, FLOATING, PORT, killed)
+    if failover is None:
+        fail("no reply through the floating address within 30 s of the master's kill")
+    return failover, serving_master([h for h in hosts if h is not master], 20)
 
 
 class Downloads:
@@ -298,28 +356,13 @@ def run_unicast(deb, blocks, work):
     hosts = []
     ok = False
     try:
-        remove(namespaces)
-        switch(SWITCH)
+        lan(namespaces)
         # Every multicast frame dropped at the switch: VRRP's 224.0.0.18 and the group.
         for command in (["add", "table", "bridge", "nomcast"],
                         ["add", "chain", "bridge", "nomcast", "forward", "{ type filter hook forward priority 0 ; }"],
                         ["add", "rule", "bridge", "nomcast", "forward", "meta", "pkttype", "multicast", "counter", "drop"]):
             subprocess.run(["ip", "netns", "exec", SWITCH, "nft", *command], check=True)
-        used = {ns: ADDRESSES[ns] for ns in namespaces if ns in ADDRESSES}
-        for index, (ns, address) in enumerate(used.items()):
-            host(SWITCH, ns, address, 2 + index)
-            os.makedirs(f"/etc/netns/{ns}", exist_ok=True)
-            with open(f"/etc/netns/{ns}/hosts", "w") as f:
-                f.write(f"127.0.0.1 localhost\n{ADDRESSES[BROKER]} broker.example.net\n")
-        tools = os.path.join(work, "admin-tools")
-        subprocess.run(["dpkg-deb", "-x", deb, tools], check=True)
-        secrets = os.path.join(work, "secrets")
-        os.makedirs(secrets, mode=0o700)
-        run_block("admin", blocks["admin"], None, tools, secrets)
-        broot, bcopied, broker_env = broker_host(work, deb, BROKER, ADDRESSES[BROKER], {
-            os.path.join(secrets, name): name for name in ("broker.p12", "keystore.password", "broker.password")})
-        run_block("broker", blocks["broker"], BROKER, broot, bcopied)
-        log(activemq("start", env=broker_env, netns=BROKER))
+        secrets, broker_env = admin_and_broker(deb, blocks, work)
         for node_id, ns in NODES.items():
             h = TrackerHost(work, node_id, ns, deb, secrets)
             run_block("node", blocks["node"], ns, h.root, h.copied, {"NODE_ID": str(node_id)})
@@ -339,28 +382,12 @@ def run_unicast(deb, blocks, work):
         first = first_reply_after(CLIENT, FLOATING, PORT, time.time())
         if first is None:
             fail(f"no reply through {FLOATING} with multicast dropped")
-        killed = time.time()
-        master.proc.kill()
-        master.proc.wait()
-        failover = first_reply_after(CLIENT, FLOATING, PORT, killed)
-        if failover is None:
-            fail("no reply through the floating address within 30 s of the master's kill (unicast VRRP)")
-        new_master = serving_master([h for h in hosts if h is not master], 20)
+        failover, new_master = kill_master(master, hosts)
         log(f"multicast dropped: VRRP over unicast; master {master.node_id} held {FLOATING}; no keepalive crossed "
             f"the peer network; kill -9: first reply after {failover:.1f} s, from the host of node {new_master.node_id}")
         ok = True
     finally:
-        for h in hosts:
-            if not ok:
-                print(h.tail())
-            h.stop()
-        if broker_env:
-            activemq("stop", env=broker_env, netns=BROKER)
-        remove(namespaces)
-        for ns in namespaces:
-            shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
-        if ok:
-            shutil.rmtree(work, ignore_errors=True)
+        tear_down_hosts(hosts, ok, [(broker_env, BROKER)] if broker_env else [], namespaces, work)
 
 
 def main(unicast=False):
@@ -381,28 +408,8 @@ def run(deb, blocks, work):
     hosts, rogue, downloads = [], None, None
     ok = False
     try:
-        remove(namespaces)
-        switch(SWITCH)
-        for index, (ns, address) in enumerate(ADDRESSES.items()):
-            host(SWITCH, ns, address, 2 + index)
-            os.makedirs(f"/etc/netns/{ns}", exist_ok=True)
-            with open(f"/etc/netns/{ns}/hosts", "w") as f:
-                f.write(f"127.0.0.1 localhost\n{ADDRESSES[BROKER]} broker.example.net\n")
-
-        # The admin machine: keys, the CA, the broker's certificate, passwords.
-        tools = os.path.join(work, "admin-tools")
-        subprocess.run(["dpkg-deb", "-x", deb, tools], check=True)
-        secrets = os.path.join(work, "secrets")
-        os.makedirs(secrets, mode=0o700)
-        run_block("admin", blocks["admin"], None, tools, secrets)
-        log(f"admin block: {', '.join(sorted(os.listdir(secrets)))}")
-
-        # The broker host: the package's activemq examples copied over, the block run.
-        broot, bcopied, env = broker_host(work, deb, BROKER, ADDRESSES[BROKER], {
-            os.path.join(secrets, name): name for name in ("broker.p12", "keystore.password", "broker.password")})
-        run_block("broker", blocks["broker"], BROKER, broot, bcopied)
-        broker_env = env
-        log(activemq("start", env=broker_env, netns=BROKER))
+        lan(namespaces)
+        secrets, broker_env = admin_and_broker(deb, blocks, work)
 
         # The tracker hosts: the node block, then the node and keepalived.
         for node_id, ns in NODES.items():
@@ -428,14 +435,8 @@ def run(deb, blocks, work):
         downloads = Downloads()
         downloads.round("before kill -9 of the master", hosts)
 
-        killed = time.time()
-        master.proc.kill()
-        master.proc.wait()
-        failover = first_reply_after(CLIENT, FLOATING, PORT, killed)
-        if failover is None:
-            fail("no reply through the floating address within 30 s of the master's kill")
+        failover, new_master = kill_master(master, hosts)
         survivors = [h for h in hosts if h is not master]
-        new_master = serving_master(survivors, 20)
         log(f"kill -9 of master {master.node_id}: first reply through {FLOATING} after {failover:.1f} s, "
             f"from the host of node {new_master.node_id}")
         downloads.round("after kill -9 of the master", hosts)
@@ -479,17 +480,7 @@ def run(deb, blocks, work):
     finally:
         if downloads:
             downloads.stop()
-        for h in hosts + ([rogue] if rogue else []):
-            if not ok:
-                print(h.tail())
-            h.stop()
-        if broker_env:
-            activemq("stop", env=broker_env, netns=BROKER)
-        remove(namespaces)
-        for ns in namespaces:
-            shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
-        if ok:
-            shutil.rmtree(work, ignore_errors=True)
+        tear_down_hosts(hosts + ([rogue] if rogue else []), ok, [(broker_env, BROKER)] if broker_env else [], namespaces, work)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ namespace, with apt and dpkg run in it for real.
 
 Needs root, the package (dist/udp-tracker-cluster_*.deb from scripts/package.sh, or
 TRACKER_DEB) and apt's sources (it fetches GNOME's tracker and its libraries)."""
-import glob
 import os
 import shutil
 import subprocess
@@ -27,7 +26,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
-from _harness import ROOT, fail, log  # noqa: E402
+sys.path.insert(0, HERE)
+from _harness import fail, log  # noqa: E402
+from deploy_guide import find_package  # noqa: E402
 
 # Run inside the overlay's root (chroot), each step's output kept for the failure message.
 IN_ROOT = r'''
@@ -107,15 +108,6 @@ tracker3 --version | head -1
 umount /proc
 echo "== done"
 '''
-
-
-def find_package():
-    if os.environ.get("TRACKER_DEB"):
-        return os.environ["TRACKER_DEB"]
-    debs = sorted(glob.glob(os.path.join(ROOT, "dist", "udp-tracker-cluster_*.deb")), key=os.path.getmtime)
-    if not debs:
-        fail("no package: run scripts/package.sh first (or give TRACKER_DEB)")
-    return debs[-1]
 
 
 def newer_package(deb, work):

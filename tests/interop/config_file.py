@@ -39,6 +39,17 @@ def call(port, path, method="GET", body=None, token=None):
         return e.code, json.loads(e.read())
 
 
+def wait_dashboard(port, seconds=10):
+    """Until the node's dashboard answers (it binds after the tracker's sockets)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            call(port, "/api/node")
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 def setting(port, key):
     return next(s["value"] for s in call(port, "/api/config")[1] if s["key"] == key)
 
@@ -77,13 +88,7 @@ def layers(work, token_file):
     proc = subprocess.Popen([tracker_binary(), "run", "--config", path, "--max-swarms", "300", "--admin-token-file", token_file],
                             stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "layers.log"), "w"), env=env)
     try:
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                call(http, "/api/node")
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_dashboard(http)
         want = {"announce interval": "1000 s", "numwant default / max": "20 / 150", "max peers": "175", "max swarms": "300"}
         got = {k: setting(http, k) for k in want}
         if got != want:
@@ -217,13 +222,7 @@ def main():
     proc = subprocess.Popen([tracker_binary(), "run", "--config", path, "--max-swarms", "7000", "--admin-token-file", token_file],
                             stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "log"), "w"))
     try:
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                call(http, "/api/node")
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_dashboard(http)
         if setting(http, "announce interval") != "1200 s" or setting(http, "max swarms") != "7000":
             fail(f"the file's interval and the command line's max-swarms must hold: {call(http, '/api/config')[1]}")
         status, editable = call(http, "/api/config/editable")
