@@ -72,7 +72,9 @@ trap cleanup EXIT
 # their timers. A test that judges latency under load (its file says "test.sh: quiet
 # machine") runs with the build frozen (a freezer cgroup), since even idle work on the
 # other core shows in a p99. Where no such group can be made, the targets build last, in
-# the foreground. The fuzzing itself always runs last, alone.
+# the foreground. The fuzzers then run in the same group, FUZZ_SECONDS each, on the CPU
+# the tests leave (frozen with the build while a quiet test runs); without the group,
+# last and alone.
 if [ "$quick" = 0 ]; then
   cgroup="/sys/fs/cgroup/cpu/tracker-test-$$"
   if mkdir "$cgroup" 2>/dev/null; then
@@ -87,7 +89,7 @@ if [ "$quick" = 0 ]; then
     mkdir "$freezer" 2>/dev/null && fuzz_freezer="$freezer"
     fuzz_build_log="$(mktemp)"
     ( echo "$BASHPID" > "$fuzz_cgroup/cgroup.procs" && { [ -z "$fuzz_freezer" ] || echo "$BASHPID" > "$fuzz_freezer/cgroup.procs"; } \
-        && exec scripts/fuzz.sh build ) > "$fuzz_build_log" 2>&1 &
+        && scripts/fuzz.sh build && exec scripts/fuzz.sh all "${FUZZ_SECONDS:-30}" ) > "$fuzz_build_log" 2>&1 &
     fuzz_build=$!
   fi
 fi
@@ -211,6 +213,11 @@ else
   simulate_phases
 fi
 if [ -n "$fuzz_build" ]; then
-  wait "$fuzz_build" || { echo "test.sh: the fuzz targets did not build:" >&2; cat "$fuzz_build_log" >&2; exit 1; }
+  fuzz_status=0
+  wait "$fuzz_build" || fuzz_status=$?
+  echo "=== the fuzzers (built and run beside the tests):"
+  grep -v '^\[' "$fuzz_build_log" | tail -n 40
+  [ "$fuzz_status" = 0 ] || { echo "test.sh: the fuzz targets failed to build or found a crash" >&2; exit 1; }
+else
+  scripts/fuzz.sh all "${FUZZ_SECONDS:-30}"
 fi
-scripts/fuzz.sh all "${FUZZ_SECONDS:-30}"

@@ -45,17 +45,17 @@ public final class BatchedUDPSocket: @unchecked Sendable {
     private var batch = Batch()
 
     /// Binds `endpoint` (`reusePort`: beside other sockets of this process on the same
-    /// address, the kernel spreading sources over them).
-    public init(binding endpoint: PeerEndpoint, reusePort: Bool) throws(SocketError) {
+    /// address, the kernel spreading sources over them). `v6Only`: an IPv6 socket serves
+    /// IPv6 alone, so that `[::]` binds beside `0.0.0.0` on one port; otherwise `[::]`
+    /// serves both families, IPv4 peers arriving as mapped addresses.
+    public init(binding endpoint: PeerEndpoint, reusePort: Bool, v6Only: Bool = false) throws(SocketError) {
         let family = endpoint.ip.family == .v4 ? AF_INET : AF_INET6
         let fd = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw SocketError(call: "socket", code: errno) }
         var one: Int32 = 1
         var timeout = Self.stopLatency
         // No SO_REUSEADDR: on UDP it would let a second tracker bind the same port unnoticed.
-        // An IPv6 socket serves IPv6 alone: `[::]` then binds beside `0.0.0.0` on one port,
-        // and an IPv4 peer is never seen (and handed out) as a v4-mapped IPv6 address.
-        let bound = (family != AF_INET6 || setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) == 0)
+        let bound = (family != AF_INET6 || !v6Only || setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) == 0)
             && (!reusePort || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size)) == 0)
             && setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0
             && SocketAddress(endpoint).withSockAddr { Glibc.bind(fd, $0, socklen_t($1)) } == 0

@@ -26,8 +26,9 @@ struct StandaloneService {
 /// datagram, run in parallel. Everything else (config, history, timers, the dashboard)
 /// lives on one event loop.
 public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
-    /// `--udp`: each address gets `threads` sockets (an IPv6 one serves IPv6 alone, so
-    /// `0.0.0.0:6969` and `[::]:6969` bind side by side).
+    /// `--udp`: each address gets `threads` sockets. With an IPv4 address among them, an
+    /// IPv6 one serves IPv6 alone (`0.0.0.0:6969` and `[::]:6969` bind side by side);
+    /// alone, `[::]` serves both families.
     let binds: [PeerEndpoint]
     let threads: Int
     /// Read again from the config file at each Start (on the loop).
@@ -150,7 +151,8 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
                 // One socket per thread: the first binds, the others join its address (port 0 included).
                 var first: PeerEndpoint?
                 for _ in 0..<threads {
-                    let socket = try BatchedUDPSocket(binding: first ?? bind, reusePort: threads > 1)
+                    let socket = try BatchedUDPSocket(binding: first ?? bind, reusePort: threads > 1,
+                                                      v6Only: binds.contains { $0.ip.family == .v4 })
                     bound.append(socket)
                     first = first ?? socket.localEndpoint
                 }

@@ -95,8 +95,14 @@ class Node:
         return f"http://{self.http_host}:{self.http}{path}"
 
     def get(self, path, timeout=2.0):
-        """GET a dashboard path: (status, parsed JSON or text)."""
-        return http_request(self.url(path), timeout=timeout)
+        """GET a dashboard path: (status, parsed JSON or text). A 429 (listings are
+        budgeted per client) is retried as it says, for up to 10 s."""
+        deadline = time.time() + 10
+        while True:
+            status, body = http_request(self.url(path), timeout=timeout)
+            if status != 429 or time.time() > deadline:
+                return status, body
+            time.sleep(0.3)
 
     def post(self, path, body=None, token=True, content_type="application/octet-stream", timeout=5.0):
         headers = {"Content-Type": content_type}

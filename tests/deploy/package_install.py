@@ -160,7 +160,9 @@ chmod 0755 $r/usr/sbin/policy-rc.d
 OURS_VERSION={version} NEWER_VERSION={newer_version} chroot $r /bin/bash ${{PKG_TRACE:-}} /pkg/inner.sh
 ''')
         os.makedirs(os.path.join(work, "t"))
-        out = subprocess.run(["unshare", "--mount", "bash", script], capture_output=True, text=True, timeout=900)
+        # A PID namespace too: whatever the script leaves running (a node, if a step fails
+        # before it is stopped) dies with it.
+        out = subprocess.run(["unshare", "--mount", "--pid", "--fork", "bash", script], capture_output=True, text=True, timeout=900)
         if out.returncode != 0 or "== done" not in out.stdout:
             fail(f"package install (exit {out.returncode}):\n{out.stdout[-4000:]}\n{out.stderr[-3000:]}")
         steps = [line[3:] for line in out.stdout.splitlines() if line.startswith("== ")]

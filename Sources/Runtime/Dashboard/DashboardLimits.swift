@@ -26,11 +26,11 @@ public struct DashboardLimits: Sendable {
     /// at most `listingsPerSource` of them, so one client cannot take them all.
     public var listingsPerSecond = 10.0
     public var listingBurst = 20.0
-    public var listingsPerSource = SourceRateLimiter.Limit(perSecond: 2, burst: 4)
+    public var listingsPerSource = SourceRateLimiter.Limit(perSecond: 4, burst: 8)
     /// The share kept for requests that carry the admin or the viewer token, whatever
     /// anonymous clients do.
-    public var tokenListingsPerSecond = 5.0
-    public var tokenListingBurst = 10.0
+    public var tokenListingsPerSecond = 10.0
+    public var tokenListingBurst = 20.0
     /// Host names the dashboard answers to besides IP literals and `localhost` (a page
     /// of another site that rebinds its name to this address gets nothing).
     public var hostNames: [String] = []
