@@ -362,4 +362,40 @@ import TrackerLogic
         #expect(keepalives(in: n.step(.brokerConnected, now: t0 + Milliseconds(10))).isEmpty)
         #expect(n.role == .starting)
     }
+
+    /// A live master whose slaves' votes never come keeps re-sending its PREPARE while it
+    /// waits for the echo that would let it count them down: a voter all of whose
+    /// PREPAREs were lost answers the next one. It used to fall silent after
+    /// `voteRetries`, and the transaction waited for the echo only to abort.
+    @Test func aLiveMasterWaitingForItsEchoKeepsAskingSilentVoters() throws {
+        var (n, t) = liveN3Leading { _, _ in }
+        _ = n.step(ownEcho(of: n), now: t)
+        for slave in [UInt32(1), 2] {
+            _ = n.step(env(from: slave, epoch: n.epoch, .keepalive(Keepalive(role: .slave, master: NodeID(3), lastCommitted: .zero,
+                                                                              inSync: true, address: "", brokerEcho: .age(Milliseconds(5))))), now: t)
+            _ = n.step(env(from: slave, epoch: n.epoch, .coordinatorAck(lastCommitted: .zero, prepared: nil)), now: t)
+        }
+        _ = n.step(.tick, now: t)
+        try #require(n.isServing)
+        var prepares = 0
+        func count(_ actions: [NodeAction]) {
+            for case .broadcast(let e) in actions { if case .prepare = e.message { prepares += 1 } }
+        }
+        count(n.step(announceDatagram(1, at: t), now: t))
+        // Under `downAfter` from its last echo: it is not cut off yet, only waiting.
+        let end = t + Milliseconds(1900)
+        while t < end {
+            t = t + Milliseconds(50)
+            if t.milliseconds % 500 == 0 {
+                for s in UInt32(1)...2 {
+                    _ = n.step(beacon(from: s, role: .slave, master: 3, epoch: n.epoch, echo: .age(Milliseconds(5))), now: t)
+                }
+            }
+            count(n.step(.tick, now: t))
+        }
+        let retries = ClusterConfig().voteRetries
+        #expect(prepares > retries + 3, "\(prepares) PREPAREs in 1.9 s without an echo: it must keep asking after its \(retries) retries")
+        let serving = n.isServing
+        #expect(serving)
+    }
 }

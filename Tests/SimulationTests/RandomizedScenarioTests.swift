@@ -310,6 +310,23 @@ struct RandomizedScenarioTests {
         // one run). Refusals wait for an echo after their ABORT (`KnownRefusals.swift`).
         "seed=1 nodes=3 quorum=strict loss=0.0 dup=0.0 delay=1-5 peers=6 torrents=2 until=20000 settle=25000 drift=0,0,0 "
             + "interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 faults=8000:master-link:send,14000:heal operator=",
+        // A live master that had spent its PREPARE retries waited for its own echo in
+        // silence: a voter all of whose PREPAREs were lost (28 % loss) never voted, the
+        // transaction aborted late, and a held request went past its bound (two seeds) or
+        // a slave held a transaction undecided past the liveness bound. It asks again
+        // while it waits (`Master.voteTimedOut`).
+        "seed=83917740022081364 nodes=5 quorum=live loss=0.27 dup=0.08 delay=2-116 peers=3 torrents=2 until=12000 "
+            + "settle=25000 drift=0,-144,0,0,0 interval=1800 timeout=3600000 fragments=374 corrupt=0.0 redelivery=0.04 "
+            + "liveness=2+3+4/0 "
+            + "faults=2309:crash:1,3748:shutdown:0,6035:partition:0+2,6855:crash:2,7393:restart:0,8693:restart:1,9821:restart:2,11916:heal "
+            + "operator=",
+        "seed=83917740022170432 nodes=3 quorum=live loss=0.28 dup=0.08 delay=4-18 peers=2 torrents=1 until=13000 "
+            + "settle=25000 drift=-268,0,0 interval=6 timeout=12000 fragments=1048576 corrupt=0.04 liveness=0+2/1 "
+            + "faults=4454:crash:2,6996:partition:2,11131:disk-loss:0:6,11442:restart:0,11866:heal operator=",
+        "seed=83917740022177881 nodes=7 quorum=live loss=0.28 dup=0.01 delay=3-19 peers=3 torrents=1 until=14000 "
+            + "settle=25000 drift=0,0,0,0,0,0,0 interval=1800 timeout=3600000 fragments=148 corrupt=0.04 liveness=0+2+5+6/3+4 "
+            + "faults=3665:broker-link:5:receive,3684:crash:3,4587:crash:6,5511:restart:6,5800:sends-fail:2:3956,6213:crash:5,8740:store-fails:3,10611:heal,10713:partition:1+2+5,11985:store-heals:3,18920:heal "
+            + "operator=",
     ])
     func formerFailureLines(line: String) throws {
         var sim = Simulator(scenario: try Scenario(line: line))

@@ -327,7 +327,13 @@ struct Master: NodeRole, Sendable {
             f.votesClosedAfter = closed
             inFlight?.votesClosedAfter = closed
             guard awaitedBrokerEcho(after: closed, in: &ctx, now) else {
+                // Still asking meanwhile: a voter every one of whose PREPAREs was lost
+                // answers the next, and the transaction commits instead of waiting for
+                // the echo to abort it (a lossy link stalled a held request past its
+                // bound so).
                 inFlight?.deadline = now + ctx.config.voteTimeout
+                ctx.paths.count(.prepareResent)
+                ctx.broadcast(.prepare(f.tx, previous: f.previous, previousDigest: lastDigest))
                 return
             }
         }
