@@ -100,11 +100,9 @@ import TrackerLogic
         return (n, t)
     }
 
-    /// A live master of three whose slaves go silent on the broker (their beacons still
-    /// come, saying `slavesSay`): returns the replies to one announce within `seconds`,
-    /// and the master, with `echoes` of its own keepalives carried back meanwhile.
-    func liveMasterWithSilentSlaves(slavesSay echo: BrokerEchoReport, echoes: Bool, seconds: Int64,
-                                    slavesBeacon: Bool = true, againAfter: Int64? = nil) throws -> ([TrackerResponse], TrackerNode) {
+    /// n3 under a live quorum, serving, its own echo just back, with n1 and n2 heard on
+    /// the broker (reaching it) and confirmed at the empty repository.
+    func liveN3ServingTwoSlaves() throws -> (TrackerNode, Instant) {
         var (n, t) = liveN3Leading { _, _ in }
         _ = n.step(ownEcho(of: n), now: t)
         for slave in [UInt32(1), 2] {
@@ -114,6 +112,15 @@ import TrackerLogic
         }
         _ = n.step(.tick, now: t)
         try #require(n.isServing)
+        return (n, t)
+    }
+
+    /// A live master of three whose slaves go silent on the broker (their beacons still
+    /// come, saying `slavesSay`): returns the replies to one announce within `seconds`,
+    /// and the master, with `echoes` of its own keepalives carried back meanwhile.
+    func liveMasterWithSilentSlaves(slavesSay echo: BrokerEchoReport, echoes: Bool, seconds: Int64,
+                                    slavesBeacon: Bool = true, againAfter: Int64? = nil) throws -> ([TrackerResponse], TrackerNode) {
+        var (n, t) = try liveN3ServingTwoSlaves()
         var replies: [TrackerResponse] = []
         var actions = n.step(announceDatagram(1, at: t), now: t)
         let end = t + Milliseconds(seconds * 1000)
@@ -368,15 +375,7 @@ import TrackerLogic
     /// PREPAREs were lost answers the next one. It used to fall silent after
     /// `voteRetries`, and the transaction waited for the echo only to abort.
     @Test func aLiveMasterWaitingForItsEchoKeepsAskingSilentVoters() throws {
-        var (n, t) = liveN3Leading { _, _ in }
-        _ = n.step(ownEcho(of: n), now: t)
-        for slave in [UInt32(1), 2] {
-            _ = n.step(env(from: slave, epoch: n.epoch, .keepalive(Keepalive(role: .slave, master: NodeID(3), lastCommitted: .zero,
-                                                                              inSync: true, address: "", brokerEcho: .age(Milliseconds(5))))), now: t)
-            _ = n.step(env(from: slave, epoch: n.epoch, .coordinatorAck(lastCommitted: .zero, prepared: nil)), now: t)
-        }
-        _ = n.step(.tick, now: t)
-        try #require(n.isServing)
+        var (n, t) = try liveN3ServingTwoSlaves()
         var prepares = 0
         func count(_ actions: [NodeAction]) {
             for case .broadcast(let e) in actions { if case .prepare = e.message { prepares += 1 } }
