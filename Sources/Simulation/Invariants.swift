@@ -147,6 +147,8 @@ extension Simulator {
         guard now - network.topologyChangedAt > settled else { return nil }
         return slots.indices.first { n in
             n != s && n < scenario.nodes && slots[n].isRunning && !slots[n].isPaused(at: now) && network.reachesBroker(n)
+                // Awake for as long: a node just back from a pause is not heard yet.
+                && now - slots[n].lastPauseEnd > settled
                 && now - slots[n].startedAt > settled + config.startupListen
                 && (network.brokerLinkCutAt[n].map { now - $0 > settled } ?? true)
                 && !network.peerNetworkBlocked(n, s) && !network.peerNetworkBlocked(s, n)

@@ -327,6 +327,12 @@ struct RandomizedScenarioTests {
             + "settle=25000 drift=0,0,0,0,0,0,0 interval=1800 timeout=3600000 fragments=148 corrupt=0.04 liveness=0+2+5+6/3+4 "
             + "faults=3665:broker-link:5:receive,3684:crash:3,4587:crash:6,5511:restart:6,5800:sends-fail:2:3956,6213:crash:5,8740:store-fails:3,10611:heal,10713:partition:1+2+5,11985:store-heals:3,18920:heal "
             + "operator=",
+        // The checker's: a muted master of two was judged against a witness just back
+        // from a 3.5-s pause, which it could not have heard yet (`settledWitness`).
+        "seed=86302551033000311 nodes=2 quorum=strict loss=0.0 dup=0.0 delay=4-23 peers=2 torrents=2 until=25000 "
+            + "settle=25000 drift=0,0 interval=6 timeout=12000 fragments=162 corrupt=0.0 liveness=0+1 "
+            + "faults=3297:store-fails:0,8613:store-heals:0,10644:partition:1,11675:heal,12419:store-fails:1,13427:store-heals:1,13779:slow:0:293,15815:sends-fail:0:7548,17767:pause:1:3459 "
+            + "operator=",
     ])
     func formerFailureLines(line: String) throws {
         var sim = Simulator(scenario: try Scenario(line: line))
