@@ -158,6 +158,9 @@ public final class SQLiteRepository {
             CREATE TABLE IF NOT EXISTS access_rules(
                 info_hash TEXT PRIMARY KEY NOT NULL,
                 rule INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS client_rules(
+                prefix BLOB PRIMARY KEY NOT NULL,
+                rule INTEGER NOT NULL);
             CREATE TABLE IF NOT EXISTS completed_bases(
                 info_hash TEXT PRIMARY KEY NOT NULL,
                 count INTEGER NOT NULL);
@@ -384,7 +387,8 @@ public final class SQLiteRepository {
                 try fold(db, &state)
                 try run(db, "DELETE FROM peer_base WHERE last_announce < ?", [before.milliseconds])
                 try run(db, "DELETE FROM peer_stops WHERE at < ?", [before.milliseconds])
-            case .torrent, .accessMode, .accessRule, .torrentStamp, .ruleStamp, .modeStamp, .pruneTombstones, .completedBase:
+            case .torrent, .accessMode, .accessRule, .torrentStamp, .ruleStamp, .modeStamp, .pruneTombstones, .completedBase,
+                 .clientRule, .clientStamp:
                 try writeCatalogue(change, db)
             }
         }
@@ -632,8 +636,16 @@ public final class SQLiteRepository {
             } else {
                 try run(db, "DELETE FROM cluster_meta WHERE key IN ('access_mode_term', 'access_mode_master', 'access_mode_txid')", [])
             }
+        case .clientRule(let prefix, let rule):
+            if let rule {
+                try run(db, "INSERT OR REPLACE INTO client_rules(prefix, rule) VALUES (?, ?)", [Data(prefix.bytes), Int64(rule.rawValue)])
+            } else {
+                try run(db, "DELETE FROM client_rules WHERE prefix = ?", [Data(prefix.bytes)])
+            }
+        case .clientStamp(let prefix, let stamp):
+            try writeStamp(kind: clientStamps, key: hex(prefix.bytes), stamp, db)
         case .pruneTombstones:
-            for kind in [torrentStamps, ruleStamps] { try pruneTombstones(kind: kind, db) }
+            for kind in [torrentStamps, ruleStamps, clientStamps] { try pruneTombstones(kind: kind, db) }
         case .completedBase(let hash, let count):
             if let count {
                 try run(db, "INSERT OR REPLACE INTO completed_bases(info_hash, count) VALUES (?, ?)", [hash.hex, Int64(count)])
@@ -645,12 +657,20 @@ public final class SQLiteRepository {
         }
     }
 
-    static let torrentStamps: Int64 = 1, ruleStamps: Int64 = 2
+    /// A client rule's stamp is keyed by its prefix in hex, which sorts as the bytes do
+    /// (two digits a byte), so pruning drops the tombstones memory drops.
+    static let torrentStamps: Int64 = 1, ruleStamps: Int64 = 2, clientStamps: Int64 = 3
+
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
     static func writeStamp(kind: Int64, _ hash: InfoHash, _ stamp: CatalogueStamp?, _ db: Database) throws {
-        guard let stamp else { return try run(db, "DELETE FROM catalogue_stamps WHERE kind = ? AND info_hash = ?", [kind, hash.hex]) }
+        try writeStamp(kind: kind, key: hash.hex, stamp, db)
+    }
+
+    static func writeStamp(kind: Int64, key: String, _ stamp: CatalogueStamp?, _ db: Database) throws {
+        guard let stamp else { return try run(db, "DELETE FROM catalogue_stamps WHERE kind = ? AND info_hash = ?", [kind, key]) }
         try run(db, "INSERT OR REPLACE INTO catalogue_stamps(kind, info_hash, term, master, txid, removed) VALUES (?, ?, ?, ?, ?, ?)",
-                [kind, hash.hex, Int64(stamp.ref.epoch.term), Int64(stamp.ref.epoch.master.rawValue), Int64(bitPattern: stamp.ref.txid),
+                [kind, key, Int64(stamp.ref.epoch.term), Int64(stamp.ref.epoch.master.rawValue), Int64(bitPattern: stamp.ref.txid),
                  stamp.removed ? 1 : 0])
     }
 
@@ -689,6 +709,8 @@ public final class SQLiteRepository {
         }
         for (hash, stamp) in snapshot.stamps.torrents { try writeStamp(kind: torrentStamps, hash, stamp, db) }
         for (hash, stamp) in snapshot.stamps.rules { try writeStamp(kind: ruleStamps, hash, stamp, db) }
+        for e in snapshot.access.clients.sortedRules { try writeCatalogue(.clientRule(e.prefix, e.rule), db) }
+        for (prefix, stamp) in snapshot.stamps.clients { try writeCatalogue(.clientStamp(prefix, stamp), db) }
         try writeCatalogue(.modeStamp(snapshot.stamps.mode), db)
         for (hash, count) in snapshot.completedBase { try writeCatalogue(.completedBase(hash, count), db) }
         try setLastCommitted(snapshot.lastCommitted, history: snapshot.history, db)
@@ -696,7 +718,7 @@ public final class SQLiteRepository {
 
     static func wipe(_ db: Database, keepEpoch: Bool) throws {
         let epoch = try meta("epoch", db)
-        try db.execute(sql: "DELETE FROM peer_base; DELETE FROM peer_log; DELETE FROM completions; DELETE FROM peer_stops; DELETE FROM swarms; DELETE FROM torrents; DELETE FROM access_rules; DELETE FROM catalogue_stamps; DELETE FROM completed_bases; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
+        try db.execute(sql: "DELETE FROM peer_base; DELETE FROM peer_log; DELETE FROM completions; DELETE FROM peer_stops; DELETE FROM swarms; DELETE FROM torrents; DELETE FROM access_rules; DELETE FROM client_rules; DELETE FROM catalogue_stamps; DELETE FROM completed_bases; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
         if keepEpoch, let epoch { try setMeta("epoch", epoch, db) }
     }
 
@@ -748,7 +770,9 @@ public final class SQLiteRepository {
             let (torrents, access, bases) = try db.read { db in (try Self.torrents(db), try Self.access(db), try Self.completedBases(db)) }
             var catalogue = Catalogue()
             for t in torrents where catalogue.refusal(t) == nil { catalogue.apply(.register(t)) }
-            for change in AccessPolicy().missing(access.sortedRules) { catalogue.apply(change) }
+            for change in AccessPolicy().missing(access.sortedRules) + ClientFilter().missing(access.clients.sortedRules) {
+                catalogue.apply(change)
+            }
             catalogue.apply(.setAccessMode(access.mode))
             for change in Catalogue.restoring(KeptEntry.completions(bases)) { catalogue.apply(change) }
             return catalogue
@@ -853,8 +877,19 @@ public final class SQLiteRepository {
             return r.isWellFormed ? r : nil
         }
         var torrents: [InfoHash: CatalogueStamp] = [:], rules: [InfoHash: CatalogueStamp] = [:]
+        var clients: [ClientPrefix: CatalogueStamp] = [:]
         for row in try Row.fetchAll(db, sql: "SELECT kind, info_hash, term, master, txid, removed FROM catalogue_stamps") {
             let key = try row.decode(String?.self, forColumn: "info_hash")
+            if try row.decode(Int64?.self, forColumn: "kind") == clientStamps {
+                guard let prefix = key.flatMap({ ClientPrefix("0x" + $0) }),
+                      let r = ref(try row.decode(Int64?.self, forColumn: "term"), try row.decode(Int64?.self, forColumn: "master"),
+                                  try row.decode(Int64?.self, forColumn: "txid")),
+                      let removed = try row.decode(Int64?.self, forColumn: "removed"), removed == 0 || removed == 1 else {
+                    throw RepositoryError("corrupt client rule stamp \(key ?? "?")")
+                }
+                clients[prefix] = CatalogueStamp(ref: r, removed: removed == 1)
+                continue
+            }
             guard let hash = key.flatMap({ InfoHash(hex: $0) }), let kind = try row.decode(Int64?.self, forColumn: "kind"),
                   let r = ref(try row.decode(Int64?.self, forColumn: "term"), try row.decode(Int64?.self, forColumn: "master"),
                               try row.decode(Int64?.self, forColumn: "txid")),
@@ -875,11 +910,11 @@ public final class SQLiteRepository {
             }
             mode = r
         }
-        return CatalogueStamps(torrents: torrents, rules: rules, mode: mode)
+        return CatalogueStamps(torrents: torrents, rules: rules, mode: mode, clients: clients)
     }
 
-    /// The access mode and rules; a mode or rule no version wrote, or a key that is not
-    /// forty hex digits, is corruption.
+    /// The access mode, rules and client rules; a mode or rule no version wrote, a key that
+    /// is not forty hex digits, or a prefix of no peer id's length, is corruption.
     static func access(_ db: Database) throws -> AccessPolicy {
         let rawMode = try meta("access_mode", db) ?? 0
         guard let mode = UInt8(exactly: rawMode).flatMap(AccessMode.init(rawValue:)) else {
@@ -893,7 +928,16 @@ public final class SQLiteRepository {
             }
             return AccessEntry(infoHash: hash, rule: rule)
         }
-        return AccessPolicy(mode: mode, rules: rules)
+        let clients = try Row.fetchAll(db, sql: "SELECT prefix, rule FROM client_rules ORDER BY prefix").map { row in
+            let bytes = try row.decode(Data?.self, forColumn: "prefix")
+            guard let prefix = bytes.flatMap({ ClientPrefix(bytes: Array($0)) }), let raw = try row.decode(Int64?.self, forColumn: "rule"),
+                  let rule = UInt8(exactly: raw).flatMap(AccessRule.init(rawValue:)) else {
+                throw RepositoryError("corrupt client rule \(bytes.map { hex(Array($0)) } ?? "?")")
+            }
+            return ClientRuleEntry(prefix: prefix, rule: rule)
+        }
+        guard clients.count <= ClientFilter.maxRules else { throw RepositoryError("corrupt client list of \(clients.count) rules") }
+        return AccessPolicy(mode: mode, rules: rules, clients: clients)
     }
 
     static func content(_ db: Database) throws -> [SwarmMerge] {

@@ -323,7 +323,18 @@ extension Simulator {
             if let rule = kinds.first ?? nil { rules[workload.swarmHashes[k]] = rule }
         }
         if let v = checker.lostAccessRule(access: m.replica.store.catalogue.access, rules: rules,
+                                          generations: slots.map(\.operatorGeneration)) { return fail(v) }
+        var givenClients: [ClientPrefix: Set<AccessRule?>] = [:]
+        for case .clientRule(let k, let rule) in scenario.operatorActions.map(\.change) {
+            if let prefix = workload.clientPrefix(peer: k) { givenClients[prefix, default: []].insert(rule) }
+        }
+        var clientRules: [ClientPrefix: AccessRule] = [:]
+        for (prefix, kinds) in givenClients where kinds.count == 1 {
+            if let rule = kinds.first ?? nil { clientRules[prefix] = rule }
+        }
+        if let v = checker.lostClientRule(clients: m.replica.store.catalogue.access.clients, rules: clientRules,
                                           generations: slots.map(\.operatorGeneration)) { fail(v) }
+
     }
 
     /// Only the heir holds (`TrackerNode.peersUnneeded`), and only from `receiveSkew`

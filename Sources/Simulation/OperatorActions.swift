@@ -17,6 +17,9 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
         case accessMode(AccessMode)
         /// The scenario's swarm `k` given an access rule, or its rule removed (nil).
         case accessRule(swarm: Int, AccessRule?)
+        /// The client of the scenario's peer `k` (`Workload.clientPrefix`) given a client
+        /// rule, or its rule removed (nil).
+        case clientRule(peer: Int, AccessRule?)
     }
 
     public var at: Instant
@@ -34,6 +37,8 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
         case .accessMode(let mode): "s\(slot) sets access mode \(mode)"
         case .accessRule(let k, let rule?): "s\(slot) gives swarm \(k) rule \(rule)"
         case .accessRule(let k, nil): "s\(slot) removes swarm \(k)'s rule"
+        case .clientRule(let k, let rule?): "s\(slot) gives peer \(k)'s client rule \(rule)"
+        case .clientRule(let k, nil): "s\(slot) removes peer \(k)'s client rule"
         }
     }
 
@@ -49,7 +54,7 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
     /// Drawn from streams of their own, so scenarios without them are unchanged. A
     /// reload's interval stays within `peerTimeout` (a configuration that passes its checks).
     static func draw(seed: UInt64, nodes: Int, faultEnd: Instant, interval: UInt32, peerTimeout: Milliseconds,
-                     swarms: Int) -> [OperatorAction] {
+                     swarms: Int, peers: Int) -> [OperatorAction] {
         var reloads = SeededGenerator(seed: seed ^ 0x5245_4C4F_4144)
         var out = catalogueChanges(seed: seed, nodes: nodes, faultEnd: faultEnd)
         if reloads.chance(0.25) {
@@ -59,6 +64,7 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
             out.append(OperatorAction(at: at, slot: reloads.below(nodes), change: .reload(interval: max(1, next))))
         }
         out += accessChanges(seed: seed, nodes: nodes, faultEnd: faultEnd, swarms: swarms)
+        out += clientChanges(seed: seed, nodes: nodes, faultEnd: faultEnd, peers: peers)
         out.sort { $0.at < $1.at }
         return out
     }
@@ -83,7 +89,28 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
         return out
     }
 
-    static func catalogueChanges(seed: UInt64, nodes: Int, faultEnd: Instant) -> [OperatorAction] {
+    /// The client filter changed while the faults happen: a peer's client denied (its
+    /// announces then get refusals), allowed (every other client's then do), or its rule
+    /// removed.
+    static func clientChanges(seed: UInt64, nodes: Int, faultEnd: Instant, peers: Int) -> [OperatorAction] {
+        var rng = SeededGenerator(seed: seed ^ 0x434C_4945_4E54)
+        guard rng.chance(0.1), peers > 0 else { return [] }
+        var out: [OperatorAction] = []
+        var t = Scenario.start + Milliseconds(Int64(2500 + rng.below(4000)))
+        for _ in 0..<(1 + rng.below(3)) where t < faultEnd {
+            let rule: AccessRule? = switch rng.below(4) {
+            case 0: .allow
+            case 1, 2: .deny
+            default: nil
+            }
+            out.append(OperatorAction(at: t, slot: rng.below(nodes), change: .clientRule(peer: rng.below(peers), rule)))
+            t = t + Milliseconds(Int64(300 + rng.below(5000)))
+        }
+        return out
+    }
+
+    static func catalogueChanges(
+seed: UInt64, nodes: Int, faultEnd: Instant) -> [OperatorAction] {
         var rng = SeededGenerator(seed: seed ^ 0x4F50_4552_4154_4F52)
         guard rng.chance(0.4) else { return [] }
         var out: [OperatorAction] = []

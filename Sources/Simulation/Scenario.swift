@@ -387,7 +387,8 @@ public struct Scenario: Sendable, CustomStringConvertible {
                                        every: Milliseconds(Int64(100 + hostile.below(500))))
         }
         operatorActions = OperatorAction.draw(seed: seed, nodes: nodes, faultEnd: faultEnd, interval: announceInterval, peerTimeout: peerTimeout,
-                                             swarms: torrents)
+                                             swarms: torrents, peers: peers)
+
         var framing = SeededGenerator(seed: seed ^ 0x4652_4147_4D45_4E54)
         if framing.chance(0.3) { fragmentBytes = 64 + framing.below(449) }
         // Streams of their own, drawn last, so every draw above stays as it was.

@@ -40,6 +40,8 @@ extension Scenario {
             case .accessMode(let mode): return "\(ms(a.at)):mode:\(a.slot):\(mode.rawValue)"
             case .accessRule(let k, let rule?): return "\(ms(a.at)):\(rule):\(a.slot):\(k)"
             case .accessRule(let k, nil): return "\(ms(a.at)):unrule:\(a.slot):\(k)"
+            case .clientRule(let k, let rule?): return "\(ms(a.at)):client-\(rule):\(a.slot):\(k)"
+            case .clientRule(let k, nil): return "\(ms(a.at)):unclient:\(a.slot):\(k)"
             }
         }.joined(separator: ","))
         return words.joined(separator: " ")
@@ -160,6 +162,10 @@ extension Scenario {
                     case "allow": return OperatorAction(at: at, slot: slot, change: .accessRule(swarm: k, .allow))
                     case "deny": return OperatorAction(at: at, slot: slot, change: .accessRule(swarm: k, .deny))
                     case "unrule": return OperatorAction(at: at, slot: slot, change: .accessRule(swarm: k, nil))
+                    case "client-allow": return OperatorAction(at: at, slot: slot, change: .clientRule(peer: k, .allow))
+                    case "client-deny": return OperatorAction(at: at, slot: slot, change: .clientRule(peer: k, .deny))
+                    case "unclient": return OperatorAction(at: at, slot: slot, change: .clientRule(peer: k, nil))
+
                     default: throw ScenarioLineError("bad operator action '\(t)'")
                     }
                 }

@@ -122,8 +122,11 @@ struct SimPeer {
             announceReplies += 1
         case (.scrape(let s), .scrape(let r)):
             if r.entries.count != s.infoHashes.count { return "scrape reply to p\(index) has \(r.entries.count) entries" }
-        case (.announce, .error(let e)) where e.message == AccessPolicy.notAllowedMessage || e.message == AccessPolicy.deniedMessage:
-            // The access policy refused the swarm: the tracker answered, as it should.
+        case (.announce, .error(let e)) where e.message == AccessPolicy.notAllowedMessage || e.message == AccessPolicy.deniedMessage
+            || ClientFilter.isRefusal(e.message):
+            // The access policy refused the swarm, or the client filter the peer: the
+            // tracker answered, as it should.
+
             errors.append(e.message)
             lastAnnounceReply = now
         case (.announce, .error(let e)), (.scrape, .error(let e)):

@@ -93,6 +93,8 @@ public struct StateChecker: Sendable {
     var committedTorrents: [InfoHash: [Int: Int]] = [:]
     /// Access rules some replica committed: info hash → slot → generation then.
     var committedRules: [InfoHash: [Int: Int]] = [:]
+    /// Client rules some replica committed: prefix → slot → generation then.
+    var committedClientRules: [ClientPrefix: [Int: Int]] = [:]
     /// Requests sent while no node served (first such send), and when each request was
     /// last answered by anyone.
     var unservedSends: [RequestKey: Instant] = [:]
@@ -312,6 +314,9 @@ public struct StateChecker: Sendable {
         for case .catalogue(.setAccessRule(_, let hashes)) in tx.updates {
             for h in hashes { committedRules[h, default: [:]][slot] = operatorGeneration }
         }
+        for case .catalogue(.setClientRule(_, let prefixes)) in tx.updates {
+            for p in prefixes { committedClientRules[p, default: [:]][slot] = operatorGeneration }
+        }
         return nil
     }
 
@@ -361,4 +366,15 @@ public struct StateChecker: Sendable {
         }
         return nil
     }
+
+    /// The same for client rules.
+    func lostClientRule(clients: ClientFilter, rules: [ClientPrefix: AccessRule], generations: [Int]) -> String? {
+        for (prefix, rule) in rules.sorted(by: { $0.key < $1.key }) {
+            let survivors = (committedClientRules[prefix] ?? [:]).filter { generations[$0.key] == $0.value }
+            guard !survivors.isEmpty, clients.rules[prefix] != rule else { continue }
+            return "client rule \(rule) for \(prefix) committed on \(survivors.keys.sorted().map { "s\($0)" }) was lost"
+        }
+        return nil
+    }
+
 }

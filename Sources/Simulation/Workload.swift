@@ -22,7 +22,16 @@ struct Workload {
         var stops: PeerKey?
     }
 
+    /// The client prefix the operator's client rules name for peer `k`: its peer id's
+    /// first nine bytes, the client (`-SI0001-`) and one byte of its own, so a rule names
+    /// about one peer in 256 besides it.
+    func clientPrefix(peer k: Int) -> ClientPrefix? {
+        guard peers.indices.contains(k) else { return nil }
+        return ClientPrefix(bytes: Array(peers[k].peerID.bytes.prefix(9)))
+    }
+
     /// Creates the peers over the scenario's torrents and schedules their first turns.
+
     mutating func start(_ scenario: Scenario, rng: inout SeededGenerator, queue: inout EventQueue<SimEvent>, now: Instant) {
         let hashes = (0..<scenario.torrents).map { _ in InfoHash(a: rng.next(), b: rng.next(), c: 0) }
         swarmHashes = hashes
@@ -124,6 +133,10 @@ extension Simulator {
             guard k < workload.swarmHashes.count else { return }
             let hashes = [workload.swarmHashes[k]]
             step(action.slot, .submit(rule.map { .setAccessRule($0, hashes) } ?? .removeAccessRules(hashes)), label: "OPERATOR \(action)")
+        case .clientRule(let k, let rule):
+            guard let prefix = workload.clientPrefix(peer: k) else { return }
+            step(action.slot, .submit(rule.map { .setClientRule($0, [prefix]) } ?? .removeClientRules([prefix])), label: "OPERATOR \(action)")
+
         }
     }
 }

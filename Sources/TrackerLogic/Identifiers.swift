@@ -83,7 +83,7 @@ public struct Bytes20: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     public static func < (l: Bytes20, r: Bytes20) -> Bool { (l.a, l.b, l.c) < (r.a, r.b, r.c) }
 
-    private static func nibble(_ ch: UInt8) -> UInt8? {
+    static func nibble(_ ch: UInt8) -> UInt8? {
         switch ch {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return ch - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): return ch - UInt8(ascii: "a") + 10

@@ -117,10 +117,12 @@ public struct PeerRequestHandler: Sendable {
     }
 
     /// Why an announce from a proven source is refused at once, with no commit: port 0,
-    /// the access policy, or (unless whoever applies it checks) a full tracker or swarm.
+    /// the access policy, the client filter, or (unless whoever applies it checks) a full
+    /// tracker or swarm.
     func refusal(of r: AnnounceRequest, source: PeerEndpoint, store: SwarmStore, capacityCheckedAtApply: Bool) -> String? {
         guard r.port != 0 || r.event == .stopped else { return "invalid port 0" }
         if !store.catalogue.admits(r.infoHash) { return store.catalogue.access.refusalMessage }
+        if let refused = store.catalogue.access.clients.refusal(of: r.peerID) { return refused }
         guard !capacityCheckedAtApply, r.event != .stopped else { return nil }
         return capacityProblem(r, source: source, store: store)
     }

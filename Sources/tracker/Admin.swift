@@ -19,7 +19,7 @@ struct Admin: AsyncParsableCommand {
               tracker admin mode allow --token-file ./other-cluster.token
             """,
         subcommands: [Status.self, Torrents.self, Register.self, Unregister.self,
-                      Access.self, Mode.self, Allow.self, Deny.self, Remove.self, ImportList.self, Export.self, Import.self])
+                      Access.self, Mode.self, Allow.self, Deny.self, Remove.self, ImportList.self, Clients.self, Export.self, Import.self])
 
     /// Where the node is and who we are to it.
     struct Connection: ParsableArguments {
@@ -217,6 +217,78 @@ struct Admin: AsyncParsableCommand {
         }
     }
 
+    // MARK: the client filter
+
+    struct Clients: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The client filter: which BitTorrent clients are served, by peer-id prefix.",
+            discussion: """
+                The rule with the longest prefix of an announce's peer id decides. A client no \
+                rule names is served while no allow rule exists, and refused once one does.
+                  tracker admin clients deny -XL0012-
+                  tracker admin clients allow -UT -TR -qB -lt
+                  tracker admin clients deny -UT2210
+                """,
+            subcommands: [List.self, AllowClients.self, DenyClients.self, RemoveClients.self], defaultSubcommand: List.self)
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Every client rule: prefix and rule.")
+            @OptionGroup var connection: Connection
+            func run() async throws {
+                let policy = try await Admin.accessPolicy(try connection.client())
+                let rules = policy.first["clients"] as? [[String: Any]] ?? []
+                if rules.isEmpty { print("no client rules: every client is served") }
+                for rule in rules { print("\(rule["prefix"] ?? "?") \(rule["rule"] ?? "?")") }
+            }
+        }
+
+        /// What `allow`, `deny` and `remove` take: a node and the prefixes.
+        struct Arguments: ParsableArguments {
+            @OptionGroup var connection: Connection
+            /// Azureus-style prefixes start with a dash: taken as they are, not as options.
+            @Argument(parsing: .allUnrecognized,
+                      help: "Peer-id prefixes, 1 to 20 bytes each: printable ASCII without spaces (-UT355-), or 0x and hex digits.")
+            var prefixes: [String]
+            func send(_ rule: String) async throws {
+                for text in prefixes where ClientPrefix(text) == nil {
+                    throw ValidationError("\(text): a prefix is 1 to 20 printable ASCII characters without spaces, or 0x and 2 to 40 hex digits")
+                }
+                try await Admin.setClients(rule, prefixes.compactMap(ClientPrefix.init), try connection.client())
+            }
+        }
+
+        struct AllowClients: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(commandName: "allow", abstract: "Allow clients (once any is allowed, others are refused).")
+            @OptionGroup var arguments: Arguments
+            func run() async throws { try await arguments.send("allow") }
+        }
+
+        struct DenyClients: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(commandName: "deny", abstract: "Deny clients.")
+            @OptionGroup var arguments: Arguments
+            func run() async throws { try await arguments.send("deny") }
+        }
+
+        struct RemoveClients: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove clients' rules.")
+            @OptionGroup var arguments: Arguments
+            func run() async throws { try await arguments.send("remove") }
+        }
+    }
+
+    /// Sends `prefixes` under `rule` (allow, deny, remove), at most
+    /// `AccessPolicy.maxHashesPerChange` at a time; each is committed before the next.
+    static func setClients(_ rule: String, _ prefixes: [ClientPrefix], _ client: AdminClient) async throws {
+        var start = 0
+        while start < prefixes.count {
+            let batch = prefixes[start..<min(start + AccessPolicy.maxHashesPerChange, prefixes.count)]
+            let body = try JSONSerialization.data(withJSONObject: ["rule": rule, "prefixes": batch.map(\.description)] as [String: Any])
+            print(Admin.result(of: try await send(client, .post, "/api/access/clients", body: Array(body)),
+                               or: "\(rule): \(batch.count) clients"))
+            start += batch.count
+        }
+    }
+
     // MARK: backup
 
     /// Every rule of the access policy, page by page, with its mode and the first page
@@ -254,13 +326,14 @@ struct Admin: AsyncParsableCommand {
                 torrents.append(["infoHash": hash.hex, "file": Data(response.body).base64EncodedString()])
             }
             let access = try await Admin.accessPolicy(client)
+            let clients = access.first["clients"] as? [[String: Any]] ?? []
             let backup: [String: Any] = ["format": OperatorBackup.format, "torrents": torrents,
-                                         "access": ["mode": access.mode, "rules": access.rules]]
+                                         "access": ["mode": access.mode, "rules": access.rules, "clients": clients]]
             let data = try JSONSerialization.data(withJSONObject: backup, options: [.sortedKeys])
             guard FileManager.default.createFile(atPath: file, contents: data, attributes: [.posixPermissions: 0o600]) else {
                 throw ValidationError("cannot write \(file)")
             }
-            print("exported \(torrents.count) torrents, access mode \(access.mode) and \(access.rules.count) rules to \(file)")
+            print("exported \(torrents.count) torrents, access mode \(access.mode), \(access.rules.count) rules and \(clients.count) client rules to \(file)")
         }
     }
 
@@ -293,6 +366,8 @@ struct Admin: AsyncParsableCommand {
             for rule in AccessRule.allCases {
                 let hashes = backup.rules.filter { $0.rule == rule }.map(\.infoHash)
                 if !hashes.isEmpty { try await Admin.setRules(rule.description, hashes, client) }
+                let prefixes = backup.clients.filter { $0.rule == rule }.map(\.prefix)
+                if !prefixes.isEmpty { try await Admin.setClients(rule.description, prefixes, client) }
             }
             try await Admin.setMode(backup.mode, client)
         }
@@ -300,7 +375,8 @@ struct Admin: AsyncParsableCommand {
 }
 
 /// What `tracker admin export` writes: `{"format": "tracker-operator-data/1", "torrents":
-/// [{"infoHash", "file" (base64)}], "access": {"mode", "rules": [{"infoHash", "rule"}]}}`.
+/// [{"infoHash", "file" (base64)}], "access": {"mode", "rules": [{"infoHash", "rule"}],
+/// "clients": [{"prefix", "rule"}]}}` (an export made before client rules has none).
 /// Read back as input like any other: every file must parse as a torrent whose hash is
 /// the one named, every rule and mode must be one this version knows.
 struct OperatorBackup {
@@ -314,6 +390,7 @@ struct OperatorBackup {
     var torrents: [Torrent] = []
     var mode = AccessMode.open
     var rules: [AccessEntry] = []
+    var clients: [ClientRuleEntry] = []
 
     struct Problem: Error, CustomStringConvertible {
         var description: String
@@ -347,5 +424,14 @@ struct OperatorBackup {
             rules.append(AccessEntry(infoHash: hash, rule: rule))
         }
         guard rules.count <= AccessPolicy.maxRules else { throw Problem(description: "more than \(AccessPolicy.maxRules) access rules") }
+        for (i, entry) in ((access["clients"] as? [Any]) ?? []).enumerated() {
+            guard let object = entry as? [String: Any], let text = object["prefix"] as? String, let prefix = ClientPrefix(text),
+                  let ruleText = object["rule"] as? String, let rule = AccessRule.allCases.first(where: { $0.description == ruleText }) else {
+                throw Problem(description: "client rule \(i + 1): needs a prefix (-UT355- or 0x and hex) and a rule (allow or deny)")
+            }
+            clients.append(ClientRuleEntry(prefix: prefix, rule: rule))
+        }
+        guard clients.count <= ClientFilter.maxRules else { throw Problem(description: "more than \(ClientFilter.maxRules) client rules") }
+
     }
 }

@@ -658,6 +658,15 @@ import TrackerRuntime
             try commit(.setAccessRule(.allow, part))
             try commit(.removeAccessRules(part))
         }
+        // Client prefixes of every length from 2 to 6 bytes: the file orders their
+        // tombstones as memory does (hex of the bytes sorts as the bytes do).
+        let clients = (0..<(CatalogueStamps.maxTombstones + 500)).map { ClientPrefix("c\($0)")! }
+        for chunk in stride(from: 0, to: clients.count, by: AccessPolicy.maxHashesPerChange) {
+            let part = Array(clients[chunk..<min(chunk + AccessPolicy.maxHashesPerChange, clients.count)])
+            try commit(.setClientRule(.deny, part))
+            try commit(.removeClientRules(part))
+        }
+        try commit(.setClientRule(.allow, [ClientPrefix("-UT")!, ClientPrefix(bytes: [0, 0xFF])!]))
         try commit(.setAccessRule(.deny, [hash(1), hash(2)]))
         try commit(.setAccessMode(.deny))
         let t = try torrent("counted")
@@ -668,7 +677,10 @@ import TrackerRuntime
                              .rule(hash(3), .allow, TxRef(epoch: Epoch(term: 9, master: NodeID(1)), txid: 2))]))
         let stamps = replica.store.catalogue.stamps
         #expect(stamps.rules.filter(\.value.removed).count <= CatalogueStamps.maxTombstones)
+        #expect((CatalogueStamps.tombstonesAfterPruning...CatalogueStamps.maxTombstones).contains(stamps.clients.filter(\.value.removed).count),
+                "client tombstones were pruned")
         #expect(try repo.load().snapshot?.stamps == stamps)
+        #expect(try repo.load().snapshot?.access == replica.store.catalogue.access, "client rules reach the file")
         let fresh = try SQLiteRepository(path: tempPath())
         try fresh.perform(.snapshot(replica.snapshot()))
         #expect(try fresh.load().snapshot?.stamps == stamps, "a snapshot carries the stamps")
@@ -689,7 +701,9 @@ import TrackerRuntime
         let kept = try torrent("kept"), gone = try torrent("gone")
         let changes: [CatalogueChange] = [.register(kept), .register(gone), .setAccessRule(.allow, [hash(1), hash(2)]),
                                           .setAccessRule(.deny, [hash(3)]), .setAccessMode(.allow), .removeAccessRules([hash(2)]),
-                                          .unregister(gone.infoHash), .setAccessRule(.deny, [hash(1)])]
+                                          .unregister(gone.infoHash), .setAccessRule(.deny, [hash(1)]),
+                                          .setClientRule(.allow, [ClientPrefix("-UT")!, ClientPrefix("-TR")!]),
+                                          .setClientRule(.deny, [ClientPrefix("-UT2210")!]), .removeClientRules([ClientPrefix("-TR")!])]
         var catalogue = Catalogue()
         do {
             let repo = try SQLiteRepository(path: path)
@@ -704,6 +718,8 @@ import TrackerRuntime
         #expect(read.torrents.keys.sorted() == [kept.infoHash] && read.access.mode == .allow)
         let expectedRules: [InfoHash: AccessRule] = [hash(1): .deny, hash(3): .deny]
         #expect(read.access.rules == expectedRules)
+        #expect(read.access.clients.rules == [ClientPrefix("-UT")!: .allow, ClientPrefix("-UT2210")!: .deny])
+
         var rebuilt = Catalogue()
         for change in read.rebuildingChanges { rebuilt.apply(change) }
         #expect(rebuilt == read)

@@ -166,6 +166,20 @@ def torrent_upload(page, other, tmp, shots):
                lambda: any(r["cells"][:2] == [denied, "deny"] for r in other.rows("#access-rules")), 8)
     log(f"a deny rule entered on node {page.node.node_id}'s page is in node {other.node.node_id}'s access list")
 
+    # The client filter's form: a deny rule for a client no traffic here uses, shown on
+    # the other page, then removed there with its row's button.
+    page.driver.find_element(By.ID, "client-prefixes").send_keys("-XL0012- 0x00ff")
+    page.driver.execute_script("document.getElementById('client-rule').value = 'deny'")
+    page.driver.find_element(By.ID, "client-apply").click()
+    page.wait("the page says the client rule is set", lambda: "deny rule for client -XL0012-, 0x00ff" in page.text("#client-result"), 8)
+    other.wait(f"node {other.node.node_id}'s client list shows both prefixes",
+               lambda: sorted(r["cells"][:2] for r in other.rows("#client-rules")) == [["-XL0012-", "deny"], ["0x00ff", "deny"]], 8)
+    other.driver.execute_script("document.querySelector('#client-rules tbody tr button').click()")
+    page.wait(f"node {page.node.node_id}'s client list loses the removed one",
+              lambda: len(page.rows("#client-rules")) == 1, 12)
+    log(f"client rules entered on node {page.node.node_id}'s page, one removed on node {other.node.node_id}'s")
+
+
 
 def failover(master_page, other_page):
     old = str(master_page.node.node_id)

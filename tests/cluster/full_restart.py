@@ -13,6 +13,10 @@ data (ActiveMQ, a multicast group on lo, `tracker admin` only).
 5. Peers: the registered and listed hashes are tracked, the removed and unknown ones
    refused, through whichever node serves; a scrape of the first torrent still counts
    its two completions, though every swarm was emptied.
+
+Client rules travel the same way: `-XX` and `-YY` denied in step 1, `-YY`'s rule
+removed while node 1 is down; afterwards every node holds `-XX deny` alone, a `-XX`
+peer id gets the BEP 15 error naming its client and a `-YY` one is tracked.
 """
 import os
 import sys
@@ -31,11 +35,12 @@ def torrents(node):
     return sorted(r["infoHash"] for r in rows) if status == 200 else None
 
 
-def holds(node, hashes, expected_policy):
+def holds(node, hashes, expected_policy, expected_clients):
     status, body = node.get("/api/access?limit=10000")
     if status != 200:
         return False
-    return torrents(node) == sorted(hashes) and (body["mode"], {r["infoHash"]: r["rule"] for r in body["rules"]}) == expected_policy
+    return (torrents(node) == sorted(hashes) and (body["mode"], {r["infoHash"]: r["rule"] for r in body["rules"]}) == expected_policy
+            and {c["prefix"]: c["rule"] for c in body["clients"]} == expected_clients)
 
 
 def run(node, token, *args):
@@ -64,6 +69,7 @@ def main():
         run(master, token, "allow", allowed, removed)
         run(master, token, "deny", denied)
         run(master, token, "mode", "allow")
+        run(master, token, "clients", "deny", "-XX", "-YY")
         client = GroupClient(cluster.group)
         client.connect() or fail("no reply to connect")
         for i in range(2):
@@ -78,6 +84,7 @@ def main():
             fail(f"node 1 did not stop cleanly: exit {first.proc.returncode}")
         master = cluster.wait_converged(20)
         run(master, token, "remove", removed)
+        run(master, token, "clients", "remove", "-YY")
         run(master, token, "register", paths[1])
         log("node 1 stopped holding the older data; a rule removed and a torrent registered after it")
         for n in nodes[1:]:
@@ -88,9 +95,9 @@ def main():
         first.start()
         older = ("allow", {allowed: "allow", removed: "allow", denied: "deny"})
         deadline = time.time() + 20
-        while time.time() < deadline and not holds(first, hashes[:1], older):
+        while time.time() < deadline and not holds(first, hashes[:1], older, {"-XX": "deny", "-YY": "deny"}):
             time.sleep(0.2)
-        if not holds(first, hashes[:1], older):
+        if not holds(first, hashes[:1], older, {"-XX": "deny", "-YY": "deny"}):
             fail(f"node 1 alone after the restart: torrents {torrents(first)}, policy {policy(first)}")
         log("node 1 alone serves again with what it kept")
         for n in nodes[1:]:
@@ -98,12 +105,12 @@ def main():
         master = cluster.wait_converged(30)
         expected = ("allow", {allowed: "allow", denied: "deny"})
         deadline = time.time() + 20
-        while time.time() < deadline and not all(holds(n, hashes, expected) for n in nodes):
+        while time.time() < deadline and not all(holds(n, hashes, expected, {"-XX": "deny"}) for n in nodes):
             time.sleep(0.2)
         for n in nodes:
-            if torrents(n) != sorted(hashes) or policy(n) != expected:
-                fail(f"node {n.node_id} after the full restart: torrents {torrents(n)}, policy {policy(n)}; expected "
-                     f"{sorted(hashes)}, {expected}")
+            if not holds(n, hashes, expected, {"-XX": "deny"}):
+                fail(f"node {n.node_id} after the full restart: torrents {torrents(n)}, policy {policy(n)}, "
+                     f"clients {n.get('/api/access?limit=1')[1].get('clients')}; expected {sorted(hashes)}, {expected}, -XX deny")
         log("every node holds both torrents, the newest version of each rule and mode allow")
 
         client.connect() or fail("no reply to connect")
@@ -112,6 +119,14 @@ def main():
         if got != ["tracked", "tracked", "tracked", refused, refused]:
             fail(f"master {master.node_id}: registered, registered, allowed, removed, denied gave {got}")
         log(f"master {master.node_id} tracks the kept torrents and allowed hash, refuses the removed and denied ones")
+        for prefix, want in (("-XX", "client -XX is denied by this tracker"), ("-YY", "tracked")):
+            replies = client.announce(bytes.fromhex(hashes[0]), prefix.encode() + os.urandom(17), 7250)
+            got = "tracked" if len(replies) == 1 and replies[0][:4] == b"\0\0\0\1" else \
+                replies[0][8:].decode(errors="replace") if len(replies) == 1 else f"{len(replies)} replies"
+            if got != want:
+                fail(f"a {prefix} peer after the full restart: {got!r}, want {want!r}")
+        log("client rules: -XX refused by name, -YY (removed while node 1 was down) tracked")
+
         scraped = client.scrape(bytes.fromhex(hashes[0]))
         if (scraped or {}).get("completed") != 2:
             fail(f"the first torrent's completions after the full restart: {scraped}")

@@ -25,3 +25,27 @@ struct AccessRulesRequest: Codable {
         }
     }
 }
+
+/// The body of `POST /api/access/clients`: `{"rule": "allow" | "deny" | "remove",
+/// "prefixes": ["-UT355-", "0x2d5554", …]}` (`ClientPrefix`), as the catalogue change it
+/// asks for, or nil for anything else.
+struct ClientRulesRequest: Codable {
+    var rule: String
+    var prefixes: [String]
+
+    static func change(_ body: Data) -> CatalogueChange? {
+        guard let request = try? JSONDecoder().decode(Self.self, from: body),
+              (1...AccessPolicy.maxHashesPerChange).contains(request.prefixes.count) else { return nil }
+        var prefixes: [ClientPrefix] = []
+        for text in request.prefixes {
+            guard let prefix = ClientPrefix(text) else { return nil }
+            prefixes.append(prefix)
+        }
+        switch request.rule {
+        case "allow": return .setClientRule(.allow, prefixes)
+        case "deny": return .setClientRule(.deny, prefixes)
+        case "remove": return .removeClientRules(prefixes)
+        default: return nil
+        }
+    }
+}

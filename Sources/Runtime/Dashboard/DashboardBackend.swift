@@ -76,6 +76,8 @@ extension CatalogueChange {
         case .setAccessMode(let mode): "access mode \(mode)"
         case .setAccessRule(let rule, let hashes): "\(rule) rule for \(Self.count(hashes))"
         case .removeAccessRules(let hashes): "rule removed for \(Self.count(hashes))"
+        case .setClientRule(let rule, let prefixes): "\(rule) rule for client \(prefixes.map(\.description).joined(separator: ", "))"
+        case .removeClientRules(let prefixes): "rule removed for client \(prefixes.map(\.description).joined(separator: ", "))"
         case .restore(let entries): "restored \(entries.count) kept entries"
         }
     }

@@ -267,6 +267,17 @@ enum DashboardRoutes {
             }
             do { return json(["result": try await backend.change(change)]) } catch { throw APIError(.conflict, "\(error)") }
         }
+        // {"rule": "allow" | "deny" | "remove", "prefixes": ["-UT355-", "0x2d5554", …]}: the
+        // client filter (`ClientFilter`), committed as one change.
+        router.post("/api/access/clients") { request, context in
+            let body = try await requestBody(request, upTo: AccessPolicy.maxHashesPerChange * 48 + 1024, within: limits.bodyTimeout)
+            guard let change = ClientRulesRequest.change(Data(buffer: body)) else {
+                throw APIError(.badRequest, "the body must be {\"rule\": \"allow\" | \"deny\" | \"remove\", \"prefixes\": [\"-UT355-\", …]} "
+                               + "with 1 to \(AccessPolicy.maxHashesPerChange) peer-id prefixes of 1 to 20 bytes, each printable ASCII "
+                               + "without spaces or 0x and hex digits")
+            }
+            do { return json(["result": try await backend.change(change)]) } catch { throw APIError(.conflict, "\(error)") }
+        }
         router.delete("/api/torrents/:infohash") { _, context in
             let hash = try infoHash(context)
             do { return json(["result": try await backend.change(.unregister(hash))]) } catch { throw APIError(.conflict, "\(error)") }

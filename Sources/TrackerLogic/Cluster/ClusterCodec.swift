@@ -101,11 +101,20 @@ public enum ClusterCodec {
             write(s.access, &b)
             write(s.stamps, &b)
             writeList(s.completedBase.sorted { $0.key < $1.key }, &b) { e, b in e.key.write(to: &b); b.writeInteger(UInt64(clamping: e.value)) }
+            // Client rules came later, and only a snapshot that holds some carries them, so
+            // an older node reads any other.
+            if !s.access.clients.isEmpty || !s.stamps.clients.isEmpty {
+                writeList(s.access.clients.sortedRules, &b, write)
+                writeList(s.stamps.clients.sorted { $0.key < $1.key }, &b) { entry, b in
+                    write(entry.key, &b); write(entry.value.ref, &b); b.writeInteger(entry.value.removed ? 1 : 0 as UInt8)
+                }
+            }
         case .mergeOffer(let o):
             b.writeInteger(o.offerID); b.writeInteger(o.part); b.writeInteger(o.parts)
             writeList(o.swarms, &b, write)
             writeList(o.torrents, &b, write)
             writeList(o.access, &b, write)
+            if !o.clients.isEmpty { writeList(o.clients, &b, write) }
         case .mergeDone(let id):
             b.writeInteger(id)
         case .submit(let change):
@@ -220,7 +229,20 @@ public enum ClusterCodec {
             b.writeInteger(7 as UInt8); b.writeInteger(0 as UInt8); writeList(hashes, &b) { h, b in h.write(to: &b) }
         case .catalogue(.restore(let entries)):
             b.writeInteger(8 as UInt8); writeList(entries, &b, write)
+        case .catalogue(.setClientRule(let rule, let prefixes)):
+            b.writeInteger(10 as UInt8); b.writeInteger(rule.rawValue); writeList(prefixes, &b, write)
+        case .catalogue(.removeClientRules(let prefixes)):
+            b.writeInteger(10 as UInt8); b.writeInteger(0 as UInt8); writeList(prefixes, &b, write)
         }
+    }
+
+    /// A length byte (1–20), then the prefix's bytes.
+    static func write(_ p: ClientPrefix, _ b: inout ByteBuffer) {
+        b.writeInteger(UInt8(truncatingIfNeeded: p.bytes.count)); b.writeBytes(p.bytes)
+    }
+
+    static func write(_ e: ClientRuleEntry, _ b: inout ByteBuffer) {
+        write(e.prefix, &b); b.writeInteger(e.rule.rawValue)
     }
 
     /// Kind 9, the compact announce: counters and the instant as LEB128 varints. Most of a
@@ -262,6 +284,8 @@ public enum ClusterCodec {
         case .rule(let hash, let rule, _): b.writeInteger(3 as UInt8); hash.write(to: &b); b.writeInteger(rule.rawValue)
         case .ruleRemoved(let hash, _): b.writeInteger(4 as UInt8); hash.write(to: &b)
         case .mode(let mode, _): b.writeInteger(5 as UInt8); b.writeInteger(mode.rawValue)
+        case .client(let p, let rule, _): b.writeInteger(7 as UInt8); write(p, &b); b.writeInteger(rule.rawValue)
+        case .clientRemoved(let p, _): b.writeInteger(8 as UInt8); write(p, &b)
         case .completed(let hash, let count):
             // Counts carry no stamp: the highest wins.
             b.writeInteger(6 as UInt8); hash.write(to: &b); b.writeInteger(UInt64(clamping: count))
@@ -505,8 +529,43 @@ public enum ClusterCodec {
                 let count: UInt64 = try int()
                 guard count <= UInt64(UInt32.max) else { throw ClusterDecodingError("completion count \(count)") }
                 return .completed(h, Int(count))
+            case 7:
+                let p = try clientPrefix()
+                return .client(p, try accessRule(), try ref())
+            case 8: let p = try clientPrefix(); return .clientRemoved(p, try ref())
             default: throw ClusterDecodingError("bad kept entry kind \(kind)")
             }
+        }
+
+        mutating func accessRule() throws -> AccessRule {
+            let raw: UInt8 = try int()
+            guard let rule = AccessRule(rawValue: raw) else { throw ClusterDecodingError("bad access rule \(raw)") }
+            return rule
+        }
+
+        mutating func clientPrefix() throws -> ClientPrefix {
+            let n: UInt8 = try int()
+            guard let p = ClientPrefix(bytes: Array(try take(Int(n)))) else { throw ClusterDecodingError("client prefix of \(n) bytes") }
+            return p
+        }
+
+        mutating func clientEntries() throws -> [ClientRuleEntry] {
+            let rules = try list(minItemSize: 3) { r in ClientRuleEntry(prefix: try r.clientPrefix(), rule: try r.accessRule()) }
+            guard rules.count <= ClientFilter.maxRules else { throw ClusterDecodingError("client list of \(rules.count) rules") }
+            return rules
+        }
+
+        /// The client rules' stamps: at most a full list and a full set of tombstones.
+        mutating func clientStamps() throws -> [ClientPrefix: CatalogueStamp] {
+            let rows = try list(minItemSize: 23) { r -> (ClientPrefix, CatalogueStamp) in
+                let p = try r.clientPrefix()
+                let ref = try r.ref()
+                let removed: UInt8 = try r.int()
+                guard removed <= 1 else { throw ClusterDecodingError("bad stamp flag \(removed)") }
+                return (p, CatalogueStamp(ref: ref, removed: removed == 1))
+            }
+            guard rows.count <= ClientFilter.maxRules + CatalogueStamps.maxTombstones else { throw ClusterDecodingError("\(rows.count) client stamps") }
+            return Dictionary(rows, uniquingKeysWith: { _, last in last })
         }
 
         /// At most a full catalogue's entries and a full set of tombstones of each kind.
@@ -576,6 +635,15 @@ public enum ClusterCodec {
                     throw ClusterDecodingError("restore of \(entries.count) entries")
                 }
                 return .catalogue(.restore(entries))
+            case 10:
+                let raw: UInt8 = try int()
+                let prefixes = try list(minItemSize: 2) { try $0.clientPrefix() }
+                guard !prefixes.isEmpty, prefixes.count <= AccessPolicy.maxHashesPerChange else {
+                    throw ClusterDecodingError("client change of \(prefixes.count) prefixes")
+                }
+                if raw == 0 { return .catalogue(.removeClientRules(prefixes)) }
+                guard let rule = AccessRule(rawValue: raw) else { throw ClusterDecodingError("bad access rule \(raw)") }
+                return .catalogue(.setClientRule(rule, prefixes))
             case let t: throw ClusterDecodingError("bad update kind \(t)")
             }
         }
@@ -640,8 +708,8 @@ public enum ClusterCodec {
                 let digest: UInt64 = try int()
                 let content = try list(minItemSize: 32) { try $0.merge() }
                 let torrents = try list(minItemSize: 12) { try $0.torrent() }
-                let access = try access()
-                let stamps = try stamps()
+                var access = try access()
+                var stamps = try stamps()
                 let bases = try list(minItemSize: 28) { r -> (InfoHash, Int) in
                     let h = try r.bytes20()
                     let n: UInt64 = try r.int()
@@ -649,6 +717,10 @@ public enum ClusterCodec {
                     return (h, Int(n))
                 }
                 guard bases.count <= 2 * Catalogue.maxTorrents else { throw ClusterDecodingError("\(bases.count) completion counts") }
+                if remaining > 0 {
+                    access = AccessPolicy(mode: access.mode, rules: access.sortedRules, clients: try clientEntries())
+                    stamps = CatalogueStamps(torrents: stamps.torrents, rules: stamps.rules, mode: stamps.mode, clients: try clientStamps())
+                }
                 let snapshot = Snapshot(lastCommitted: last, history: EpochHistory(runs: runs), content: content, torrents: torrents,
                                         access: access, stamps: stamps, completedBase: Dictionary(bases, uniquingKeysWith: { _, b in b }),
                                         digest: digest)
@@ -662,7 +734,7 @@ public enum ClusterCodec {
                 message = .mergeOffer(MergeOffer(offerID: offerID, part: part, parts: parts,
                                                  swarms: try list(minItemSize: 32) { try $0.merge() },
                                                  torrents: try list(minItemSize: 12) { try $0.torrent() },
-                                                 access: try accessEntries()))
+                                                 access: try accessEntries(), clients: remaining > 0 ? try clientEntries() : []))
             case .mergeDone: message = .mergeDone(offerID: try int())
             case .leaving: message = .leaving
             case .submit:

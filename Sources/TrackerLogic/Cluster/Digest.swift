@@ -56,6 +56,12 @@ public struct Digest: Sendable {
         case .catalogue(.removeAccessRules(let hashes)):
             add(7, 0, UInt64(hashes.count))
             for h in hashes { add(h) }
+        case .catalogue(.setClientRule(let rule, let prefixes)):
+            add(9, UInt64(rule.rawValue), UInt64(prefixes.count))
+            for p in prefixes { add(p) }
+        case .catalogue(.removeClientRules(let prefixes)):
+            add(9, 0, UInt64(prefixes.count))
+            for p in prefixes { add(p) }
         case .catalogue(.restore(let entries)):
             add(8, UInt64(entries.count))
             for e in entries {
@@ -69,10 +75,20 @@ public struct Digest: Sendable {
                 case .ruleRemoved(let h, _): add(4); add(h)
                 case .mode(let mode, _): add(5, UInt64(mode.rawValue))
                 case .completed(let h, let count): add(6, UInt64(clamping: count)); add(h)
+                case .client(let p, let rule, _): add(7, UInt64(rule.rawValue)); add(p)
+                case .clientRemoved(let p, _): add(8); add(p)
                 }
                 add(e.ref.epoch.packed, e.ref.txid)
             }
         }
+    }
+
+    /// A client prefix: its length, then its bytes as eight-byte words.
+    mutating func add(_ prefix: ClientPrefix) {
+        var words: [UInt64] = [0, 0, 0]
+        for (i, byte) in prefix.bytes.enumerated() { words[i / 8] |= UInt64(byte) << (56 - 8 * UInt64(i % 8)) }
+        add(UInt64(prefix.bytes.count), words[0], words[1])
+        add(words[2])
     }
 
     /// The file's bytes, folded eight at a time.
@@ -168,6 +184,14 @@ public struct Digest: Sendable {
         return d.value
     }
 
+    /// What one client rule adds.
+    static func element(_ prefix: ClientPrefix, _ rule: AccessRule) -> UInt64 {
+        var d = Digest()
+        d.add(0xC1, UInt64(rule.rawValue))
+        d.add(prefix)
+        return d.value
+    }
+
     /// The sum and count of the catalogue's elements a change touches, as they stand (a
     /// hash named twice is one element).
     static func elements(touchedBy change: CatalogueChange, in catalogue: Catalogue) -> (sum: UInt64, count: Int) {
@@ -178,6 +202,7 @@ public struct Digest: Sendable {
         for h in Set(touched.rules) { add(catalogue.access.rules[h].map { element(h, $0) }) }
         for h in Set(touched.completedBases) { add(catalogue.completedBase[h].map { element(h, completedBase: $0) }) }
         if touched.mode { add(element(catalogue.access.mode)) }
+        for p in Set(touched.clients) { add(catalogue.access.clients.rules[p].map { element(p, $0) }) }
         return (sum, count)
     }
 
@@ -186,6 +211,7 @@ public struct Digest: Sendable {
         var sum: UInt64 = 0, count = 0
         if let m = element(access.mode) { sum &+= m; count += 1 }
         for (h, rule) in access.rules { sum &+= element(h, rule); count += 1 }
+        for (p, rule) in access.clients.rules { sum &+= element(p, rule); count += 1 }
         return (sum, count)
     }
 

@@ -73,7 +73,11 @@ extension KeptEntry {
     struct Key: Hashable, Comparable {
         var kind: UInt8
         var hash: InfoHash
-        static func < (l: Key, r: Key) -> Bool { (l.kind, l.hash) < (r.kind, r.hash) }
+        /// A client rule's prefix (empty for other kinds).
+        var prefix: [UInt8] = []
+        static func < (l: Key, r: Key) -> Bool {
+            (l.kind, l.hash) != (r.kind, r.hash) ? (l.kind, l.hash) < (r.kind, r.hash) : l.prefix.lexicographicallyPrecedes(r.prefix)
+        }
     }
 
     var key: Key {
@@ -83,6 +87,7 @@ extension KeptEntry {
         case .rule(let h, _, _), .ruleRemoved(let h, _): Key(kind: 2, hash: h)
         case .mode: Key(kind: 3, hash: InfoHash(a: 0, b: 0, c: 0))
         case .completed(let h, _): Key(kind: 4, hash: h)
+        case .client(let p, _, _), .clientRemoved(let p, _): Key(kind: 5, hash: InfoHash(a: 0, b: 0, c: 0), prefix: p.bytes)
         }
     }
 }

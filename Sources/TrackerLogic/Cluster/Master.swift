@@ -491,6 +491,7 @@ struct Master: NodeRole, Sendable {
         // its own, they stay.
         let missing = offer.torrents.filter { ctx.replica.store.catalogue.torrents[$0.infoHash] == nil }
         let rules = ctx.replica.store.catalogue.access.missing(offer.access)
+            + ctx.replica.store.catalogue.access.clients.missing(offer.clients)
         // Swarms that would change nothing are not committed: the offer is done sooner,
         // and a diverged node whose state we already hold is in sync without a commit it
         // cannot vote for (in `strict`, the quorum may need its vote).

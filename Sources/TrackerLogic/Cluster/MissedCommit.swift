@@ -78,6 +78,7 @@ extension Recovery {
             recovery.ownDivergedContent = diverged.store.content()
             recovery.ownDivergedTorrents = diverged.store.catalogue.sorted
             recovery.ownDivergedRules = diverged.store.catalogue.access.sortedRules
+            recovery.ownDivergedClients = diverged.store.catalogue.access.clients.sortedRules
         }
         ctx.broadcast(.coordinator(lastCommitted: ctx.replica.lastCommitted))
         ctx.nextKeepalive = now

@@ -18,6 +18,7 @@ struct Recovery: NodeRole, Sendable {
     var ownDivergedContent: [SwarmMerge] = []
     var ownDivergedTorrents: [RegisteredTorrent] = []
     var ownDivergedRules: [AccessEntry] = []
+    var ownDivergedClients: [ClientRuleEntry] = []
     /// Recovering again (`MissedCommit.swift`): the commit that sent us back, and the
     /// operator changes the master had queued.
     var recoveredAgainFor = TxRef.zero
@@ -134,12 +135,13 @@ struct Recovery: NodeRole, Sendable {
             recovered += tx.updates
             ctx.paths.count(.preparedReproposed)
         }
-        if !ownDivergedContent.isEmpty || !ownDivergedTorrents.isEmpty || !ownDivergedRules.isEmpty {
+        if !ownDivergedContent.isEmpty || !ownDivergedTorrents.isEmpty || !ownDivergedRules.isEmpty || !ownDivergedClients.isEmpty {
             ctx.paths.count(.recoveryMergedOwnState)
         }
         recovered += ownDivergedContent.map { .merge(ctx.unexpired($0, now)) }
         recovered += ownDivergedTorrents.filter { ctx.replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
         recovered += ctx.replica.store.catalogue.access.missing(ownDivergedRules).map { .catalogue($0) }
+        recovered += ctx.replica.store.catalogue.access.clients.missing(ownDivergedClients).map { .catalogue($0) }
         // What we kept through a clean stop, first of all that we answer peers by.
         let catalogue = ctx.replica.store.catalogue
         recovered += Catalogue.restoring(ctx.kept.filter { !catalogue.dominates($0) }).map { .catalogue($0) }
@@ -179,6 +181,7 @@ struct Recovery: NodeRole, Sendable {
             ownDivergedContent += ctx.replica.store.content()
             ownDivergedTorrents += ctx.replica.store.catalogue.sorted
             ownDivergedRules += ctx.replica.store.catalogue.access.sortedRules
+            ownDivergedClients += ctx.replica.store.catalogue.access.clients.sortedRules
         }
         // Our diverged state stays on disk until its merge commits (`durableDiverged`).
         ctx.installLocally(snapshot, store: store, keepingDiverged: diverged)

@@ -27,17 +27,18 @@ struct SetAside: Sendable, Equatable {
     /// A merge offer carries at most this many swarms per part.
     static let partSwarms = 64
 
-    /// `content`, torrents and access rules as offer parts of at most
+    /// `content`, torrents, access rules and client rules as offer parts of at most
     /// `partSwarms` swarms each, under `offerID`.
     static func parts(offerID: UInt64, swarms content: [SwarmMerge], torrents: [RegisteredTorrent],
-                      access: [AccessEntry]) -> [MergeOffer] {
+                      access: [AccessEntry], clients: [ClientRuleEntry] = []) -> [MergeOffer] {
         var chunks = stride(from: 0, to: content.count, by: SetAside.partSwarms).map {
             Array(content[$0..<min($0 + SetAside.partSwarms, content.count)])
         }
         if chunks.isEmpty { chunks = [[]] }
         return chunks.enumerated().map {
             MergeOffer(offerID: offerID, part: UInt32(truncatingIfNeeded: $0.offset), parts: UInt32(truncatingIfNeeded: chunks.count),
-                       swarms: $0.element, torrents: $0.offset == 0 ? torrents : [], access: $0.offset == 0 ? access : [])
+                       swarms: $0.element, torrents: $0.offset == 0 ? torrents : [], access: $0.offset == 0 ? access : [],
+                       clients: $0.offset == 0 ? clients : [])
         }
     }
 
@@ -56,11 +57,12 @@ extension NodeContext {
     mutating func setAsideDivergedReplica(_ now: Instant) {
         let store = replica.store
         var swarms = store.content(), torrents = store.catalogue.sorted, access = store.catalogue.access.sortedRules
+        var clients = store.catalogue.access.clients.sortedRules
         for part in setAside?.parts ?? [] {
-            swarms += part.swarms; torrents += part.torrents; access += part.access
+            swarms += part.swarms; torrents += part.torrents; access += part.access; clients += part.clients
         }
-        if !swarms.isEmpty || !torrents.isEmpty || !access.isEmpty {
-            let parts = SetAside.parts(offerID: rng.next(), swarms: swarms, torrents: torrents, access: access)
+        if !swarms.isEmpty || !torrents.isEmpty || !access.isEmpty || !clients.isEmpty {
+            let parts = SetAside.parts(offerID: rng.next(), swarms: swarms, torrents: torrents, access: access, clients: clients)
             setAside = SetAside(parts: parts, resendAt: now)
             out.append(.setAside(parts))
             paths.count(.divergedStateSetAside)

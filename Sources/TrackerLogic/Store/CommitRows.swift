@@ -29,6 +29,9 @@ public struct CommitRows: Hashable, Sendable {
         case torrentStamp(InfoHash, CatalogueStamp?)
         case ruleStamp(InfoHash, CatalogueStamp?)
         case modeStamp(TxRef?)
+        /// A client rule and its stamp as memory holds them after the transaction.
+        case clientRule(ClientPrefix, AccessRule?)
+        case clientStamp(ClientPrefix, CatalogueStamp?)
         /// The end of one catalogue change: drop the tombstones memory dropped, by the
         /// same rule (`CatalogueStamps.pruneTombstones`).
         case pruneTombstones
@@ -105,6 +108,7 @@ public struct CommitRows: Hashable, Sendable {
         for h in touched.rules { out += [.accessRule(h, catalogue.access.rules[h]), .ruleStamp(h, catalogue.stamps.rules[h])] }
         if touched.mode { out += [.accessMode(catalogue.access.mode), .modeStamp(catalogue.stamps.mode)] }
         for h in touched.completedBases { out.append(.completedBase(h, catalogue.completedBase[h])) }
+        for p in touched.clients { out += [.clientRule(p, catalogue.access.clients.rules[p]), .clientStamp(p, catalogue.stamps.clients[p])] }
         out.append(.pruneTombstones)
         return out
     }

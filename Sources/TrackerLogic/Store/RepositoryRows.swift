@@ -13,6 +13,7 @@ public struct RepositoryRows: Sendable, Equatable {
     public private(set) var torrents: [InfoHash: RegisteredTorrent] = [:]
     public private(set) var accessMode = AccessMode.open
     public private(set) var accessRules: [InfoHash: AccessRule] = [:]
+    public private(set) var clientRules: [ClientPrefix: AccessRule] = [:]
     public private(set) var stamps = CatalogueStamps()
     public private(set) var completedBase: [InfoHash: Int] = [:]
     public private(set) var lastCommitted = TxRef.zero
@@ -57,6 +58,10 @@ public struct RepositoryRows: Sendable, Equatable {
                 stamps.setRule(hash, stamp)
             case .modeStamp(let ref):
                 stamps.mode = ref
+            case .clientRule(let prefix, let rule):
+                clientRules[prefix] = rule
+            case .clientStamp(let prefix, let stamp):
+                stamps.setClient(prefix, stamp)
             case .pruneTombstones:
                 stamps.pruneTombstones()
             case .completedBase(let hash, let count):
@@ -74,6 +79,7 @@ public struct RepositoryRows: Sendable, Equatable {
         for t in snapshot.torrents { torrents[t.infoHash] = t }
         accessMode = snapshot.access.mode
         accessRules = snapshot.access.rules
+        clientRules = snapshot.access.clients.rules
         stamps = snapshot.stamps
         completedBase = snapshot.completedBase
         lastCommitted = snapshot.lastCommitted
@@ -98,7 +104,8 @@ public struct RepositoryRows: Sendable, Equatable {
                        stops: stops[$0].map { $0.map { PeerStop(key: $0.key, at: $0.value) } } ?? [])
         }
         return Snapshot(restoredAt: lastCommitted, history: history, content: content, torrents: Array(torrents.values),
-                        access: AccessPolicy(mode: accessMode, rules: accessRules.map { AccessEntry(infoHash: $0.key, rule: $0.value) }),
+                        access: AccessPolicy(mode: accessMode, rules: accessRules.map { AccessEntry(infoHash: $0.key, rule: $0.value) },
+                                             clients: clientRules.map { ClientRuleEntry(prefix: $0.key, rule: $0.value) }),
                         stamps: stamps, completedBase: completedBase)
     }
 }

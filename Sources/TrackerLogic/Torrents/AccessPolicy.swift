@@ -46,6 +46,8 @@ public struct AccessEntry: Hashable, Sendable {
 public struct AccessPolicy: Hashable, Sendable {
     public private(set) var mode: AccessMode = .open
     public private(set) var rules: [InfoHash: AccessRule] = [:]
+    /// Which clients are served (`ClientFilter`): replicated, stamped and kept with the rest.
+    public private(set) var clients = ClientFilter()
 
     /// Bounds what a snapshot carries (about 21 bytes a rule: 2 MiB at most).
     public static let maxRules = 100_000
@@ -56,9 +58,10 @@ public struct AccessPolicy: Hashable, Sendable {
     public init() {}
 
     /// As a snapshot or a store carries it; rules beyond `maxRules` are not kept.
-    public init(mode: AccessMode, rules: [AccessEntry]) {
+    public init(mode: AccessMode, rules: [AccessEntry], clients: [ClientRuleEntry] = []) {
         self.mode = mode
         for e in rules.prefix(Self.maxRules) { self.rules[e.infoHash] = e.rule }
+        self.clients = ClientFilter(clients)
     }
 
     /// Whether an announce for `hash` is served; `registered`: a registered torrent's swarm.
@@ -79,6 +82,8 @@ public struct AccessPolicy: Hashable, Sendable {
     public static let deniedMessage = "torrent is denied by this tracker"
 
     mutating func set(_ mode: AccessMode) { self.mode = mode }
+
+    mutating func set(_ rule: AccessRule?, forClients prefixes: [ClientPrefix]) { clients.set(rule, for: prefixes) }
 
     mutating func set(_ rule: AccessRule?, for hashes: [InfoHash]) {
         for hash in hashes {

@@ -28,6 +28,10 @@ public enum CatalogueChange: Hashable, Sendable {
     case setAccessRule(AccessRule, [InfoHash])
     /// Removes each hash's rule.
     case removeAccessRules([InfoHash])
+    /// Gives each client prefix this rule (`ClientFilter`).
+    case setClientRule(AccessRule, [ClientPrefix])
+    /// Removes each client prefix's rule.
+    case removeClientRules([ClientPrefix])
     /// Data a node kept through a clean stop, offered back: each entry applies only if
     /// it is newer than what stands in its place (`Catalogue.dominates`), with its own
     /// stamp, so the newest change to each entry wins whatever order the offers come in.
@@ -38,6 +42,7 @@ public enum CatalogueChange: Hashable, Sendable {
 /// what the digest recounts and what a store rewrites.
 struct TouchedEntries {
     var torrents: [InfoHash] = [], rules: [InfoHash] = [], completedBases: [InfoHash] = []
+    var clients: [ClientPrefix] = []
     var mode = false
 }
 
@@ -49,6 +54,7 @@ extension CatalogueChange {
         case .unregister(let hash): t.torrents = [hash]
         case .setAccessMode: t.mode = true
         case .setAccessRule(_, let hashes), .removeAccessRules(let hashes): t.rules = hashes
+        case .setClientRule(_, let prefixes), .removeClientRules(let prefixes): t.clients = prefixes
         case .restore(let entries):
             for e in entries {
                 switch e {
@@ -57,6 +63,7 @@ extension CatalogueChange {
                 case .rule(let h, _, _), .ruleRemoved(let h, _): t.rules.append(h)
                 case .mode: t.mode = true
                 case .completed(let h, _): t.completedBases.append(h)
+                case .client(let p, _, _), .clientRemoved(let p, _): t.clients.append(p)
                 }
             }
         }
@@ -77,6 +84,15 @@ extension CatalogueChange {
             }()
         case .removeAccessRules(let hashes):
             Self.listRefusal(hashes) ?? (hashes.contains { catalogue.access.rules[$0] != nil } ? nil : "none of these info hashes is in the access list")
+        case .setClientRule(_, let prefixes):
+            Self.clientListRefusal(prefixes) ?? {
+                let added = Set(prefixes).filter { catalogue.access.clients.rules[$0] == nil }.count
+                return catalogue.access.clients.rules.count + added > ClientFilter.maxRules
+                    ? "the client list holds its maximum of \(ClientFilter.maxRules) prefixes" : nil
+            }()
+        case .removeClientRules(let prefixes):
+            Self.clientListRefusal(prefixes)
+                ?? (prefixes.contains { catalogue.access.clients.rules[$0] != nil } ? nil : "none of these prefixes is in the client list")
         case .restore(let entries):
             if entries.isEmpty || entries.count > AccessPolicy.maxHashesPerChange {
                 "a restore carries 1 to \(AccessPolicy.maxHashesPerChange) entries"
@@ -86,6 +102,12 @@ extension CatalogueChange {
                 entries.allSatisfy(catalogue.dominates) ? "the catalogue holds these entries or newer" : nil
             }
         }
+    }
+
+    static func clientListRefusal(_ prefixes: [ClientPrefix]) -> String? {
+        if prefixes.isEmpty { return "no client prefixes given" }
+        if prefixes.count > AccessPolicy.maxHashesPerChange { return "at most \(AccessPolicy.maxHashesPerChange) client prefixes per change" }
+        return nil
     }
 
     static func listRefusal(_ hashes: [InfoHash]) -> String? {
@@ -102,6 +124,8 @@ extension CatalogueChange {
         case .setAccessMode(let mode): catalogue.access.mode == mode
         case .setAccessRule(let rule, let hashes): hashes.allSatisfy { catalogue.access.rules[$0] == rule }
         case .removeAccessRules(let hashes): hashes.allSatisfy { catalogue.access.rules[$0] == nil }
+        case .setClientRule(let rule, let prefixes): prefixes.allSatisfy { catalogue.access.clients.rules[$0] == rule }
+        case .removeClientRules(let prefixes): prefixes.allSatisfy { catalogue.access.clients.rules[$0] == nil }
         case .restore(let entries): entries.allSatisfy(catalogue.dominates)
         }
     }
@@ -148,6 +172,14 @@ public struct Catalogue: Hashable, Sendable {
         case .removeAccessRules(let hashes):
             access.set(nil, for: hashes)
             if let stamp { stampRemoval(ofRules: hashes, stamp) }
+        case .setClientRule(let rule, let prefixes):
+            access.set(rule, forClients: prefixes)
+            if let stamp {
+                for p in prefixes where access.clients.rules[p] != nil { stamps.setClient(p, CatalogueStamp(ref: stamp, removed: false)) }
+            }
+        case .removeClientRules(let prefixes):
+            access.set(nil, forClients: prefixes)
+            if let stamp { for p in prefixes { stamps.setClient(p, CatalogueStamp(ref: stamp, removed: true)) } }
         case .restore(let entries):
             for entry in entries where !dominates(entry) { restore(entry) }
         }
@@ -177,6 +209,13 @@ public struct Catalogue: Hashable, Sendable {
             stamps.mode = ref
         case .completed(let hash, let count):
             completedBase[hash] = max(completedBase[hash] ?? 0, count)
+        case .client(let prefix, let rule, let ref):
+            access.set(rule, forClients: [prefix])
+            guard access.clients.rules[prefix] != nil else { return }
+            stamps.setClient(prefix, CatalogueStamp(ref: ref, removed: false))
+        case .clientRemoved(let prefix, let ref):
+            access.set(nil, forClients: [prefix])
+            stamps.setClient(prefix, CatalogueStamp(ref: ref, removed: true))
         }
     }
 
@@ -233,11 +272,11 @@ public struct Catalogue: Hashable, Sendable {
     public var sorted: [RegisteredTorrent] { torrents.values.sorted { $0.infoHash < $1.infoHash } }
 
     /// The changes that build this catalogue from an empty one, in a canonical order:
-    /// registrations, the rules (`AccessPolicy.maxHashesPerChange` a change), then the
+    /// registrations, the rules and client rules (`AccessPolicy.maxHashesPerChange` a change), then the
     /// mode, last, so no announce is refused for a rule not yet there. What a standalone
     /// node's kept operator data is put back with when its service starts.
     public var rebuildingChanges: [CatalogueChange] {
-        sorted.map(CatalogueChange.register) + AccessPolicy().missing(access.sortedRules)
+        sorted.map(CatalogueChange.register) + AccessPolicy().missing(access.sortedRules) + ClientFilter().missing(access.clients.sortedRules)
             + (access.mode == .open ? [] : [.setAccessMode(access.mode)]) + Catalogue.restoring(keptCompletionBases)
     }
 

@@ -13,7 +13,7 @@ public struct CatalogueStamp: Hashable, Sendable {
 }
 
 /// The stamps of a catalogue's entries: each registered or removed torrent, each rule or
-/// removed rule, and the mode.
+/// removed rule, each client rule or removed client rule, and the mode.
 ///
 /// Invariant: a live entry of a cluster's catalogue has a stamp that is not removed;
 /// between changes, at most `maxTombstones` removed stamps of each kind are kept, the
@@ -21,19 +21,28 @@ public struct CatalogueStamp: Hashable, Sendable {
 public struct CatalogueStamps: Hashable, Sendable {
     public private(set) var torrents: [InfoHash: CatalogueStamp] = [:]
     public private(set) var rules: [InfoHash: CatalogueStamp] = [:]
+    public private(set) var clients: [ClientPrefix: CatalogueStamp] = [:]
     /// Nil until the mode is first set.
     public internal(set) var mode: TxRef?
     /// How many of `torrents` and of `rules` are tombstones.
-    private var removedTorrents = 0, removedRules = 0
+    private var removedTorrents = 0, removedRules = 0, removedClients = 0
 
     public static let maxTombstones = 10_000
 
     public init() {}
 
-    public init(torrents: [InfoHash: CatalogueStamp], rules: [InfoHash: CatalogueStamp], mode: TxRef?) {
+    public init(torrents: [InfoHash: CatalogueStamp], rules: [InfoHash: CatalogueStamp], mode: TxRef?,
+                clients: [ClientPrefix: CatalogueStamp] = [:]) {
         self.mode = mode
         for (h, s) in torrents { setTorrent(h, s) }
         for (h, s) in rules { setRule(h, s) }
+        for (p, s) in clients { setClient(p, s) }
+    }
+
+    public mutating func setClient(_ prefix: ClientPrefix, _ stamp: CatalogueStamp?) {
+        if clients[prefix]?.removed == true { removedClients -= 1 }
+        if stamp?.removed == true { removedClients += 1 }
+        clients[prefix] = stamp
     }
 
     public mutating func setTorrent(_ hash: InfoHash, _ stamp: CatalogueStamp?) {
@@ -54,12 +63,13 @@ public struct CatalogueStamps: Hashable, Sendable {
     public mutating func pruneTombstones() {
         if removedTorrents > Self.maxTombstones { Self.prune(&torrents, &removedTorrents) }
         if removedRules > Self.maxTombstones { Self.prune(&rules, &removedRules) }
+        if removedClients > Self.maxTombstones { Self.prune(&clients, &removedClients) }
     }
 
     /// What a pruned kind keeps of its tombstones.
     public static let tombstonesAfterPruning = maxTombstones - maxTombstones / 10
 
-    private static func prune(_ stamps: inout [InfoHash: CatalogueStamp], _ removedCount: inout Int) {
+    private static func prune<Key: Comparable>(_ stamps: inout [Key: CatalogueStamp], _ removedCount: inout Int) {
         let removed = stamps.filter(\.value.removed).sorted { ($0.value.ref, $0.key) < ($1.value.ref, $1.key) }
         for (h, _) in removed.prefix(removed.count - tombstonesAfterPruning) {
             stamps[h] = nil
@@ -76,13 +86,16 @@ public enum KeptEntry: Hashable, Sendable {
     case rule(InfoHash, AccessRule, TxRef)
     case ruleRemoved(InfoHash, TxRef)
     case mode(AccessMode, TxRef)
+    case client(ClientPrefix, AccessRule, TxRef)
+    case clientRemoved(ClientPrefix, TxRef)
     /// A registered torrent's swarm had been completed this many times: it stays the
     /// swarm's count at least (counts only grow, so the highest one kept wins).
     case completed(InfoHash, Int)
 
     public var ref: TxRef {
         switch self {
-        case .torrent(_, let r), .torrentRemoved(_, let r), .rule(_, _, let r), .ruleRemoved(_, let r), .mode(_, let r): r
+        case .torrent(_, let r), .torrentRemoved(_, let r), .rule(_, _, let r), .ruleRemoved(_, let r), .mode(_, let r),
+             .client(_, _, let r), .clientRemoved(_, let r): r
         case .completed: .zero
         }
     }
@@ -108,6 +121,9 @@ extension Catalogue {
             if stamp.removed { out.append(.ruleRemoved(hash, stamp.ref)) } else if let r = access.rules[hash] { out.append(.rule(hash, r, stamp.ref)) }
         }
         if stamps.mode != nil || access.mode != .open { out.append(.mode(access.mode, stamps.mode ?? .zero)) }
+        for (prefix, stamp) in stamps.clients.sorted(by: { $0.key < $1.key }) {
+            if stamp.removed { out.append(.clientRemoved(prefix, stamp.ref)) } else if let r = access.clients.rules[prefix] { out.append(.client(prefix, r, stamp.ref)) }
+        }
         return out
     }
 
@@ -118,6 +134,7 @@ extension Catalogue {
         case .torrentRemoved(let hash, _): stamps.torrents[hash]?.ref
         case .rule(let hash, _, _), .ruleRemoved(let hash, _): stamps.rules[hash]?.ref
         case .mode: stamps.mode
+        case .client(let p, _, _), .clientRemoved(let p, _): stamps.clients[p]?.ref
         case .completed: nil
         }
     }

@@ -267,7 +267,24 @@ async function loadAccess() {
       remove.onclick = async () => { if (await setRules("remove", [r.infoHash])) loadAccess(); };
       return row([el("span", r.infoHash, "mono"), r.rule, remove]);
     }));
+    const allows = a.clients.filter((c) => c.rule === "allow").length;
+    $("clients-summary").textContent = !a.clients.length ? "every client is served" :
+      `${a.clients.length} client rules; the longest matching prefix decides; ` +
+      (allows ? "a client no rule names is refused (allow list)" : "a client no rule names is served (deny list)");
+    fill($("client-rules").tBodies[0], a.clients.map((c) => {
+      const remove = el("button", "remove");
+      remove.onclick = async () => { if (await setClients("remove", [c.prefix])) loadAccess(); };
+      return row([el("span", c.prefix, "mono"), c.rule, remove]);
+    }));
   } catch (e) { $("access-result").textContent = "cannot read the access policy: " + e.message; }
+}
+async function setClients(rule, prefixes) {
+  return authorized("POST", "/api/access/clients", JSON.stringify({ rule, prefixes }), $("client-result"));
+}
+async function applyClients() {
+  const prefixes = $("client-prefixes").value.split(/\s+/).filter((p) => p);
+  if (!prefixes.length) { $("client-result").textContent = "enter peer-id prefixes first"; return; }
+  if (await setClients($("client-rule").value, prefixes)) { $("client-prefixes").value = ""; loadAccess(); }
 }
 async function setRules(rule, hashes) {
   for (let i = 0; i < hashes.length; i += 1000) {
@@ -351,6 +368,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("peer-next").onclick = () => { state.peerPage += 1; loadPeers(); };
   $("torrent-upload").onclick = uploadTorrent;
   $("access-apply").onclick = applyRules;
+  $("client-apply").onclick = applyClients;
   $("access-mode-save").onclick = async () => {
     if (await authorized("PUT", "/api/access/mode", JSON.stringify({ mode: $("access-mode").value }), $("access-result"))) loadAccess();
   };
