@@ -359,22 +359,24 @@ public struct StateChecker: Sendable {
     /// The same for access rules: a hash the operator only ever gave `rules[hash]` (never
     /// removed, never the other rule) keeps it while a replica that committed it survives.
     func lostAccessRule(access: AccessPolicy, rules: [InfoHash: AccessRule], generations: [Int]) -> String? {
-        for (hash, rule) in rules.sorted(by: { $0.key < $1.key }) {
-            let survivors = (committedRules[hash] ?? [:]).filter { generations[$0.key] == $0.value }
-            guard !survivors.isEmpty, access.rules[hash] != rule else { continue }
-            return "access rule \(rule) for \(hash.hex) committed on \(survivors.keys.sorted().map { "s\($0)" }) was lost"
-        }
-        return nil
+        Self.lostRule("access rule", held: access.rules, given: rules, committed: committedRules, generations: generations, name: \.hex)
     }
 
     /// The same for client rules.
     func lostClientRule(clients: ClientFilter, rules: [ClientPrefix: AccessRule], generations: [Int]) -> String? {
-        for (prefix, rule) in rules.sorted(by: { $0.key < $1.key }) {
-            let survivors = (committedClientRules[prefix] ?? [:]).filter { generations[$0.key] == $0.value }
-            guard !survivors.isEmpty, clients.rules[prefix] != rule else { continue }
-            return "client rule \(rule) for \(prefix) committed on \(survivors.keys.sorted().map { "s\($0)" }) was lost"
+        Self.lostRule("client rule", held: clients.rules, given: rules, committed: committedClientRules, generations: generations,
+                      name: \.description)
+    }
+
+    static func lostRule<Key: Comparable>(_ kind: String, held: [Key: AccessRule], given: [Key: AccessRule], committed: [Key: [Int: Int]],
+                                          generations: [Int], name: (Key) -> String) -> String? {
+        for (key, rule) in given.sorted(by: { $0.key < $1.key }) {
+            let survivors = (committed[key] ?? [:]).filter { generations[$0.key] == $0.value }
+            guard !survivors.isEmpty, held[key] != rule else { continue }
+            return "\(kind) \(rule) for \(name(key)) committed on \(survivors.keys.sorted().map { "s\($0)" }) was lost"
         }
         return nil
     }
+
 
 }

@@ -162,13 +162,16 @@ struct Admin: AsyncParsableCommand {
     /// Sends `hashes` under `rule` (allow, deny, remove), a change of at most
     /// `AccessPolicy.maxHashesPerChange` hashes at a time; each is committed before the next.
     static func setRules(_ rule: String, _ hashes: [InfoHash], _ client: AdminClient) async throws {
-        var start = 0
-        while start < hashes.count {
-            let batch = hashes[start..<min(start + AccessPolicy.maxHashesPerChange, hashes.count)]
-            let body = try JSONSerialization.data(withJSONObject: ["rule": rule, "infoHashes": batch.map(\.hex)] as [String: Any])
-            print(Admin.result(of: try await send(client, .post, "/api/access/rules", body: Array(body)),
-                               or: "\(rule): \(batch.count) info hashes"))
-            start += batch.count
+        try await post(rule, hashes.map(\.hex), as: "infoHashes", to: "/api/access/rules", naming: "info hashes", client)
+    }
+
+    /// POSTs `{"rule": rule, key: names}` to `path`, one change of at most
+    /// `AccessPolicy.maxHashesPerChange` names at a time, each committed before the next.
+    static func post(_ rule: String, _ names: [String], as key: String, to path: String, naming what: String,
+                     _ client: AdminClient) async throws {
+        for batch in AccessPolicy.perChange(names) {
+            let body = try JSONSerialization.data(withJSONObject: ["rule": rule, key: batch] as [String: Any])
+            print(Admin.result(of: try await send(client, .post, path, body: Array(body)), or: "\(rule): \(batch.count) \(what)"))
         }
     }
 
@@ -276,18 +279,11 @@ struct Admin: AsyncParsableCommand {
         }
     }
 
-    /// Sends `prefixes` under `rule` (allow, deny, remove), at most
-    /// `AccessPolicy.maxHashesPerChange` at a time; each is committed before the next.
+    /// Sends `prefixes` under `rule` (allow, deny, remove), as `setRules` sends hashes.
     static func setClients(_ rule: String, _ prefixes: [ClientPrefix], _ client: AdminClient) async throws {
-        var start = 0
-        while start < prefixes.count {
-            let batch = prefixes[start..<min(start + AccessPolicy.maxHashesPerChange, prefixes.count)]
-            let body = try JSONSerialization.data(withJSONObject: ["rule": rule, "prefixes": batch.map(\.description)] as [String: Any])
-            print(Admin.result(of: try await send(client, .post, "/api/access/clients", body: Array(body)),
-                               or: "\(rule): \(batch.count) clients"))
-            start += batch.count
-        }
+        try await post(rule, prefixes.map(\.description), as: "prefixes", to: "/api/access/clients", naming: "clients", client)
     }
+
 
     // MARK: backup
 

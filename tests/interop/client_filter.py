@@ -24,8 +24,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (fail, free_tcp_port, free_udp_port, lt_session, seeded_torrent,  # noqa: E402
-                    start_tracker, stop, tracker_binary, wait_for_udp_tracker)
+from common import (fail, free_tcp_port, lt_session, seeded_torrent, standalone_with_db, starter,  # noqa: E402
+                    stop, tracker_binary)
 
 try:
     import libtorrent as lt
@@ -68,19 +68,9 @@ def main():
     work = tempfile.mkdtemp(prefix="client-filter-")
     procs = []
     try:
-        udp, http = free_udp_port(), free_tcp_port()
-        token = os.path.join(work, "admin.token")
-        with open(token, "w") as f:
-            f.write("client-filter-token-0123456789abcdef\n")
-        os.chmod(token, 0o600)
-        args = ["--udp", f"127.0.0.1:{udp}", "--http", f"127.0.0.1:{http}", "--admin-token-file", token,
-                "--db", os.path.join(work, "standalone.sqlite"), "--interval", "5"]
-
-        def start(name):
-            proc = start_tracker(args, os.path.join(work, name))
-            procs.append(proc)
-            wait_for_udp_tracker(udp)
-            return proc
+        udp, http, token, args = standalone_with_db(work)
+        args += ["--interval", "5"]
+        start = starter(args, work, udp, procs)
 
         proc = start("first.log")
         ses = lt_session(lt, "127.0.0.1", free_tcp_port())

@@ -43,6 +43,30 @@ def start_tracker(args, log_path):
     return proc
 
 
+def standalone_with_db(work):
+    """Ports, an admin token file (0600) and the arguments of a standalone node with a
+    dashboard and `--db` in `work`: (udp, http, token, args)."""
+    udp, http = free_udp_port(), free_tcp_port()
+    token = os.path.join(work, "admin.token")
+    with open(token, "w") as f:
+        f.write(f"{os.path.basename(work)}-token-0123456789abcdef\n")
+    os.chmod(token, 0o600)
+    args = ["--udp", f"127.0.0.1:{udp}", "--http", f"127.0.0.1:{http}", "--admin-token-file", token,
+            "--db", os.path.join(work, "standalone.sqlite")]
+    return udp, http, token, args
+
+
+def starter(args, work, udp, procs):
+    """A function that starts `tracker run ARGS` logging to work/NAME, records the process
+    in `procs` (for the caller to stop) and returns it once it answers on `udp`."""
+    def start(name):
+        proc = start_tracker(args, os.path.join(work, name))
+        procs.append(proc)
+        wait_for_udp_tracker(udp)
+        return proc
+    return start
+
+
 def wait_for_udp_tracker(port, timeout=15.0):
     """Poll with BEP 15 connect requests until the tracker answers."""
     deadline = time.time() + timeout

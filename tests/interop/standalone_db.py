@@ -20,7 +20,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import fail, free_tcp_port, free_udp_port, start_tracker, stop, tracker_binary, wait_for_udp_tracker  # noqa: E402
+from common import (fail, free_tcp_port, free_udp_port, standalone_with_db, starter, stop, tracker_binary,  # noqa: E402
+                    wait_for_udp_tracker)
 
 
 def bencode(value):
@@ -99,19 +100,8 @@ def main():
     work = tempfile.mkdtemp(prefix="standalone-db-")
     procs = []
     try:
-        udp, http = free_udp_port(), free_tcp_port()
-        token = os.path.join(work, "admin.token")
-        with open(token, "w") as f:
-            f.write("standalone-db-token-0123456789abcdef\n")
-        os.chmod(token, 0o600)
-        db = os.path.join(work, "standalone.sqlite")
-        args = ["--udp", f"127.0.0.1:{udp}", "--http", f"127.0.0.1:{http}", "--admin-token-file", token, "--db", db]
-
-        def start(name):
-            proc = start_tracker(args, os.path.join(work, name))
-            procs.append(proc)
-            wait_for_udp_tracker(udp)
-            return proc
+        udp, http, token, args = standalone_with_db(work)
+        start = starter(args, work, udp, procs)
 
         proc = start("first.log")
         data, info_hash = make_torrent("standalone-db.bin")
@@ -159,10 +149,9 @@ def main():
         # Without --db nothing is kept: the default stays as documented.
         plain_udp, plain_http = free_udp_port(), free_tcp_port()
         plain = ["--udp", f"127.0.0.1:{plain_udp}", "--http", f"127.0.0.1:{plain_http}", "--admin-token-file", token]
+        start_plain = starter(plain, work, plain_udp, procs)
         for name in ("plain1.log", "plain2.log"):
-            p = start_tracker(plain, os.path.join(work, name))
-            procs.append(p)
-            wait_for_udp_tracker(plain_udp)
+            p = start_plain(name)
             if name == "plain1.log":
                 admin(plain_http, token, "mode", "allow")
             elif policy(plain_http, token)[0] != "open":

@@ -1,50 +1,33 @@
 import Foundation
 import TrackerLogic
 
-/// The body of `POST /api/access/rules`: `{"rule": "allow" | "deny" | "remove",
-/// "infoHashes": [40 hex digits, …]}`, as the catalogue change it asks for. Anything
-/// else (another rule, a hash that is not forty hex digits, no hashes, too many) is nil:
-/// the API answers 400 and nothing is submitted.
-struct AccessRulesRequest: Codable {
-    var rule: String
-    var infoHashes: [String]
-
-    static func change(_ body: Data) -> CatalogueChange? {
-        guard let request = try? JSONDecoder().decode(Self.self, from: body),
-              (1...AccessPolicy.maxHashesPerChange).contains(request.infoHashes.count) else { return nil }
-        var hashes: [InfoHash] = []
-        for text in request.infoHashes {
-            guard let hash = InfoHash(hex: text) else { return nil }
-            hashes.append(hash)
-        }
-        switch request.rule {
-        case "allow": return .setAccessRule(.allow, hashes)
-        case "deny": return .setAccessRule(.deny, hashes)
-        case "remove": return .removeAccessRules(hashes)
-        default: return nil
-        }
+/// The bodies of `POST /api/access/rules` (`{"rule": "allow" | "deny" | "remove",
+/// "infoHashes": [40 hex digits, …]}`) and `POST /api/access/clients` (`{"rule": …,
+/// "prefixes": ["-UT355-", "0x2d5554", …]}`, `ClientPrefix`), as the catalogue change
+/// each asks for. Anything else (another rule, a name that does not parse, none, more than
+/// one change may carry) is nil: the API answers 400 and nothing is submitted.
+public enum AccessRulesRequest {
+    public static func change(_ body: Data) -> CatalogueChange? {
+        guard let (rule, hashes) = decode(body, key: "infoHashes", InfoHash.init(hex:)) else { return nil }
+        return rule.map { .setAccessRule($0, hashes) } ?? .removeAccessRules(hashes)
     }
-}
 
-/// The body of `POST /api/access/clients`: `{"rule": "allow" | "deny" | "remove",
-/// "prefixes": ["-UT355-", "0x2d5554", …]}` (`ClientPrefix`), as the catalogue change it
-/// asks for, or nil for anything else.
-struct ClientRulesRequest: Codable {
-    var rule: String
-    var prefixes: [String]
+    public static func clientChange(_ body: Data) -> CatalogueChange? {
+        guard let (rule, prefixes) = decode(body, key: "prefixes", ClientPrefix.init) else { return nil }
+        return rule.map { .setClientRule($0, prefixes) } ?? .removeClientRules(prefixes)
+    }
 
-    static func change(_ body: Data) -> CatalogueChange? {
-        guard let request = try? JSONDecoder().decode(Self.self, from: body),
-              (1...AccessPolicy.maxHashesPerChange).contains(request.prefixes.count) else { return nil }
-        var prefixes: [ClientPrefix] = []
-        for text in request.prefixes {
-            guard let prefix = ClientPrefix(text) else { return nil }
-            prefixes.append(prefix)
-        }
-        switch request.rule {
-        case "allow": return .setClientRule(.allow, prefixes)
-        case "deny": return .setClientRule(.deny, prefixes)
-        case "remove": return .removeClientRules(prefixes)
+    /// The rule (nil: `remove`) and every name under `key`, each parsed.
+    static func decode<T>(_ body: Data, key: String, _ parse: (String) -> T?) -> (AccessRule?, [T])? {
+        guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
+              let ruleText = object["rule"] as? String, let texts = object[key] as? [String],
+              (1...AccessPolicy.maxHashesPerChange).contains(texts.count) else { return nil }
+        let names = texts.compactMap(parse)
+        guard names.count == texts.count else { return nil }
+        switch ruleText {
+        case "allow": return (.allow, names)
+        case "deny": return (.deny, names)
+        case "remove": return (nil, names)
         default: return nil
         }
     }

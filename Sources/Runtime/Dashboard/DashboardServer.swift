@@ -271,7 +271,7 @@ enum DashboardRoutes {
         // client filter (`ClientFilter`), committed as one change.
         router.post("/api/access/clients") { request, context in
             let body = try await requestBody(request, upTo: AccessPolicy.maxHashesPerChange * 48 + 1024, within: limits.bodyTimeout)
-            guard let change = ClientRulesRequest.change(Data(buffer: body)) else {
+            guard let change = AccessRulesRequest.clientChange(Data(buffer: body)) else {
                 throw APIError(.badRequest, "the body must be {\"rule\": \"allow\" | \"deny\" | \"remove\", \"prefixes\": [\"-UT355-\", …]} "
                                + "with 1 to \(AccessPolicy.maxHashesPerChange) peer-id prefixes of 1 to 20 bytes, each printable ASCII "
                                + "without spaces or 0x and hex digits")

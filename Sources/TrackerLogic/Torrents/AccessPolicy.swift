@@ -99,15 +99,17 @@ public struct AccessPolicy: Hashable, Sendable {
     /// The changes that give the hashes of `entries` we hold no rule for theirs, at most
     /// `maxHashesPerChange` hashes each: what a merge brings back from a diverged replica.
     public func missing(_ entries: [AccessEntry]) -> [CatalogueChange] {
-        var out: [CatalogueChange] = []
-        for rule in AccessRule.allCases {
-            let hashes = entries.filter { $0.rule == rule && rules[$0.infoHash] == nil }.map(\.infoHash)
-            for start in stride(from: 0, to: hashes.count, by: Self.maxHashesPerChange) {
-                out.append(.setAccessRule(rule, Array(hashes[start..<min(start + Self.maxHashesPerChange, hashes.count)])))
-            }
+        AccessRule.allCases.flatMap { rule in
+            Self.perChange(entries.filter { $0.rule == rule && rules[$0.infoHash] == nil }.map(\.infoHash)).map { .setAccessRule(rule, $0) }
         }
-        return out
     }
+
+    /// `items` in lists of at most `maxHashesPerChange`, in order: what one change (of
+    /// rules or client rules) may name.
+    public static func perChange<T>(_ items: [T]) -> [[T]] {
+        stride(from: 0, to: items.count, by: maxHashesPerChange).map { Array(items[$0..<min($0 + maxHashesPerChange, items.count)]) }
+    }
+
 
     /// In a canonical order: what snapshots and stores carry.
     public var sortedRules: [AccessEntry] {

@@ -130,15 +130,11 @@ public struct ClientFilter: Hashable, Sendable {
     /// `AccessPolicy.maxHashesPerChange` each: what a merge brings back from a diverged
     /// replica.
     public func missing(_ entries: [ClientRuleEntry]) -> [CatalogueChange] {
-        var out: [CatalogueChange] = []
-        for rule in AccessRule.allCases {
-            let prefixes = entries.filter { $0.rule == rule && rules[$0.prefix] == nil }.map(\.prefix)
-            for start in stride(from: 0, to: prefixes.count, by: AccessPolicy.maxHashesPerChange) {
-                out.append(.setClientRule(rule, Array(prefixes[start..<min(start + AccessPolicy.maxHashesPerChange, prefixes.count)])))
-            }
+        AccessRule.allCases.flatMap { rule in
+            AccessPolicy.perChange(entries.filter { $0.rule == rule && rules[$0.prefix] == nil }.map(\.prefix)).map { .setClientRule(rule, $0) }
         }
-        return out
     }
+
 }
 
 /// One rule of the client filter.
