@@ -373,9 +373,11 @@ extension Simulator {
     /// took the higher epoch of a lower master while the lost one, above it, still counted
     /// as live, and left peer datagrams to it), or a node started or ended since the loss
     /// (a higher node that joined is the heir now, and reads everything as it starts: seed
-    /// 2256372192600608115).
+    /// 2256372192600608115), the start of the same instant as the loss included: a node
+    /// that started just before the loss kept the check from being scheduled at all.
     mutating func checkHeirReads(_ heir: Int, process: UInt64, master: NodeID, lostAt: Instant) {
-        guard lineupChangedAt <= lostAt, slots[heir].inspect({ $0.incarnation }) == process, slots[heir].inspect({ $0.master }) == master,
+        guard lineupChangedAt <= lostAt, !slots.contains(where: { $0.isRunning && $0.startedAt >= lostAt }),
+              slots[heir].inspect({ $0.incarnation }) == process, slots[heir].inspect({ $0.master }) == master,
               !slots[heir].isPaused(at: now),
               slots[heir].lastPauseEnd <= lostAt, slots[heir].peersFiltered,
               now - slots[heir].held.lastHeardServing > config.receiveSkew + Milliseconds(1) else { return }

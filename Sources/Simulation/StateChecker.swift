@@ -34,8 +34,9 @@ public struct StateChecker: Sendable {
         var stopped: Bool
         /// The peer sent a stop since (committed or not, the announce may be gone).
         var superseded = false
-        /// The peer sent that stop after this acknowledgement reached the ledger. Unlike
-        /// `superseded`, a stop sent just before it (which may overtake it) does not count.
+        /// The peer sent a stop after it sent the request this acknowledges, whether before
+        /// or after the acknowledgement reached the ledger: the stop is its latest request
+        /// and wins. Unlike `superseded`, a stop sent before that request does not count.
         /// Any master may commit the stop later, even one that recovered it from a
         /// predecessor's unanswered transaction, so the final master need not hold the peer.
         var stoppedSince = false
@@ -76,6 +77,8 @@ public struct StateChecker: Sendable {
     /// with given values, and when the nodes first and last read each request.
     var requestByValues: [PeerKey: [AnnouncedValues: RequestKey]] = [:]
     var readTimes: [RequestKey: (first: Instant, last: Instant)] = [:]
+    /// When each announce was first sent (a retransmission is the same request).
+    var sentTimes: [RequestKey: Instant] = [:]
     /// When each peer last sent a stop.
     var stops: [PeerKey: Instant] = [:]
 
@@ -129,13 +132,16 @@ public struct StateChecker: Sendable {
     public mutating func acknowledged(_ key: PeerKey, infoHash: InfoHash, ref: TxRef?, at: Instant, stopped: Bool = false,
                                       holders: [Int: Int] = [:], request: RequestKey? = nil, now: Instant) {
         let recentStop = stops[key].map { now - $0 < Self.requestLifetime } ?? false
-        acks[key] = Ack(infoHash: infoHash, ref: ref, at: at, stopped: stopped, superseded: recentStop, holders: holders,
-                        request: request)
+        var ack = Ack(infoHash: infoHash, ref: ref, at: at, stopped: stopped, superseded: recentStop, holders: holders, request: request)
+        // An answer may arrive after the peer's next request, a stop, was sent.
+        if let sent = request.flatMap({ sentTimes[$0] }), let stop = stops[key], stop > sent { ack.stoppedSince = true }
+        acks[key] = ack
     }
 
     /// A peer sent an announce with these values.
-    mutating func announceSent(by key: PeerKey, values: AnnouncedValues, request: RequestKey) {
+    mutating func announceSent(by key: PeerKey, values: AnnouncedValues, request: RequestKey, at now: Instant) {
         requestByValues[key, default: [:]][values] = request
+        if sentTimes[request] == nil { sentTimes[request] = now }
     }
 
     /// A node read a peer's request (a copy, a retransmission or a duplicate: the last read

@@ -94,7 +94,7 @@ extension Simulator {
             if case .success(.announce(let r)) = BEP15Codec.decodeRequest(sent.datagram) {
                 checker.announceSent(by: workload.peers[p].key,
                                      values: .init(uploaded: r.uploaded, downloaded: r.downloaded, left: r.left, port: r.port),
-                                     request: RequestKey(peer: p, tid: r.transactionID))
+                                     request: RequestKey(peer: p, tid: r.transactionID), at: now)
             }
             multicast(sent.datagram, from: p)
         }

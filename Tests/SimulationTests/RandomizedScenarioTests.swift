@@ -333,6 +333,22 @@ struct RandomizedScenarioTests {
             + "settle=25000 drift=0,0 interval=6 timeout=12000 fragments=162 corrupt=0.0 liveness=0+1 "
             + "faults=3297:store-fails:0,8613:store-heals:0,10644:partition:1,11675:heal,12419:store-fails:1,13427:store-heals:1,13779:slow:0:293,15815:sends-fail:0:7548,17767:pause:1:3459 "
             + "operator=",
+        // The checker's: an announce answered after the peer had sent its next request, a
+        // stop, which committed in the same transaction and removed the peer; the
+        // acknowledgement was judged, as if the stop had been sent before the announce
+        // (`Ack.stoppedSince`). Client rules made the master take the announce late.
+        "seed=93417020066012934 nodes=3 quorum=strict loss=0.01 dup=0.03 delay=5-88 peers=7 torrents=2 until=23000 "
+            + "settle=25000 drift=75,182,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 liveness=1+2/0 "
+            + "faults=2511:slow:1:275,4061:slow:2:188,7542:broker-down,16205:heal,16724:sends-fail:1:4685 "
+            + "operator=6469:client-deny:1:6,10406:client-allow:2:0,10874:unclient:0:5",
+        // The checker's: the liveness phase took the master down and started a higher
+        // node in the same instant; the lower node rightly left peer datagrams to the new
+        // one, and was judged the heir (`checkHeirReads`).
+        "seed=93417020066147200 nodes=4 quorum=live loss=0.07 dup=0.08 delay=2-86 peers=7 torrents=3 until=13000 "
+            + "settle=25000 drift=288,0,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 redelivery=0.05 "
+            + "liveness=0+1+3/2 "
+            + "faults=3548:shutdown:0,3666:shutdown:2,4274:shutdown:3,4559:shutdown:1,5087:one-way:2>0,5490:restart:3,6157:slow:1:575,7072:restart:1,7762:restart:2,7805:restart:0,7853:crash:3,9592:heal,11947:broker-down,12508:slow:2:454,17852:heal "
+            + "operator=8249:reload:0:900",
     ])
     func formerFailureLines(line: String) throws {
         var sim = Simulator(scenario: try Scenario(line: line))
