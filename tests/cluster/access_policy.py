@@ -122,7 +122,7 @@ def main():
         backup = os.path.join(work, "backup.json")
         exporter = next(n for n in cluster.live() if n is not master)
         code, out, err = admin(exporter.http, "export", backup, token_file=token)
-        if code != 0 or "exported 1 torrents, access mode deny and 1500 rules" not in out:
+        if code != 0 or "exported 1 torrents, access mode deny, 1500 rules and 0 client rules" not in out:
             fail(f"admin export: {code} {out!r} {err!r}")
         if os.stat(backup).st_mode & 0o777 != 0o600:
             fail("an export holds the operator's data: it must be written 0600")
