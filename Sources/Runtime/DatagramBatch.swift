@@ -71,6 +71,15 @@ package final class DatagramBatch {
         spans.append((offset, outbound.writerIndex - offset))
     }
 
+    /// Empties the batch without sending; returns how many datagrams it held.
+    @discardableResult
+    package func discard() -> Int {
+        let count = spans.count
+        outbound.clear()
+        spans.removeAll(keepingCapacity: true)
+        return count
+    }
+
     /// The errno of the last datagram the kernel refused (0: none yet).
     package private(set) var lastError: CInt = 0
 

@@ -219,4 +219,15 @@ import TrackerLogic
         #expect(n.role == .starting)
         #expect(discards(n.stepEchoing(.tick, now: t0 + Milliseconds(900) + interval * 2)))
     }
+    /// A pause between a decision and its sending: replies decided more than the pause
+    /// threshold (half a keepalive interval, the lateness that counts as a pause) before
+    /// the host sends them are dropped, not sent late after the heir answered them.
+    @Test(arguments: [(1000, 0, false), (1000, 500, false), (1000, 501, true), (1000, 3000, true), (200, 101, true), (200, 100, false)]
+          as [(Int64, Int64, Bool)])
+    func repliesDecidedBeforeAPauseAreStale(keepalive: Int64, sentAfter: Int64, stale: Bool) {
+        var config = ClusterConfig()
+        config.keepaliveInterval = Milliseconds(keepalive)
+        #expect(config.pauseThreshold == Milliseconds(keepalive / 2))
+        #expect(config.repliesStale(decidedAt: t0, now: t0 + Milliseconds(sentAfter)) == stale)
+    }
 }

@@ -80,8 +80,11 @@ public final class ClusterService: @unchecked Sendable {
     var sockets: PeerSocketSet!
     /// Each family's peer socket, read by the node itself (`PeerIntake`).
     var intakes: [PeerIntake] = []
-    /// Each family's replies not yet sent (`flushReplies`).
-    var replyBatches: [DatagramBatch] = []
+    /// Each family's replies not yet sent (`flushReplies`); none leaves long after the
+    /// step that decided it.
+    var replies = ReplyOutbox(families: 0, config: ClusterConfig())
+    /// The time of the step whose actions are being performed (`ReplyOutbox`).
+    var stepNow = Instant.zero
     /// A provoked failure (the dashboard's button): the node hears and says nothing, to
     /// peers or to the cluster, as if its link were cut; its timers run on, so it behaves
     /// as a partitioned node does.
@@ -97,7 +100,6 @@ public final class ClusterService: @unchecked Sendable {
     var stopping = false
     var storeFailing = false
     var inPeerRead = false
-    var repliesPending = false
     var wakePending = false
     /// Operators' catalogue changes waiting to show in this node's replica (at most
     /// `maxCatalogueWaiters`, each for at most 5 s).
@@ -177,7 +179,7 @@ public final class ClusterService: @unchecked Sendable {
                            turnEnded: { [self] in peerReadComplete() })
             }
             for intake in intakes { intake.start() }
-            replyBatches = peerSockets.families.map { _ in DatagramBatch() }
+            replies = ReplyOutbox(families: peerSockets.families.count, config: settings.cluster)
             stomp = StompClient(settings: settings.broker, tls: tls, loop: loop, logger: logger) { [self] event in brokerEvent(event) }
             stomp.subscribe(settings.topic)
             stomp.subscribe(echoTopic, ownToo: true)
@@ -213,6 +215,9 @@ public final class ClusterService: @unchecked Sendable {
     /// were all queued by then, and the node counts in milliseconds.
     func step(_ event: NodeEvent, now: Instant = WallClock.now()) {
         let actions = node.step(event, now: now)
+        let outer = stepNow
+        stepNow = now
+        defer { stepNow = outer }
         // Each action borrowed from the array: iterating copied each one out (a retain
         // of its payload, a reply's peers among them) and released it after.
         actions.withUnsafeBufferPointer { performed in
@@ -223,7 +228,7 @@ public final class ClusterService: @unchecked Sendable {
         if inPeerRead {
             wakePending = true
         } else {
-            if repliesPending { flushReplies() }
+            if replies.isPending { flushReplies() }
             armWake(now)
             reportPeerSendFailure(now)
         }
@@ -250,15 +255,14 @@ public final class ClusterService: @unchecked Sendable {
         case .reply(let response, let to):
             guard !silenced else { return }
             let family = sockets.replyFamily(to: to)
-            if replyBatches[family].isFull { sendReplies(family) }
-            replyBatches[family].append(response, to: to)
+            if replies.isFull(family) { sendReplies(family) }
+            replies.append(response, to: to, family: family, decidedAt: stepNow)
             switch response {
             case .error: stats.errorReplies += 1
             case .announce: stats.replies += 1; stats.announces += 1
             default: stats.replies += 1
             }
             stats.traffic.replied(response, to: to)
-            repliesPending = true
         case .persist(let rows):
             store(.commit(rows), for: action)
         case .persistSnapshot(let snapshot):
@@ -394,17 +398,25 @@ public final class ClusterService: @unchecked Sendable {
     }
 
     func flushReplies() {
-        repliesPending = false
-        for family in replyBatches.indices { sendReplies(family) }
+        for family in replies.families { sendReplies(family) }
     }
 
     /// The descriptor is NIO's: nothing is sent once it closed the socket.
     func sendReplies(_ family: Int) {
         let socket = sockets.families[family]
         guard socket.reply.isActive else { return }
-        let dropped = replyBatches[family].send(on: socket.replyDescriptor)
-        for _ in 0..<dropped { peerSendFailures.failed("reply", code: replyBatches[family].lastError, now: WallClock.now()) }
-        if dropped > 0 { peerSendFailureUnreported = true }
+        let now = WallClock.now()
+        switch replies.send(family, on: socket.replyDescriptor, now: now) {
+        case nil:
+            break
+        case .sent(let refused, let lastError)?:
+            for _ in 0..<refused { peerSendFailures.failed("reply", code: lastError, now: now) }
+            if refused > 0 { peerSendFailureUnreported = true }
+        case .stale(let dropped, let age)?:
+            stats.staleRepliesDropped += dropped
+            logger.notice("replies decided before a pause dropped unsent (the next master answers their requests)",
+                          metadata: ["replies": "\(dropped)", "decided-ms-ago": "\(age.value)"])
+        }
     }
 
     /// Tells the node its peer sends failed, once for all that failed since it was last
@@ -469,7 +481,7 @@ public final class ClusterService: @unchecked Sendable {
     }
 
     func peerReadComplete() {
-        if repliesPending { flushReplies() }
+        if replies.isPending { flushReplies() }
         reportPeerSendFailure(WallClock.now())
         if wakePending {
             wakePending = false
@@ -589,6 +601,8 @@ public struct NodeCounters: Sendable {
     public var storeFailures = 0
     /// Peer datagrams dropped unread after a pause another master served through (total).
     public var backlogDiscarded = 0
+    /// Replies dropped unsent because the process was paused after deciding them (total).
+    public var staleRepliesDropped = 0
     /// The peer sockets pass peer requests (false: filtered, `NodeAction.readPeers`).
     public var readsPeers = true
     /// How often the filter went on or off.

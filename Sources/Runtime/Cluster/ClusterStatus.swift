@@ -39,6 +39,7 @@ extension ClusterService {
         s.heldAnswered = Int(clamping: node.answeredHeld)
         s.beacons = stats.beacons
         s.backlogDiscarded = stats.backlogDiscarded
+        s.staleRepliesDropped = stats.staleRepliesDropped
         s.readsPeers = stats.readsPeers
         s.peerFilterChanges = stats.peerFilterChanges
         s.peerSendErrors = peerSendFailures.count

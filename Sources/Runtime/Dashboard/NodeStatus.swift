@@ -92,6 +92,8 @@ public struct NodeStatus: Codable, Sendable {
     var beacons = 0
     /// Peer datagrams dropped unread from its socket after a pause (another master's).
     var backlogDiscarded = 0
+    /// Replies dropped unsent: decided before a pause, they would have left after it.
+    var staleRepliesDropped = 0
     /// Whether its peer socket passes peer requests: false on a slave that is not the
     /// heir, whose kernel drops them unread, and on the heir within `receiveSkew` of its
     /// master's last decision (`NodeAction.readPeers`).

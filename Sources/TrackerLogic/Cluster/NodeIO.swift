@@ -232,6 +232,8 @@ public struct ClusterConfig: Sendable, Hashable {
     public init() {}
 
     public var downAfter: Milliseconds { keepaliveInterval * missedKeepalives }
+    /// Running this much later than expected means the process was paused (`Pause.swift`).
+    public var pauseThreshold: Milliseconds { Milliseconds(keepaliveInterval.value / 2) }
     /// A starting node listens this long before it takes part.
     public var startupListen: Milliseconds { downAfter + Milliseconds(keepaliveInterval.value / 4) }
     /// A candidate waits this long for an ANSWER from a higher id.

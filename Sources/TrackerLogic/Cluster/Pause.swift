@@ -25,11 +25,26 @@
 /// that backlog is read (a partition or a broker outage gave each side a master, of a
 /// lower epoch as often as a higher one), the backlog goes too, though it stays master:
 /// that master may have answered what queued here (`otherMasterHeard`).
+///
+/// A pause may also fall inside a step's work: after the node decided, before its host
+/// sent what it decided. The COMMIT and the replies of a transaction then leave when the
+/// process wakes, seconds late, while the heir, which never heard that COMMIT, has
+/// answered the same requests as the next master. So a host sends no reply decided more
+/// than `pauseThreshold` before it sends (`ClusterConfig.repliesStale`): such a reply is
+/// dropped, as the network might have dropped it, and its client retransmits or has its
+/// answer already. The late COMMIT is harmless: it names an epoch the others have left.
+extension ClusterConfig {
+    /// Whether replies decided at `decidedAt` are too old to send at `now`.
+    public func repliesStale(decidedAt: Instant, now: Instant) -> Bool {
+        now - decidedAt > pauseThreshold
+    }
+}
+
 extension TrackerNode {
     /// Called first in every step with the time the node expected to run by.
     mutating func discountPause(due: Instant, _ now: Instant) {
         let late = now - due
-        guard late > Milliseconds(ctx.config.keepaliveInterval.value / 2) else { return }
+        guard late > ctx.config.pauseThreshold else { return }
         ctx.membership.discount(pause: late, now: now)
         // Our own echo too: a pause is no evidence that our broker link broke.
         ctx.brokerEcho = ctx.brokerEcho.map { min($0 + late, now) }
