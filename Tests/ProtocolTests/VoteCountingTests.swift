@@ -60,4 +60,32 @@ import TrackerLogic
         #expect(aborted.count == 1 && aborted.allSatisfy(isError))
         #expect(n.paths[.unconfirmedVoteCounted] == 0)
     }
+    /// A slave the master took for a candidate when it prepared (its last keepalive came
+    /// from a brief election of its own) votes OK: it holds `previous` and prepared this
+    /// transaction, so it joins the voters and its OK carries the transaction at once. The
+    /// sweep found a new master ignoring such OKs for 3 s (seed 97220440088170409).
+    @Test func anOKFromASlaveNotCountedAtThePrepareCarriesTheTransaction() throws {
+        var (n, t) = masterWithTwoSlaves()
+        try #require(n.isServing)
+        _ = n.stepEchoing(env(from: 2, epoch: n.epoch, .keepalive(Keepalive(role: .candidate, master: .unassigned, lastCommitted: .zero,
+                                                                          inSync: true, address: ""))), now: t)
+        let tx = try announce(1, &n, at: &t)
+        let committed = answers(vote(2, tx, .ok, &n, at: t + Milliseconds(1)))
+        #expect(committed.count == 1 && committed.allSatisfy(isAnnounce))
+        #expect(n.replica.lastCommitted == tx.ref)
+        #expect(n.paths[.uncountedVoteCounted] == 1)
+        #expect(n.paths[.unconfirmedVoteCounted] == 0)
+    }
+
+    /// The same node's ERROR changes nothing: it was not waited for, and n1 may still vote OK.
+    @Test func anErrorFromASlaveNotCountedAtThePrepareIsNotWaitedFor() throws {
+        var (n, t) = masterWithTwoSlaves()
+        _ = n.stepEchoing(env(from: 2, epoch: n.epoch, .keepalive(Keepalive(role: .candidate, master: .unassigned, lastCommitted: .zero,
+                                                                          inSync: true, address: ""))), now: t)
+        let tx = try announce(1, &n, at: &t)
+        #expect(answers(vote(2, tx, .storeFailed, &n, at: t + Milliseconds(1))).isEmpty)
+        let committed = answers(vote(1, tx, .ok, &n, at: t + Milliseconds(2)))
+        #expect(committed.count == 1 && committed.allSatisfy(isAnnounce))
+        #expect(n.paths[.uncountedVoteCounted] == 0)
+    }
 }

@@ -251,10 +251,17 @@ struct Master: NodeRole, Sendable {
                 return
             }
         }
-        if let i = f.unconfirmed.firstIndex(of: node) {
-            inFlight?.unconfirmed.remove(at: i)
+        // A node not counted as a voter at the PREPARE that votes OK holds `previous` and
+        // prepared this very transaction: it joins the voters. Either it was live but not
+        // confirmed at `previous` (`InFlight.unconfirmed`), or the master's view of it was
+        // stale (its last keepalive came from an election of its own, or it was counted
+        // down). Ignored, its OKs could not carry the transaction: a new master whose only
+        // slave last spoke as a candidate waited seconds for its own broker echo while
+        // that slave's OKs kept arriving (fresh seed 97220440088170409).
+        let wasUnconfirmed = f.unconfirmed.firstIndex(of: node).map { inFlight?.unconfirmed.remove(at: $0); return true } ?? false
+        if wasUnconfirmed || !f.voters.contains(node) {
             if verdict == .ok {
-                ctx.paths.count(.unconfirmedVoteCounted)
+                ctx.paths.count(wasUnconfirmed ? .unconfirmedVoteCounted : .uncountedVoteCounted)
                 ctx.membership.update(node) { $0.confirmed = f.previous }
                 inFlight?.voters.append(node)
                 inFlight?.votes[node] = true
@@ -262,11 +269,8 @@ struct Master: NodeRole, Sendable {
                 // raises it.
                 if ctx.config.quorum == .live { inFlight?.needed = ctx.majority(of: f.voters.count + 2) }
             }
-            evaluateVotes(in: &ctx, now)
-            return
-        }
-        guard f.voters.contains(node) else {
-            if verdict == .ok { ctx.membership.update(node) { $0.confirmed = f.previous } }
+            // An unconfirmed node's answer, whatever it is, is no longer waited for.
+            if wasUnconfirmed || verdict == .ok { evaluateVotes(in: &ctx, now) }
             return
         }
         inFlight?.votes[node] = verdict == .ok

@@ -133,6 +133,9 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case mutedMasterSteppedDown
     /// A live master counted a silent voter still linked to a broker as a no.
     case silentLinkedVoterCountedNo
+    /// An OK from a node the master did not count as a voter at the PREPARE (a stale
+    /// view: its last keepalive said candidate, or it was counted down) joined the voters.
+    case uncountedVoteCounted
 
     public var description: String {
         switch self {
@@ -158,6 +161,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .notInSyncVoteCounted: return "vote not-in-sync counted"
         case .voteStoreFailed: return "vote store-failed sent"
         case .unconfirmedVoteCounted: return "vote from a slave behind by one vote counted"
+        case .uncountedVoteCounted: return "vote from a node not counted at the prepare counted"
         case .missedCommitApplied: return "prepared transaction committed by the next prepare"
         case .catchUpSent: return "log-tail catch-up sent"
         case .catchUpApplied: return "log-tail catch-up applied"
