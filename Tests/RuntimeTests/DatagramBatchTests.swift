@@ -9,24 +9,10 @@ import TrackerRuntime
 /// Replies leave a node in batches: encoded into one buffer, each with its own `sockaddr`,
 /// sent with one sendmmsg; one the kernel refuses costs only itself.
 @Suite struct DatagramBatchTests {
-    /// A client on loopback, bound so that replies can be sent to it, and its address.
-    private func client() throws -> (fd: Int32, endpoint: PeerEndpoint) {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        try #require(fd >= 0)
-        var tv = timeval(tv_sec: 1, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        let any = try #require(PeerEndpoint("127.0.0.1:0"))
-        try #require(SocketAddress(any).withSockAddr { bind(fd, $0, socklen_t($1)) } == 0)
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        _ = withUnsafeMutablePointer(to: &storage) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return (fd, try #require(withUnsafePointer(to: &storage) { PeerEndpoint($0, length: length) }))
-    }
-
     @Test func eachReplyReachesItsOwnAddressAndARefusedOneCostsOnlyItself() throws {
         let server = try PeerChannelBinder.boundSocket(try #require(PeerEndpoint("127.0.0.1:0")), freeBind: false)
         defer { close(server) }
-        let clients = try (0..<2).map { _ in try client() }
+        let clients = try (0..<2).map { _ in try loopbackClient() }
         defer { clients.forEach { close($0.fd) } }
         let batch = DatagramBatch()
         var expected: [[UInt32]] = [[], []]

@@ -12,20 +12,6 @@ import TrackerRuntime
 @Suite struct ReplyOutboxTests {
     let t0 = Instant(milliseconds: 1_000_000)
 
-    /// A client on loopback that gives up a receive after 200 ms, and its address.
-    private func client() throws -> (fd: Int32, endpoint: PeerEndpoint) {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        try #require(fd >= 0)
-        var tv = timeval(tv_sec: 0, tv_usec: 200_000)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        let any = try #require(PeerEndpoint("127.0.0.1:0"))
-        try #require(SocketAddress(any).withSockAddr { bind(fd, $0, socklen_t($1)) } == 0)
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        _ = withUnsafeMutablePointer(to: &storage) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return (fd, try #require(withUnsafePointer(to: &storage) { PeerEndpoint($0, length: length) }))
-    }
-
     /// The transaction ids the client receives until a receive times out.
     private func received(_ fd: Int32) -> [UInt32] {
         var ids: [UInt32] = []
@@ -45,7 +31,7 @@ import TrackerRuntime
     func repliesLeaveOnlyWithinThePauseThreshold(sentAfter: Int64, leaves: Bool) throws {
         let server = try PeerChannelBinder.boundSocket(try #require(PeerEndpoint("127.0.0.1:0")), freeBind: false)
         defer { close(server) }
-        let c = try client()
+        let c = try loopbackClient(timeoutMicroseconds: 200_000)
         defer { close(c.fd) }
         let outbox = ReplyOutbox(families: 1, config: ClusterConfig())
         #expect(!outbox.isPending)
@@ -69,7 +55,7 @@ import TrackerRuntime
     @Test func familiesAreJudgedApartAndAFullBatchRefusesMore() throws {
         let server = try PeerChannelBinder.boundSocket(try #require(PeerEndpoint("127.0.0.1:0")), freeBind: false)
         defer { close(server) }
-        let c = try client()
+        let c = try loopbackClient(timeoutMicroseconds: 200_000)
         defer { close(c.fd) }
         let outbox = ReplyOutbox(families: 2, config: ClusterConfig())
         outbox.append(reply(1), to: c.endpoint, family: 0, decidedAt: t0)
