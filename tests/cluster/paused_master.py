@@ -54,8 +54,11 @@ def main():
         doubles = {t: [(round(at - checker.sent[t][0], 2), senders.get(src, src)) for at, _, src in r]
                    for t, r in checker.replies.items() if len(r) > 1}
         dropped = {n.node_id: (n.api() or {}).get("backlogDiscarded", 0) for n in nodes}
+        # Replies decided just before a freeze and dropped after it (ReplyOutbox): rare,
+        # since the freeze must fall between a step and its sending.
+        stale = {n.node_id: (n.api() or {}).get("staleRepliesDropped", 0) for n in nodes}
         log(f"{len(checker.sent)} requests, {len(acked)} announces acknowledged, {len(doubles)} answered twice; "
-            f"backlog datagrams dropped per node {dropped}")
+            f"backlog datagrams dropped per node {dropped}; stale replies dropped per node {stale}")
         if doubles:
             cluster.dump()
             fail(f"{len(doubles)} requests were answered twice, e.g. (reply after s, node) {list(doubles.values())[:3]}")
