@@ -104,16 +104,13 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         host.loop.execute { host.startTimers() }
         monitoring.notifier?.feed(on: host.loop)
         monitoring.notifier?.ready(status: "standalone, serving udp \(host.boundList)")
-        let hangup = SignalHandler(signal: SIGHUP) {
+        let signals = await ProcessSignals()
+        let signal = await signals.untilStop {
             guard let fresh = liveReload?() else { return }
-            Task {
-                await host.reconfigure(fresh.config)
-                fresh.applied()
-            }
+            await host.reconfigure(fresh.config)
+            fresh.applied()
         }
-        let signal = await SignalWaiter(signals: [SIGINT, SIGTERM]).wait()
-        hangup.cancel()
-        logger.info("stopping on signal \(signal)")
+        logger.info("stopping on signal \(signal ?? "none")")
         monitoring.notifier?.stopping()
         await web.stop()
         await host.stopService()

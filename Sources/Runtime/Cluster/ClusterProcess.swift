@@ -54,23 +54,19 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         host.loop.execute { host.startSampling() }
         monitoring.notifier?.feed(on: host.loop)
         monitoring.notifier?.status("joining the cluster")
-        let hangup = SignalHandler(signal: SIGHUP) {
-            guard let fresh = liveReload?() else { return }
-            Task {
+        let signals = await ProcessSignals()
+        let watcher = Task {
+            guard let signal = await signals.untilStop(onHangup: {
+                guard let fresh = liveReload?() else { return }
                 await host.reconfigure(fresh.config)
                 fresh.applied()
-            }
-        }
-        let signals = SignalWaiter(signals: [SIGINT, SIGTERM])
-        let watcher = Task {
-            let signal = await signals.wait()
+            }) else { return }
             logger.info("stopping on signal \(signal)")
             monitoring.notifier?.stopping()
             await host.shutdown()
         }
         let code = try await host.exited.futureResult.get()
         watcher.cancel()
-        hangup.cancel()
         await web.stop()
         try? await group.shutdownGracefully()
         return code
