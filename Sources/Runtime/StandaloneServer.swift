@@ -49,10 +49,8 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     var timers: [RepeatedTask] = []
     let startedAt = WallClock.now()
     /// `--db`: where the operator data (registered torrents, the access policy) is kept
-    /// across restarts, written as each change is made.
-    let repository: SQLiteRepository?
-    /// Its one writer thread (nil without `--db`).
-    let writer: NIOThreadPool?
+    /// across restarts, written as each change is made by its one thread (nil without `--db`).
+    let writer: RepositoryThread?
     /// The operator data of the service that stopped, put back when it starts again (on
     /// the loop). Swarms are soft state: they are not kept.
     var keptCatalogue: Catalogue?
@@ -61,9 +59,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
          metrics: NodeMetrics, repository: SQLiteRepository? = nil) {
         self.binds = binds; self.threads = threads; self.config = config; self.connectionIDKeys = connectionIDKeys
         self.group = group; self.loop = group.next(); self.logger = logger; self.metrics = metrics
-        self.repository = repository
-        writer = repository.map { _ in NIOThreadPool(numberOfThreads: 1) }
-        writer?.start()
+        writer = repository.map { RepositoryThread($0) }
         servers = NIOThreadPool(numberOfThreads: threads * max(binds.count, 1))
         servers.start()
     }
@@ -194,10 +190,10 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         }
         // With --db, the completion counts of registered torrents go to the file too (the
         // catalogue's other entries were written as they changed).
-        guard let repository, let writer, let kept = try? await loop.submit({ [self] in keptCatalogue }).get() else { return }
+        guard let writer, let kept = try? await loop.submit({ [self] in keptCatalogue }).get() else { return }
         for change in Catalogue.restoring(kept.keptCompletionBases) {
             do {
-                try await writer.runIfActive(eventLoop: loop) { try repository.record(change, in: kept) }.get()
+                try await writer.run(on: loop) { try $0.record(change, in: kept) }.get()
             } catch {
                 logger.error("completion counts not stored", metadata: ["error": "\(error)"])
             }
@@ -317,8 +313,8 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
                 }
                 return applied.map { catalogue in
                     history.note(WallClock.now(), kind: "catalogue", text: change.doneMessage)
-                    guard let repository, let writer else { return nil }
-                    return writer.runIfActive(eventLoop: loop) { try repository.record(change, in: catalogue) }
+                    guard let writer else { return nil }
+                    return writer.run(on: loop) { try $0.record(change, in: catalogue) }
                 }
             }.get()
         } catch { outcome = .failure(ControlRefusal("the node is shutting down")) }

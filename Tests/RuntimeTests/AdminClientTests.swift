@@ -19,7 +19,7 @@ import TrackerRuntime
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard !answered, !reply.isEmpty else { return }
             answered = true
-            context.writeAndFlush(NIOAny(ByteBuffer(bytes: reply))).whenComplete { [close] _ in if close { context.close(promise: nil) } }
+            context.writeAndFlush(NIOAny(ByteBuffer(bytes: reply))).assumeIsolated().whenComplete { [close] _ in if close { context.close(promise: nil) } }
         }
     }
 

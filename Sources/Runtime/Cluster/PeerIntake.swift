@@ -63,7 +63,7 @@ package final class PeerIntake {
     package func readCompleted() {
         guard !stopped, scheduled == nil else { return }
         emptyPolls = 0
-        scheduled = channel.eventLoop.scheduleTask(in: Self.interval) { [self] in poll() }
+        scheduled = channel.eventLoop.assumeIsolated().scheduleTask(in: Self.interval) { [self] in poll() }
     }
 
     package func stop() {
@@ -94,7 +94,7 @@ package final class PeerIntake {
         } else {
             // A full turn left datagrams queued: the next one as soon as the loop's other
             // work had its turn.
-            scheduled = channel.eventLoop.scheduleTask(in: drained ? Self.interval : .zero) { [self] in poll() }
+            scheduled = channel.eventLoop.assumeIsolated().scheduleTask(in: drained ? Self.interval : .zero) { [self] in poll() }
         }
     }
 }

@@ -109,17 +109,21 @@ public final class StompClient: @unchecked Sendable {
     }
 
     func open(_ broker: BrokerAddress, _ attempt: StompSession.Attempt) {
-        let tlsHandler: NIOSSLClientHandler?
+        // A handler belongs to the one channel it is added to, so the channel's own is made
+        // in its initializer; this one only shows here, as the TLS error it is, what would
+        // make that fail.
+        let context: NIOSSLContext?
         if broker.tls {
             do {
                 guard let tls else { throw ConfigurationError("no TLS configuration") }
-                tlsHandler = try BrokerTLS.handler(tls, for: broker)
+                _ = try BrokerTLS.handler(tls, for: broker)
+                context = tls
             } catch {
                 perform(session.connectFailed(attempt, reason: "TLS to \(broker.url): \(error)", now: .now()))
                 return
             }
         } else {
-            tlsHandler = nil
+            context = nil
         }
         let bootstrap = ClientBootstrap(group: loop)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -129,7 +133,7 @@ public final class StompClient: @unchecked Sendable {
             .connectTimeout(.seconds(2))
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    if let tlsHandler { try channel.pipeline.syncOperations.addHandler(tlsHandler) }
+                    if let context { try channel.pipeline.syncOperations.addHandler(BrokerTLS.handler(context, for: broker)) }
                     try channel.pipeline.syncOperations.addHandlers([
                         ByteToMessageHandler(StompFrameDecoder()),
                         MessageToByteHandler(StompFrameEncoder()),
