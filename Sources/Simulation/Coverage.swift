@@ -168,7 +168,7 @@ public struct Coverage: Sendable, Equatable {
         let node: [ProtocolPath] = [.electionWon, .epochClaimLapsed, .pausedMasterSteppedDown, .masterSteppedDown,
                                     .recoveryFetched, .preparedReproposed, .recoveredAgain, .recoveryMergedOwnState, .divergedStateMerged, .strictRecoveryHalted,
                                     .transactionCommitted, .transactionAborted, .commitCarriedByPrepare, .prepareResent, .silentVotersDropped,
-                                    .voteNotInSync, .voteStoreFailed, .unconfirmedVoteCounted, .missedCommitApplied, .catchUpSent,
+                                    .voteNotInSync, .voteStoreFailed, .unconfirmedVoteCounted, .uncountedVoteCounted, .missedCommitApplied, .catchUpSent,
                                     .catchUpApplied, .staleCatchUpIgnored, .snapshotSent, .snapshotInstalled, .snapshotRefused,
                                     .mergeRequested, .mergeCompleted, .duplicateIDRefused, .storeRewritten, .heldRequestAnswered, .peersLeftToHeir,
                                     .staleRecoveryAnswerIgnored, .reconfigured, .keptDataOffered, .olderRunRefused,
