@@ -28,16 +28,8 @@ struct InFlight: Sendable {
     var tx: Transaction
     var previous: TxRef
     var items: [QueuedUpdate]
-    var voters: [NodeID]
-    /// Live slaves not confirmed at `previous` when the PREPARE left, typically one
-    /// whose OK for the transaction before arrived after that one committed. A slave
-    /// votes OK only when it holds `previous`, so an OK from one of them is as good as a
-    /// voter's: it joins the voters. Until each has voted (or the vote timed out) the
-    /// transaction is not given up, so one slave's ERROR (a full disk) does not abort
-    /// what the other would have carried.
-    var unconfirmed: [NodeID] = []
-    var votes: [NodeID: Bool] = [:]
-    var needed: Int
+    /// Who votes, what they said, and what wins (`VoteTally`).
+    var tally: VoteTally
     var deadline: Instant
     var retries = 0
     /// When the first PREPARE left (the commit latency runs from it), and how many
@@ -48,8 +40,6 @@ struct InFlight: Sendable {
     /// silent (live quorum): counting them down takes the echo of a later one
     /// (`Master.voteTimedOut`).
     var votesClosedAfter: UInt64?
-    /// Silent voters counted down as dead (live quorum).
-    var dropped: [NodeID] = []
 }
 
 struct OfferProgress: Sendable {
@@ -223,12 +213,11 @@ struct Master: NodeRole, Sendable {
         let previous = ctx.replica.lastCommitted
         let tx = Transaction(ref: TxRef(epoch: ctx.epoch, txid: previous.txid + 1), updates: items.map(\.update))
         let live = ctx.brokerLiveMembers(now).filter { !$0.suspect && $0.role == .slave }
-        let voters = live.filter { $0.confirmed == previous }.map(\.id)
-        // Live: nodes that reach the broker but not us through it count as voters that say no.
-        let needed = ctx.config.quorum == .strict ? ctx.majority(of: ctx.config.clusterSize)
-            : ctx.majority(of: voters.count + 1 + ctx.unreachableOnBroker(now))
-        inFlight = InFlight(tx: tx, previous: previous, items: items, voters: voters,
-                            unconfirmed: live.filter { $0.confirmed != previous }.map(\.id), needed: needed,
+        let tally = VoteTally(quorum: ctx.config.quorum, clusterSize: ctx.config.clusterSize,
+                              voters: live.filter { $0.confirmed == previous }.map(\.id),
+                              unconfirmed: live.filter { $0.confirmed != previous }.map(\.id),
+                              unreachable: ctx.config.quorum == .live ? ctx.unreachableOnBroker(now) : 0)
+        inFlight = InFlight(tx: tx, previous: previous, items: items, tally: tally,
                             deadline: now + ctx.config.voteTimeout, preparedAt: now,
                             preparedAfter: ctx.keepalivesSent)
         ctx.broadcast(.prepare(tx, previous: previous, previousDigest: lastDigest))
@@ -243,53 +232,41 @@ struct Master: NodeRole, Sendable {
         if verdict == .notInSync {
             // Not a voter after all: it catches up, and the quorum is counted without it.
             ctx.membership.update(node) { $0.confirmed = .zero }
-            if ctx.config.quorum == .live, let i = f.voters.firstIndex(of: node), f.votes[node] == nil {
+            if inFlight?.tally.withdraw(node) == true {
                 ctx.paths.count(.notInSyncVoteCounted)
-                inFlight?.voters.remove(at: i)
-                inFlight?.needed = ctx.majority(of: f.voters.count)
                 evaluateVotes(in: &ctx, now)
                 return
             }
         }
-        // A node not counted as a voter at the PREPARE that votes OK holds `previous` and
-        // prepared this very transaction: it joins the voters. Either it was live but not
-        // confirmed at `previous` (`InFlight.unconfirmed`), or the master's view of it was
-        // stale (its last keepalive came from an election of its own, or it was counted
-        // down). Ignored, its OKs could not carry the transaction: a new master whose only
-        // slave last spoke as a candidate waited seconds for its own broker echo while
-        // that slave's OKs kept arriving (fresh seed 97220440088170409).
-        let wasUnconfirmed = f.unconfirmed.firstIndex(of: node).map { inFlight?.unconfirmed.remove(at: $0); return true } ?? false
-        if wasUnconfirmed || !f.voters.contains(node) {
-            if verdict == .ok {
-                ctx.paths.count(wasUnconfirmed ? .unconfirmedVoteCounted : .uncountedVoteCounted)
-                ctx.membership.update(node) { $0.confirmed = f.previous }
-                inFlight?.voters.append(node)
-                inFlight?.votes[node] = true
-                // A live quorum is a majority of the slaves in sync: one more of them
-                // raises it.
-                if ctx.config.quorum == .live { inFlight?.needed = ctx.majority(of: f.voters.count + 2) }
-            }
-            // An unconfirmed node's answer, whatever it is, is no longer waited for.
-            if wasUnconfirmed || verdict == .ok { evaluateVotes(in: &ctx, now) }
-            return
+        // An OK from outside the voters joins them (`VoteTally`): a new master whose only
+        // slave last spoke as a candidate ignored that slave's OKs and waited seconds for
+        // its own broker echo (fresh seed 97220440088170409).
+        switch inFlight?.tally.record(node, ok: verdict == .ok) {
+        case .joined(let unconfirmed)?:
+            ctx.paths.count(unconfirmed ? .unconfirmedVoteCounted : .uncountedVoteCounted)
+            ctx.membership.update(node) { $0.confirmed = f.previous }
+            evaluateVotes(in: &ctx, now)
+        case .counted?, .noLongerAwaited?:
+            evaluateVotes(in: &ctx, now)
+        case .ignored?, nil:
+            break
         }
-        inFlight?.votes[node] = verdict == .ok
-        evaluateVotes(in: &ctx, now)
     }
 
     mutating func evaluateVotes(in ctx: inout NodeContext, _ now: Instant) {
         guard let f = inFlight else { return }
-        let ok = f.votes.values.filter { $0 }.count + (ctx.storeHealthy ? 1 : 0)
-        let pending = f.voters.count - f.votes.count + f.unconfirmed.count
-        if ok >= f.needed {
-            if ctx.config.quorum == .live, !f.votes.values.contains(true), !ctx.liveMembers(now).isEmpty,
+        switch f.tally.outcome(ownVote: ctx.storeHealthy) {
+        case .won:
+            if ctx.config.quorum == .live, !f.tally.hasOK, !ctx.liveMembers(now).isEmpty,
                !awaitedBrokerEcho(after: f.preparedAfter, in: &ctx, now) {
                 return
             }
             commitInFlight(in: &ctx, now)
-        } else if ok + pending < f.needed {
-            let errors = f.votes.values.filter { !$0 }.count + (ctx.storeHealthy ? 0 : 1)
-            abortInFlight(reason: errors > 0 ? AbortRefusal.storeFailed : AbortRefusal.noQuorum, in: &ctx, now)
+        case .lost:
+            let reason = f.tally.errors(ownVote: ctx.storeHealthy) > 0 ? AbortRefusal.storeFailed : AbortRefusal.noQuorum
+            abortInFlight(reason: reason, in: &ctx, now)
+        case .pending:
+            break
         }
     }
 
@@ -319,7 +296,7 @@ struct Master: NodeRole, Sendable {
             ctx.broadcast(.prepare(f.tx, previous: f.previous, previousDigest: lastDigest))
             return
         }
-        let silent = f.voters.filter { f.votes[$0] == nil }
+        let silent = f.tally.silent
         if ctx.config.quorum == .live, !silent.isEmpty {
             // Silent voters, or our own link cut? Only the echo of a keepalive sent after
             // the last window closed tells: one from before it shows the link worked then, not
@@ -342,24 +319,17 @@ struct Master: NodeRole, Sendable {
             }
         }
         for node in silent { ctx.membership.update(node) { $0.suspect = true } }
-        // Unconfirmed slaves were never counted on: a silent one is only no longer waited for.
-        f.unconfirmed = []
         if !silent.isEmpty { ctx.paths.count(.silentVotersDropped) }
+        // Live: silent voters the failure detector calls down count as down; one still
+        // live and reaching the broker (dead or cut from us, nobody can tell yet) says no
+        // (`BrokerLink.unreachableOnBroker`). Strict: every silent voter says no.
+        var linked = Set<NodeID>()
         if ctx.config.quorum == .live {
-            // Silent voters the failure detector calls down count as down, and the
-            // quorum is a majority of who is left; one still live and reaching the broker
-            // (dead or cut from us, nobody can tell yet) says no
-            // (`BrokerLink.unreachableOnBroker`).
             let live = Set(ctx.liveMembers(now).filter { ctx.reachesBroker($0, now) }.map(\.id))
-            let linked = Set(silent.filter(live.contains))
+            linked = Set(silent.filter(live.contains))
             if !linked.isEmpty { ctx.paths.count(.silentLinkedVoterCountedNo) }
-            f.dropped += silent.filter { !linked.contains($0) }
-            f.voters = f.voters.filter { f.votes[$0] != nil || linked.contains($0) }
-            for node in linked { f.votes[node] = false }
-            f.needed = ctx.majority(of: f.voters.count + 1)
-        } else {
-            for node in silent { f.votes[node] = false }
         }
+        f.tally.closeWindow(linked: linked)
         f.deadline = now + ctx.config.voteTimeout
         inFlight = f
         evaluateVotes(in: &ctx, now)
@@ -368,9 +338,9 @@ struct Master: NodeRole, Sendable {
     mutating func commitInFlight(in ctx: inout NodeContext, _ now: Instant) {
         guard let f = inFlight else { return }
         ctx.paths.count(.transactionCommitted)
-        ctx.out.append(.committed(CommitQuorum(ref: f.tx.ref, digest: f.tx.digest, voters: f.voters,
-                                               okVoters: f.votes.filter(\.value).keys.sorted(), ownVote: ctx.storeHealthy,
-                                               droppedVoters: f.dropped),
+        ctx.out.append(.committed(CommitQuorum(ref: f.tx.ref, digest: f.tx.digest, voters: f.tally.voters,
+                                               okVoters: f.tally.okVoters, ownVote: ctx.storeHealthy,
+                                               droppedVoters: f.tally.dropped),
                                   latency: now - f.preparedAt))
         ctx.commitLocally(f.tx)
         persistMergedStateIfDone(in: &ctx)
@@ -388,7 +358,7 @@ struct Master: NodeRole, Sendable {
         // step that answers the transaction's announces.
         let carried = !queue.isEmpty && retryAfter.map { now >= $0 } != false
         if !carried { ctx.broadcast(.commit(f.tx.ref, digest: f.tx.digest)) }
-        for (node, ok) in f.votes.sorted(by: { $0.key < $1.key }) where ok {
+        for node in f.tally.okVoters {
             ctx.membership.update(node) { $0.confirmed = f.tx.ref }
         }
         // Room for the replies at once, rather than the actions growing (and moving) by

@@ -171,7 +171,7 @@
         }
     }
 
-    func majority(of n: Int) -> Int { n / 2 + 1 }
+    func majority(of n: Int) -> Int { VoteTally.majority(of: n) }
 
     /// How often a master expires silent peers.
     var expiryPeriod: Milliseconds {
