@@ -78,11 +78,26 @@ let package = Package(
                 .embedInCode("Dashboard/Assets/app.css"),
             ]
         ),
+        // What the executable's tools use and a running node does not: the load generator,
+        // the benches and the clients (`tracker bench`, `client`, `admin`).
+        .target(
+            name: "TrackerTools",
+            dependencies: [
+                "TrackerLogic",
+                "TrackerRuntime",
+                "CBatchedUDP",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Sources/Tools"
+        ),
         .executableTarget(
             name: "tracker",
             dependencies: [
                 "TrackerLogic",
                 "TrackerRuntime",
+                "TrackerTools",
                 "STOMP",
                 "Simulation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -99,7 +114,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RuntimeTests",
-            dependencies: ["TrackerRuntime", "TrackerLogic", "STOMP", .product(name: "NIOCore", package: "swift-nio"),
+            dependencies: ["TrackerRuntime", "TrackerTools", "TrackerLogic", "STOMP", .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]

@@ -33,8 +33,9 @@ public final class BatchedUDPSocket: @unchecked Sendable {
     }
 
     public struct SocketError: Error, CustomStringConvertible {
-        var call: String
-        var code: Int32
+        package var call: String
+        package var code: Int32
+        package init(call: String, code: Int32) { self.call = call; self.code = code }
         public var description: String { "\(call): \(String(cString: strerror(code)))" }
     }
 

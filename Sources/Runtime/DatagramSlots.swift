@@ -32,7 +32,7 @@ package final class DatagramSlots {
     /// Datagrams the last `receive` read, those `datagram` drops included.
     private(set) var received = 0
 
-    init() {
+    package init() {
         inbound = ByteBufferAllocator().buffer(capacity: Self.count * Self.slotBytes)
     }
 
@@ -41,7 +41,7 @@ package final class DatagramSlots {
     /// One recvmmsg on `fd` into the slots: how many datagrams it read; 0 when none was
     /// queued (a non-blocking socket), on a timeout, a signal, an ICMP error reported on
     /// the socket or a shutdown.
-    func receive(from fd: Int32) -> Int {
+    package func receive(from fd: Int32) -> Int {
         received = 0
         let n = Self.count, slot = Self.slotBytes
         inbound.clear()
@@ -61,7 +61,7 @@ package final class DatagramSlots {
 
     /// The datagram in slot `i` of the last `receive` and its source; nil when the kernel
     /// truncated it or its source is neither IPv4 nor IPv6.
-    func datagram(_ i: Int) -> (bytes: ByteBuffer, source: PeerEndpoint)? {
+    package func datagram(_ i: Int) -> (bytes: ByteBuffer, source: PeerEndpoint)? {
         guard (0..<received).contains(i), vectors.messages[i].msg_hdr.msg_flags & Int32(MSG_TRUNC) == 0,
               let source = PeerEndpoint(vectors.names + i, length: vectors.nameLengths[i]),
               let bytes = inbound.getSlice(at: i * Self.slotBytes, length: Int(vectors.messages[i].msg_len)) else { return nil }

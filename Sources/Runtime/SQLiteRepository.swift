@@ -19,7 +19,7 @@ public enum StoreWrite: Sendable {
 
 public struct RepositoryError: Error, CustomStringConvertible {
     public var description: String
-    init(_ description: String) { self.description = description }
+    package init(_ description: String) { self.description = description }
 }
 
 /// A node's repository in SQLite: swarms, peers, completions and the cluster metadata
@@ -1051,7 +1051,7 @@ extension StoreWrite {
 extension SQLiteRepository {
     /// A repository in a file of its own under `directory`, removed with its WAL after
     /// `body`: the benches' scratch disk.
-    static func scratch<T>(in directory: String, named name: String, _ body: (SQLiteRepository) throws -> T) throws -> T {
+    package static func scratch<T>(in directory: String, named name: String, _ body: (SQLiteRepository) throws -> T) throws -> T {
         let path = directory + "/\(name)-\(getpid()).sqlite"
         defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
         return try body(try SQLiteRepository(path: path))

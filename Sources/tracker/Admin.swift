@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import TrackerLogic
 import TrackerRuntime
+import TrackerTools
 
 /// `tracker admin`: the operator's commands, sent to any node's dashboard API. A change
 /// made through one node is committed by the cluster's master like an announce, so every

@@ -2,6 +2,7 @@ import ArgumentParser
 import NIOCore
 import TrackerLogic
 import TrackerRuntime
+import TrackerTools
 
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

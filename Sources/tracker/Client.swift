@@ -1,6 +1,7 @@
 import ArgumentParser
 import TrackerLogic
 import TrackerRuntime
+import TrackerTools
 
 struct Client: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

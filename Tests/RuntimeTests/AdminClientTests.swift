@@ -3,6 +3,7 @@ import NIOPosix
 import Testing
 import TrackerLogic
 import TrackerRuntime
+import TrackerTools
 
 /// `tracker admin` reads another process's answer: whatever comes back, it gets a
 /// response or an error that says why, never a hang or a trap.

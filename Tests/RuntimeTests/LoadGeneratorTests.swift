@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 import TrackerLogic
 import TrackerRuntime
+import TrackerTools
 
 /// `tracker bench`'s generator: what it counts is what its target answered, and a target
 /// that never answers ends the run instead of hanging it.

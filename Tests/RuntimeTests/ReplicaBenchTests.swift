@@ -1,6 +1,7 @@
 import Testing
 import TrackerLogic
 import TrackerRuntime
+import TrackerTools
 
 /// `tracker bench --replica` reports what it measured: every announce went through each
 /// stage, in transactions of the size asked for, and the run stops with an error rather

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import TrackerLogic
+import TrackerRuntime
 
 /// `tracker bench --memory`: what the repository costs per tracked peer. It fills a
 /// `SwarmStore` in this process with `torrents` swarms of `peersPerTorrent` peers (IPv4,

@@ -2,6 +2,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import TrackerLogic
+import TrackerRuntime
 
 /// What a node's API answered.
 public struct AdminResponse: Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 import TrackerLogic
+import TrackerRuntime
 #if canImport(Glibc)
 import Glibc
 #endif

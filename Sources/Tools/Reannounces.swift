@@ -1,4 +1,5 @@
 import TrackerLogic
+import TrackerRuntime
 
 /// The steady state of a busy tracker, for the in-process benches (`StoreBench`,
 /// `ReplicaBench`): every announce is a re-announce of a peer the repository holds, with

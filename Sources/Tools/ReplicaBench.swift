@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import TrackerLogic
+import TrackerRuntime
 
 /// `tracker bench --replica`: what replicating an announce costs a node's event loop
 /// apart from sockets and the broker, stage by stage. A repository of `torrents` ×

@@ -5,6 +5,7 @@ import CBatchedUDP
 import NIOCore
 import NIOPosix
 import TrackerLogic
+import TrackerRuntime
 
 /// What `tracker bench` sends: announces for `torrents` swarms of `peersPerTorrent`
 /// simulated peers each, keeping `concurrency` requests in flight, spread over `sockets`

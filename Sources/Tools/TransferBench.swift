@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import TrackerLogic
+import TrackerRuntime
 
 /// `tracker bench --transfer`: the CPU side of bringing a joining node to the master's
 /// state, stage by stage, in this process. A repository of `torrents` × `peersPerTorrent`

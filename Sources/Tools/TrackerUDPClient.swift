@@ -1,6 +1,7 @@
 import NIOCore
 import NIOPosix
 import TrackerLogic
+import TrackerRuntime
 
 /// A small BEP 15 client: one socket, requests matched to replies by transaction id,
 /// timeouts and BEP 15's retransmission. Used by `tracker client` and by tests.
