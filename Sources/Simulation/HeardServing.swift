@@ -34,7 +34,7 @@ struct HeardServing {
         var decides: Bool
     }
 
-    /// Whether the node's rule takes `env` as word from a master (`noteServingMaster`):
+    /// Whether the node's rule takes `env` as word from a master (`HeldRequests.heard(servingMaster:)`):
     /// the held requests it counts as answered are excused from being answered.
     static func isMasterWord(_ env: ClusterEnvelope) -> Bool {
         guard env.from == env.epoch.master else { return false }

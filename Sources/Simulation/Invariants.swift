@@ -90,6 +90,7 @@ extension Simulator {
 
     mutating func checkStep(_ slot: Int) {
         guard let (isServing, role, epoch, id) = slots[slot].inspect({ ($0.isServing, $0.role, $0.epoch, $0.id) }) else { return }
+        if let v = slots[slot].inspect({ $0.check() }) ?? nil { return fail("s\(slot) broke an invariant: \(v)") }
         if isServing != (slots[slot].held.servingSince != nil) {
             let endedSpan = slots[slot].held.servingSince
             slots[slot].held.servingSince = isServing ? now : nil

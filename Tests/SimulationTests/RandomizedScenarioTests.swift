@@ -268,7 +268,7 @@ struct RandomizedScenarioTests {
             + "9133:master-link:send,11276:slow:5:642,11683:heal,13695:heal operator=",
         // A master slowed 647 ms each way under 27 % loss lost one echo and left office as
         // cut off one step after it took a held announce into its queue; when it served
-        // again that request was no longer held anywhere (`NodeContext.takenHeld`).
+        // again that request was no longer held anywhere (`HeldRequests.taken`).
         "seed=49742471286286476 nodes=4 quorum=live loss=0.27 dup=0.0 delay=1-21 peers=7 torrents=2 until=16000 settle=25000 drift=0,0,0,125 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 adversary=outsider/201 "
             + "faults=2847:crash:0,4861:slow:2:577,6992:store-fails:1,8242:disk-loss:3:2,8558:restart:3,11116:store-heals:1,13768:slow:3:647 "
             + "operator=3271:register:1:0",

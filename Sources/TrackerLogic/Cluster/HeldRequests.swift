@@ -54,6 +54,28 @@ import NIOCore
 /// byte array (`inlineBytes` each, enough for any connect or announce without options);
 /// only a longer one keeps a copy of its own: a buffer allocated per request, and freed
 /// as the ring overwrote it, was a measurable share of a follower's CPU.
+///
+/// ## The contract: every part of the rule is here
+///
+/// The node calls these at named points of a step, and nothing else reads or writes
+/// what is held; a host only performs the actions the node returns
+/// (`NodeAction.readPeers`, `.discardPeerBacklog`) and never re-derives the rule:
+/// - not serving, a peer's datagram arrives: `hold`;
+/// - a serving master is heard (a keepalive in sync, a PREPARE, a COMMIT, an ABORT):
+///   `heard(servingMaster:)`; this node commits as master: `committedAsMaster`;
+/// - the broker carries this node's keepalive back after a silence: `brokerHeardAgain`;
+/// - the node comes to serve: `takeToAnswer`, which keeps what it took as `taken`; each
+///   reply or decided drop settles one (`settle`); a commit this node missed voids them
+///   (`forgetTaken`);
+/// - the office ends: `officeEnded` holds the unsettled taken requests again, or drops
+///   everything when the node wakes from a pause already out of office; a node that
+///   stops serving marks the moment (`stoppedServing`);
+/// - a pause is discounted: `pauseDiscounted` (the socket backlog was another's to answer);
+/// - a slave asks whether it may leave peer datagrams unread: `peersUnneeded(isHeir:)`.
+///
+/// The simulator's checker keeps its own model of what each node heard and read
+/// (`HeardServing`, `Invariants`): an oracle, deliberately written apart from this file,
+/// so that a wrong rule here fails a seed instead of agreeing with itself.
 struct HeldRequests: Sendable {
     struct Request: Sendable, Equatable {
         var datagram: ByteBuffer
@@ -133,7 +155,13 @@ struct HeldRequests: Sendable {
     private var bytes: [UInt8] = []
     private var head = 0
     private(set) var count = 0
-    var evidence = Evidence()
+    private(set) var evidence = Evidence()
+    /// Held requests this node took to answer as it came to serve (`takeToAnswer`) whose
+    /// answer has not gone out yet. Every node's copy of them is gone (each node that
+    /// served took its own), so if the office ends first they are held again
+    /// (`officeEnded`): else no master would answer them, and a client that sent once
+    /// waits for its retransmission.
+    private(set) var taken: [Request] = []
     /// Nothing arriving before this is held: a paused master's socket backlog, which
     /// another master served (`discountPause`). Kept apart from `evidence`, which says
     /// only what was heard of serving masters.
@@ -231,7 +259,7 @@ struct HeldRequests: Sendable {
     /// copy is taken: its window runs from when the client last sent it. Taken by its
     /// first copy, a request held again at the end of an office expired with that copy
     /// while its client's last send was still young.
-    mutating func takeUnanswered(now: Instant, answeredAtOnce: (Request) -> Bool) -> [Request] {
+    private mutating func takeUnanswered(now: Instant, answeredAtOnce: (Request) -> Bool) -> [Request] {
         var out: [Request] = []
         var taken: [Key: Int] = [:]
         for i in 0..<count {
@@ -261,15 +289,117 @@ struct HeldRequests: Sendable {
         }
     }
 
-    mutating func ignore(until t: Instant) {
+    private mutating func ignore(until t: Instant) {
         ignoredUntil = max(ignoredUntil, t)
     }
 
-    mutating func removeAll() {
+    private mutating func removeAll() {
         slots.removeAll()
         bytes.removeAll()
         head = 0
         count = 0
+    }
+
+    // MARK: the rule's entry points
+
+    /// What a serving master said, heard `now` by a node that holds `holding`, shows
+    /// which held requests it was alive to answer. Only the master of the message's
+    /// epoch counts.
+    mutating func heard(servingMaster env: ClusterEnvelope, at now: Instant, holding: TxRef) {
+        guard env.from == env.epoch.master else { return }
+        switch env.message {
+        case .keepalive(let k) where k.role == .master && k.inSync:
+            evidence.raise(alive: now)
+            evidence.heard(committed: k.lastCommitted, at: now, holding: holding)
+        case .prepare(_, let previous, _):
+            evidence.raise(alive: now)
+            evidence.heard(committed: previous, at: now, holding: holding)
+        case .commit(let ref, _):
+            evidence.raise(alive: now, decided: now)
+            evidence.heard(committed: ref, at: now, holding: holding)
+        case .abort:
+            evidence.raise(alive: now, decided: now)
+        default: break
+        }
+    }
+
+    /// This node, as master, committed `ref` at `now`: a later one learned of otherwise
+    /// is a decision it did not see (`Evidence.committed`).
+    mutating func committedAsMaster(_ ref: TxRef, at now: Instant) {
+        evidence.heard(committed: ref, at: now, holding: ref)
+    }
+
+    /// This node stopped serving at `now`, holding `holding`: what reached it while it
+    /// served it answered (or the next master holds it); what it holds from now on it did
+    /// not, whenever in this millisecond it is read.
+    mutating func stoppedServing(at now: Instant, holding: TxRef) {
+        evidence.heard(committed: holding, at: now, holding: holding)
+    }
+
+    /// The broker carried this node's own keepalive back at `now` after a silence: what
+    /// it carried meanwhile may have passed this node by (`Evidence.deafUntil`).
+    mutating func brokerHeardAgain(at now: Instant) {
+        evidence.deafUntil = now
+    }
+
+    /// The node came to serve at `now`: the requests nobody answered, to answer through
+    /// the normal path, each kept in `taken` until `settle`d. `brokerLinked`: whether it
+    /// hears the broker now; serving while deaf to it (an outage), nothing held can be
+    /// judged by the decisions the broker carries.
+    mutating func takeToAnswer(now: Instant, brokerLinked: Bool, answeredAtOnce: (Request) -> Bool) -> [Request] {
+        if !brokerLinked { evidence.deafUntil = max(evidence.deafUntil, now) }
+        let out = takeUnanswered(now: now, answeredAtOnce: answeredAtOnce)
+        taken = Array((taken + out).suffix(capacity))
+        return out
+    }
+
+    /// A taken request was answered, or the master decided to answer it with nothing (a
+    /// dropped request): either way it waits no more, and it is not held again when the
+    /// office ends.
+    mutating func settle(_ transactionID: UInt32, from peer: PeerEndpoint) {
+        guard !taken.isEmpty else { return }
+        let ip = peer.ip.unmapped
+        taken.removeAll { $0.transactionID == transactionID && $0.source.port == peer.port && $0.source.ip.unmapped == ip }
+    }
+
+    /// The commits this node served were replaced by another master's (`MissedCommit`):
+    /// what it took goes unanswered with them, and is not held again.
+    mutating func forgetTaken() {
+        taken = []
+    }
+
+    /// The office ended at `now`. The taken requests not answered are held again, as they
+    /// arrived. A node that woke from a pause (`pauseBacklogUntil` still ahead) and is
+    /// already out of office drops everything, and holds nothing that arrived before
+    /// then: that backlog was the newer master's to answer. Returns whether the host must
+    /// drop the peer socket's backlog (`NodeAction.discardPeerBacklog`).
+    mutating func officeEnded(now: Instant, pauseBacklogUntil: Instant?) -> Bool {
+        for r in taken {
+            hold(r.datagram, from: r.source, now: r.receivedAt, runStart: r.runStart, judgedUnansweredAt: r.judgedUnansweredAt)
+        }
+        taken = []
+        guard let until = pauseBacklogUntil, now < until else { return false }
+        removeAll()
+        ignore(until: until)
+        return true
+    }
+
+    /// A pause was discounted (`TrackerNode.discountPause`): whatever was held, and the
+    /// socket backlog read up to `until`, another master answered (or it is too old).
+    mutating func pauseDiscounted(until: Instant) {
+        removeAll()
+        ignore(until: until)
+    }
+
+    /// Until when a slave may leave peer datagrams unread (nil: it must read them).
+    /// `isHeir`: it would succeed its master (the highest live id that could lead but the
+    /// master's). Any other slave never needs them; the heir needs only those read later
+    /// than `skew` after the last decision it heard, since earlier ones count as answered
+    /// (`takeUnanswered`). With no decision heard, it reads everything.
+    func peersUnneeded(isHeir: Bool) -> Instant? {
+        guard isHeir else { return Instant(milliseconds: .max) }
+        guard evidence.decided > Instant(milliseconds: .min) else { return nil }
+        return evidence.decided + skew
     }
 
     private struct Key: Hashable {

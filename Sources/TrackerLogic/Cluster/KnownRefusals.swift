@@ -20,7 +20,7 @@
 /// cut off (`BrokerLink.swift`), so its echo comes, however slow or lossy its link; one
 /// that is cut off leaves the office, and its refusals are never sent: the heir holds
 /// those requests and answers them once it serves, and a request the master took from its
-/// own held store is held again (`NodeContext.takenHeld`). Dropped after `downAfter`
+/// own held store is held again (`HeldRequests.taken`). Dropped after `downAfter`
 /// instead, the refusal of a taken held request left it waiting for ever while its master
 /// went on serving.
 ///
@@ -104,7 +104,7 @@ extension Master {
         if !pushedOut.isEmpty {
             // Answered with nothing: a held request among them waits no more.
             ctx.paths.count(.refusalLeftToHeir)
-            for r in pushedOut { ctx.settleTaken(r.response.transactionID, from: r.to) }
+            for r in pushedOut { ctx.held.settle(r.response.transactionID, from: r.to) }
         }
     }
 

@@ -167,7 +167,7 @@ struct Master: NodeRole, Sendable {
         case .reply(let response): ctx.reply(response, to: source)
         case .commit(let pending): enqueue(.announce(pending.update), origin: .peer(pending), in: &ctx, now)
         case .drop:
-            if let tid = BEP15Codec.peekHeader(datagram)?.transactionID { ctx.settleTaken(tid, from: source) }
+            if let tid = BEP15Codec.peekHeader(datagram)?.transactionID { ctx.held.settle(tid, from: source) }
         }
     }
 
@@ -346,7 +346,7 @@ struct Master: NodeRole, Sendable {
         persistMergedStateIfDone(in: &ctx)
         // Known committed, and no news to anyone: never raises the evidence (what this
         // node holds from before it served it answers in this very step).
-        ctx.held.evidence.heard(committed: f.tx.ref, at: now, holding: f.tx.ref)
+        ctx.held.committedAsMaster(f.tx.ref, at: now)
         lastDigest = f.tx.digest
         inFlight = nil
         decidedAt = now

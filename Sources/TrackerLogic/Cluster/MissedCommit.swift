@@ -33,10 +33,10 @@ extension Master {
     /// get none, as when a master steps down, and retransmit: nothing is answered while we
     /// recover, and some of them were held requests that the master whose commits we are
     /// about to fetch may have answered (carried, they were answered twice).
-    /// The held requests it took go unanswered with them (`NodeContext.takenHeld` empties:
+    /// The held requests it took go unanswered with them (`HeldRequests.forgetTaken`:
     /// they are not held again when the office ends either).
     mutating func standAside(in ctx: inout NodeContext) -> [QueuedUpdate] {
-        ctx.takenHeld = []
+        ctx.held.forgetTaken()
         var items = queue.removeAll()
         if let f = inFlight {
             ctx.paths.count(.transactionAborted)

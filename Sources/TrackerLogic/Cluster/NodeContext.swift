@@ -44,12 +44,6 @@
     var echoedKeepalive: UInt64 = 0
     /// Requests received while not serving, for this node to answer if it comes to serve.
     var held: HeldRequests
-    /// Held requests this node took to answer as it came to serve (`TrackerNode.answerHeld`)
-    /// whose answer has not gone out yet. Every node's copy of them is gone (each node
-    /// that served took its own), so if the office ends first they are held again
-    /// (`TrackerNode.stepDown`): else no master would answer them, and a client that sent
-    /// once waits for its retransmission.
-    var takenHeld: [HeldRequests.Request] = []
     /// Per-source limits on what peers may ask of a serving master (table allocated on
     /// first use, so only a master pays for it).
     var limiter: SourceRateLimiter
@@ -181,16 +175,7 @@
     /// A reply to a peer; a taken held request it answers waits no more.
     mutating func reply(_ response: TrackerResponse, to peer: PeerEndpoint) {
         out.append(.reply(response, to: peer))
-        settleTaken(response.transactionID, from: peer)
-    }
-
-    /// A taken held request was answered, or the master decided to answer it with
-    /// nothing (a dropped request): either way it waits no more, and it is not held again
-    /// when the office ends.
-    mutating func settleTaken(_ transactionID: UInt32, from peer: PeerEndpoint) {
-        guard !takenHeld.isEmpty else { return }
-        let ip = peer.ip.unmapped
-        takenHeld.removeAll { $0.transactionID == transactionID && $0.source.port == peer.port && $0.source.ip.unmapped == ip }
+        held.settle(response.transactionID, from: peer)
     }
 
     /// A diverged branch's swarm as a master merges it: without what an expiry at `now`
@@ -265,6 +250,22 @@
         replica.install(diverged.snapshot(), store: diverged.store)
         prepared = nil
         catalogueChanged = true
+    }
+
+    /// The invariants of what every role shares (nil: they hold): the replica's own
+    /// (`Replica.check`, each transaction applied at most once), the diverged state's, and
+    /// the held requests' bounds. `leads`: a role of this node holds the master's office.
+    func check(leads: Bool) -> String? {
+        if let v = replica.check() { return "replica: \(v)" }
+        if let d = durableDiverged {
+            guard leads else { return "it keeps a diverged state on disk but does not lead" }
+            if let v = d.check() { return "diverged replica: \(v)" }
+        }
+        if held.count > held.capacity || held.taken.count > held.capacity {
+            return "it holds \(held.count) requests and took \(held.taken.count), beyond \(held.capacity)"
+        }
+        if !held.taken.isEmpty && !leads { return "it took \(held.taken.count) held requests to answer but does not lead" }
+        return nil
     }
 
     /// Empties the replica and the store (a clean shutdown, a diverged state given up).

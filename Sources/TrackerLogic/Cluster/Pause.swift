@@ -62,8 +62,7 @@ extension TrackerNode {
             startElection(now)
             // The datagrams queued in its socket arrive now with nothing to tell their age:
             // whoever served meanwhile answered them (or they are too old) — not held.
-            ctx.held.removeAll()
-            ctx.held.ignore(until: now + ctx.config.keepaliveInterval)
+            ctx.held.pauseDiscounted(until: now + ctx.config.keepaliveInterval)
         }
     }
 

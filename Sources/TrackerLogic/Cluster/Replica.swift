@@ -54,6 +54,10 @@ public struct Replica: Sendable, Equatable {
     /// keep counting): the simulator holds it against the transaction ids, so that no
     /// transaction is applied twice.
     public private(set) var applied: UInt64 = 0
+    /// `applied` and the last transaction id when the replica last started over (an
+    /// install or a wipe): every application since moved the id by exactly one (`check`).
+    private var appliedAtBase: UInt64 = 0
+    private var baseTxid: UInt64 = 0
     /// Whether an announce of the last transaction changed no record (`Swarm`): its rows
     /// must then be read from the store, not from the announces.
     public private(set) var lastCommitHadSuperseded = false
@@ -141,6 +145,8 @@ public struct Replica: Sendable, Equatable {
         lastCommitted = snapshot.lastCommitted
         history = snapshot.history
         log = []
+        appliedAtBase = applied
+        baseTxid = lastCommitted.txid
     }
 
     /// Empties the repository (clean shutdown, or giving up a diverged state). The epoch
@@ -149,6 +155,28 @@ public struct Replica: Sendable, Equatable {
         let applied = self.applied
         self = Replica(logLimit: logLimit)
         self.applied = applied
+        appliedAtBase = applied
+    }
+
+    /// The replica's invariants, for the simulator to check after every step (nil: they
+    /// hold). Each transaction is applied at most once: every application since the last
+    /// install or wipe moved the last transaction id by exactly one, so one applied again
+    /// (the same COMMIT twice) shows as applications the id did not follow. The log ends
+    /// at the last commit, without gaps, and the epoch history names its epoch.
+    package func check() -> String? {
+        let moved = lastCommitted.txid &- baseTxid, count = applied &- appliedAtBase
+        guard count == moved else {
+            return "applied \(count) transactions since it last started over at txid \(baseTxid), but moved \(moved) to \(lastCommitted)"
+        }
+        if let first = log.first, let last = log.last {
+            guard last.ref == lastCommitted, first.txid &+ UInt64(log.count - 1) == lastCommitted.txid else {
+                return "its log runs \(first.ref)...\(last.ref) (\(log.count) transactions) but it holds \(lastCommitted)"
+            }
+        }
+        if lastCommitted.txid > 0, history.runs.last?.epoch != lastCommitted.epoch {
+            return "its epoch history ends at \(history.runs.last.map { "\($0.epoch)" } ?? "nothing") but it holds \(lastCommitted)"
+        }
+        return nil
     }
 
     public static func == (l: Replica, r: Replica) -> Bool {

@@ -68,7 +68,7 @@ public struct TrackerNode: Sendable {
     /// a cluster is not settled while one does.
     public var holdsSetAsideOffer: Bool { ctx.setAside != nil }
     /// Held requests this master took on coming to serve and has not answered yet.
-    public var heldAwaitingAnswer: Int { ctx.takenHeld.count }
+    public var heldAwaitingAnswer: Int { ctx.held.taken.count }
     /// Whether this node holds a request of `source` with `transactionID` for the next
     /// master it becomes (`HeldRequests`).
     public func holdsRequest(from source: PeerEndpoint, transactionID: UInt32) -> Bool {
@@ -162,7 +162,7 @@ public struct TrackerNode: Sendable {
                 // What reached us while we served, we answered (or it is in the next
                 // master's hands through its own held requests); what we hold from now
                 // on, we did not, whenever in this millisecond it is read.
-                ctx.held.evidence.heard(committed: ctx.replica.lastCommitted, at: now, holding: ctx.replica.lastCommitted)
+                ctx.held.stoppedServing(at: now, holding: ctx.replica.lastCommitted)
             }
         }
         if !subscribed, ctx.id.isAssigned {
@@ -282,6 +282,13 @@ public struct TrackerNode: Sendable {
         }
     }
 
+    /// The node's invariants between steps (nil: they hold), for the simulator to check
+    /// after every step: a broken one fails the seed where it broke, not where it shows.
+    package func check() -> String? {
+        if case .stopped = state { return nil }
+        return ctx.check(leads: isMaster)
+    }
+
     /// Whether this node needs the peers' datagrams now (`NodeAction.readPeers`).
     func needsPeers(_ now: Instant) -> Bool {
         peersUnneeded(now).map { now >= $0 } ?? true
@@ -315,10 +322,7 @@ public struct TrackerNode: Sendable {
         let belowHeir = ctx.membership.members.values.contains { m in
             m.id > me && m.id != master && m.role != .stopped && now - m.lastHeard <= downAfter && ctx.couldLead(m, now)
         }
-        if belowHeir { return Instant(milliseconds: .max) }
-        let decided = ctx.held.evidence.decided
-        guard decided > Instant(milliseconds: .min) else { return nil }
-        return decided + ctx.held.skew
+        return ctx.held.peersUnneeded(isHeir: !belowHeir)
     }
 
     /// Holding the master's office: recovering or serving.
@@ -426,24 +430,16 @@ public struct TrackerNode: Sendable {
 
     /// Leaves the master's office: queued and in-flight peers get no answer (they
     /// retransmit and the next master answers), but the held requests it took and did not
-    /// answer are held again, as they arrived (`NodeContext.takenHeld`); a prepared
+    /// answer are held again, as they arrived (`HeldRequests.taken`); a prepared
     /// transaction may still be recovered. The node is a slave of nobody until it follows
     /// or runs.
     mutating func stepDown(_ now: Instant) {
         guard isMaster else { return }
         // Refusals still waiting are never sent: the heir answers their requests.
         if case .master(let m) = state, !m.refusals.isEmpty { ctx.paths.count(.refusalLeftToHeir) }
-        for r in ctx.takenHeld {
-            ctx.held.hold(r.datagram, from: r.source, now: r.receivedAt, runStart: r.runStart, judgedUnansweredAt: r.judgedUnansweredAt)
-        }
-        ctx.takenHeld = []
-        if let until = pauseBacklogUntil, now < until {
-            // Just woken from a pause and already out of office: what its socket queued
-            // meanwhile was the newer master's to answer.
-            ctx.out.append(.discardPeerBacklog)
-            ctx.held.removeAll()
-            ctx.held.ignore(until: until)
-        }
+        // Just woken from a pause and already out of office, what its socket queued
+        // meanwhile was the newer master's to answer.
+        if ctx.held.officeEnded(now: now, pauseBacklogUntil: pauseBacklogUntil) { ctx.out.append(.discardPeerBacklog) }
         pauseBacklogUntil = nil
         if case .master(let m) = state, let f = m.inFlight { ctx.prepared = f.tx }
         ctx.returnToDurableState()
@@ -550,7 +546,7 @@ public struct TrackerNode: Sendable {
             if onBroker, case .keepalive(let k) = env.message {
                 // The first echo after a silence: what the broker carried meanwhile may
                 // have passed us by (`HeldRequests.Evidence.deafUntil`).
-                if ctx.brokerEcho.map({ now - $0 > ctx.config.downAfter }) ?? true { ctx.held.evidence.deafUntil = now }
+                if ctx.brokerEcho.map({ now - $0 > ctx.config.downAfter }) ?? true { ctx.held.brokerHeardAgain(at: now) }
                 ctx.brokerEcho = max(ctx.brokerEcho ?? now, now)
                 // Numbered beyond what we sent: not ours to trust as proof of anything.
                 if let sequence = k.sequence, sequence <= ctx.keepalivesSent {
@@ -570,7 +566,7 @@ public struct TrackerNode: Sendable {
         // forged frame of an insider under a higher incarnation makes the real run look)
         // both show a master alive to answer. Without it the next master would answer
         // again what that master answered. Evidence only ever holds a request back.
-        noteServingMaster(env, now)
+        ctx.held.heard(servingMaster: env, at: now, holding: ctx.replica.lastCommitted)
         if env.from == id && id.isAssigned {
             // Another process with our id (or someone claiming to be us). What it sends
             // unprompted shows it is live: its keepalives, and as a master its PREPAREs,
@@ -744,34 +740,12 @@ public struct TrackerNode: Sendable {
 }
 
 extension TrackerNode {
-    /// What a serving master says shows which held requests it was alive to answer.
-    mutating func noteServingMaster(_ env: ClusterEnvelope, _ now: Instant) {
-        guard env.from == env.epoch.master else { return }
-        let holding = ctx.replica.lastCommitted
-        switch env.message {
-        case .keepalive(let k) where k.role == .master && k.inSync:
-            ctx.held.evidence.raise(alive: now)
-            ctx.held.evidence.heard(committed: k.lastCommitted, at: now, holding: holding)
-        case .prepare(_, let previous, _):
-            ctx.held.evidence.raise(alive: now)
-            ctx.held.evidence.heard(committed: previous, at: now, holding: holding)
-        case .commit(let ref, _):
-            ctx.held.evidence.raise(alive: now, decided: now)
-            ctx.held.evidence.heard(committed: ref, at: now, holding: holding)
-        case .abort:
-            ctx.held.evidence.raise(alive: now, decided: now)
-        default: break
-        }
-    }
-
     /// Just came to serve: answer what arrived while nobody did, through the normal path.
     mutating func answerHeld(_ now: Instant) {
         let (handler, store) = (ctx.handler, ctx.replica.store)
-        // Serving while deaf to the broker (an outage): nothing held can be judged by
-        // the decisions it carries.
-        if !ctx.brokerLinked(now) { ctx.held.evidence.deafUntil = max(ctx.held.evidence.deafUntil, now) }
-        let held = ctx.held.takeUnanswered(now: now) { handler.answersAtOnce($0.datagram, from: $0.source, now: now, store: store) }
-        ctx.takenHeld = Array((ctx.takenHeld + held).suffix(ctx.held.capacity))
+        let held = ctx.held.takeToAnswer(now: now, brokerLinked: ctx.brokerLinked(now)) {
+            handler.answersAtOnce($0.datagram, from: $0.source, now: now, store: store)
+        }
         for r in held {
             ctx.paths.count(.heldRequestAnswered)
             // Stamped with when it arrived: a later request of the same peer that another
