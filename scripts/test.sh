@@ -26,7 +26,11 @@ case "${1:-}" in
   "") ;;
   *) echo "usage: $0 [--quick]" >&2; exit 2 ;;
 esac
+# Each phase's end, with the seconds since the start: CI keeps a run's head and tail,
+# and the budget (25 minutes) is spent by phase.
+phase() { echo "test.sh: $(date +%T) +${SECONDS} s: $*"; }
 scripts/setup.sh
+phase "set up"
 # One optimized build of everything, tests included, with the flags `swift test` uses.
 # The project's own code builds without a warning (Swift 6 language mode): a new one
 # fails the run here. Dependencies' warnings are not ours. An incremental build shows
@@ -40,6 +44,7 @@ if [ -n "$own_warnings" ]; then
   echo "test.sh: compiler warnings in the project's own code (above); fix them" >&2
   exit 1
 fi
+phase "built"
 export TRACKER_BIN="$PWD/.build/release/tracker"
 # The cluster tests start brokers; stop those that were not already running, and any
 # node this run left behind, however we exit. Every process the tests start inherits
@@ -106,7 +111,7 @@ if [ "$quick" = 0 ]; then
 fi
 # The package, from the same objects (relinked with the Swift runtime static), checked
 # by lintian and systemd-analyze; tests/deploy installs it in namespaces.
-[ "$quick" = 1 ] || scripts/package.sh --check
+[ "$quick" = 1 ] || { scripts/package.sh --check; phase "packaged"; }
 results="$(mktemp -d)"
 export results
 # run_test NAME SECONDS COMMAND...: runs it with its output kept aside, then prints the
@@ -188,6 +193,7 @@ else
   # Started once here, so no two tests start it at the same time.
   scripts/activemq.sh start > /dev/null
   printf '%s\0' "${concurrent[@]}" | grep -zv '/common.py$' | xargs -0 -n 1 -P 2 bash -c 'run_python_test "$1"' _
+  phase "the concurrent real-process tests"
   for t in tests/interop/*.py tests/cluster/*.py tests/deploy/*.py; do
     name="$(basename "$t")"
     [ "$name" = common.py ] && continue
@@ -195,6 +201,7 @@ else
     [[ " ${concurrent[*]} " == *" $t "* ]] && continue
     run_python_test "$t"
   done
+  phase "the serial real-process tests"
   # Three minutes of the nemesis: real nodes and brokers in namespaces, faults applied by
   # the kernel on a schedule and in a shape derived from the commit (docs/nemesis.md).
   # It replaced the two-minute soak here, whose faults it covers; scripts/soak.sh
@@ -207,6 +214,7 @@ passed=0; failed=0
 [ -f "$results/passed" ] && passed=$(wc -l < "$results/passed")
 [ -f "$results/failed" ] && failed=$(wc -l < "$results/failed")
 echo "real-process tests: $passed passed, $failed failed"
+phase "the real-process tests, the nemesis and the bench"
 if [ "$failed" -gt 0 ]; then
   sed 's/^/failed: /' "$results/reasons"
   exit 1
@@ -223,6 +231,7 @@ else
   swift test -c release --skip-build
   simulate_phases
 fi
+phase "the unit tests and the simulator's phases"
 if [ -n "$fuzz_build" ]; then
   fuzz_status=0
   wait "$fuzz_build" || fuzz_status=$?
@@ -232,3 +241,4 @@ if [ -n "$fuzz_build" ]; then
 else
   scripts/fuzz.sh all "${FUZZ_SECONDS:-30}"
 fi
+phase "done"
