@@ -117,7 +117,9 @@ let package = Package(
             dependencies: ["TrackerRuntime", "TrackerTools", "TrackerLogic", "STOMP", .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "NIOPosix", package: "swift-nio"),
-                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            // A repository file written by 0.9.0 (RepositoryMigrationTests).
+            resources: [.copy("Fixtures")]
         ),
         .testTarget(
             name: "STOMPTests",

@@ -554,7 +554,9 @@ import TrackerRuntime
         _ = try SQLiteRepository(path: path)
         let (a, b, c) = (PeerID(a: 1, b: 1, c: 1), PeerID(a: 2, b: 2, c: 2), PeerID(a: 3, b: 3, c: 3))
         try DatabaseQueue(path: path).write { db in
+            // Such a version recorded no migrations (`RepositorySchema`).
             try db.execute(sql: """
+                DROP TABLE grdb_migrations;
                 DROP TABLE peer_log;
                 CREATE TABLE peer_log(seq INTEGER PRIMARY KEY, info_hash BLOB NOT NULL, peer_id BLOB NOT NULL, ip TEXT NOT NULL,
                     port INTEGER, uploaded INTEGER, downloaded INTEGER, "left" INTEGER, last_announce INTEGER);
