@@ -100,18 +100,21 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         host.loop.execute { host.startTimers() }
         monitoring.notifier?.feed(on: host.loop)
         monitoring.notifier?.ready(status: "standalone, serving udp \(host.boundList)")
-        let signals = await ProcessSignals()
-        let signal = await signals.untilStop {
+        let stopped = host.loop.makePromise(of: Int32.self)
+        _ = try await NodeLifecycle.run(logger: logger, reload: {
             guard let fresh = liveReload?() else { return }
             await host.reconfigure(fresh.config)
             fresh.applied()
-        }
-        logger.info("stopping on signal \(signal ?? "none")")
-        monitoring.notifier?.stopping()
-        await web.stop()
-        await host.stopService()
-        try? await host.loop.submit { host.timers.forEach { $0.cancel() } }.get()
-        try? await host.writer?.shutdownGracefully()
+        }, node: {
+            try await stopped.futureResult.get()
+        }, stop: {
+            monitoring.notifier?.stopping()
+            await web.stop()
+            await host.stopService()
+            try? await host.loop.submit { host.timers.forEach { $0.cancel() } }.get()
+            try? await host.writer?.shutdownGracefully()
+            stopped.succeed(0)
+        })
         try? await host.servers.shutdownGracefully()
         try? await group.shutdownGracefully()
         logger.info("stopped")

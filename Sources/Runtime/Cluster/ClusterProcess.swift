@@ -54,19 +54,16 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         host.loop.execute { host.startSampling() }
         monitoring.notifier?.feed(on: host.loop)
         monitoring.notifier?.status("joining the cluster")
-        let signals = await ProcessSignals()
-        let watcher = Task {
-            guard let signal = await signals.untilStop(onHangup: {
-                guard let fresh = liveReload?() else { return }
-                await host.reconfigure(fresh.config)
-                fresh.applied()
-            }) else { return }
-            logger.info("stopping on signal \(signal)")
+        let code = try await NodeLifecycle.run(logger: logger, reload: {
+            guard let fresh = liveReload?() else { return }
+            await host.reconfigure(fresh.config)
+            fresh.applied()
+        }, node: {
+            try await host.exited.futureResult.get()
+        }, stop: {
             monitoring.notifier?.stopping()
             await host.shutdown()
-        }
-        let code = try await host.exited.futureResult.get()
-        watcher.cancel()
+        })
         await web.stop()
         try? await group.shutdownGracefully()
         return code
