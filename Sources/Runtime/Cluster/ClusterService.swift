@@ -76,8 +76,15 @@ public final class ClusterService: @unchecked Sendable {
     var pathsAtRoleChange = PathCounts()
     /// A peer send failed since the node was last told (`NodeEvent.peerSendFailed`).
     var peerSendFailureUnreported = false
-    var stomp: StompClient!
-    var sockets: PeerSocketSet!
+    /// What `start` bound: the broker client and the peer sockets (nil before, and if
+    /// binding failed).
+    struct Bound {
+        let stomp: StompClient
+        let sockets: PeerSocketSet
+    }
+    var bound: Bound?
+    var stomp: StompClient? { bound?.stomp }
+    var sockets: PeerSocketSet? { bound?.sockets }
     /// Each family's peer socket, read by the node itself (`PeerIntake`).
     var intakes: [PeerIntake] = []
     /// Each family's replies not yet sent (`flushReplies`); none leaves long after the
@@ -85,10 +92,13 @@ public final class ClusterService: @unchecked Sendable {
     var replies = ReplyOutbox(families: 0, config: ClusterConfig())
     /// The time of the step whose actions are being performed (`ReplyOutbox`).
     var stepNow = Instant.zero
-    /// A provoked failure (the dashboard's button): the node hears and says nothing, to
-    /// peers or to the cluster, as if its link were cut; its timers run on, so it behaves
-    /// as a partitioned node does.
-    var silenced = false
+    /// When replies, frames and the timer go out (`OutputPolicy`).
+    var output = OutputPolicy()
+    /// A provoked failure (the dashboard's button; `OutputPolicy.silenced`).
+    var silenced: Bool {
+        get { output.silenced }
+        set { output.silenced = newValue }
+    }
     /// Told of role, epoch and master changes, on the loop (the dashboard's timeline).
     var onRoleChange: ((StandingChange, Instant) -> Void)?
     /// The node's one timer (`NodeTimer`: the rule the simulator follows too) and its task.
@@ -99,8 +109,6 @@ public final class ClusterService: @unchecked Sendable {
     var ownTopic: NodeID?
     var stopping = false
     var storeFailing = false
-    var inPeerRead = false
-    var wakePending = false
     /// Operators' catalogue changes waiting to show in this node's replica (at most
     /// `maxCatalogueWaiters`, each for at most 5 s).
     var catalogueWaiters: [(id: Int, change: CatalogueChange, promise: EventLoopPromise<Void>)] = []
@@ -172,7 +180,6 @@ public final class ClusterService: @unchecked Sendable {
         }
         let peerSockets = try await PeerChannelBinder.bind(settings.peers, loop: loop) { [self] in PeerDatagramHandler(service: self) }
         try await loop.submit { [self] in
-            sockets = peerSockets
             intakes = peerSockets.families.map { family in
                 PeerIntake(channel: family.receive, descriptor: family.receiveDescriptor,
                            deliver: { [self] bytes, source, now in peerDatagram(bytes, from: source, at: now) },
@@ -180,7 +187,8 @@ public final class ClusterService: @unchecked Sendable {
             }
             for intake in intakes { intake.start() }
             replies = ReplyOutbox(families: peerSockets.families.count, config: settings.cluster)
-            stomp = StompClient(settings: settings.broker, tls: tls, loop: loop, logger: logger) { [self] event in brokerEvent(event) }
+            let stomp = StompClient(settings: settings.broker, tls: tls, loop: loop, logger: logger) { [self] event in brokerEvent(event) }
+            bound = Bound(stomp: stomp, sockets: peerSockets)
             stomp.subscribe(settings.topic)
             stomp.subscribe(echoTopic, ownToo: true)
             if let ownTopic { stomp.subscribe(settings.topic(for: ownTopic)) }
@@ -225,9 +233,7 @@ public final class ClusterService: @unchecked Sendable {
         }
         // Within a read of the peer socket, replies and the timer wait for its end
         // (`peerReadComplete`): one sendmmsg and one look at the node's deadlines a burst.
-        if inPeerRead {
-            wakePending = true
-        } else {
+        if output.flushesAfterStep() {
             if replies.isPending { flushReplies() }
             armWake(now)
             reportPeerSendFailure(now)
@@ -241,7 +247,7 @@ public final class ClusterService: @unchecked Sendable {
         case .send(let env):
             publish(env, to: settings.topic(for: env.to ?? .unassigned))
         case .beacon(let env):
-            guard !silenced else { return }
+            guard output.speaks, let sockets else { return }
             let now = WallClock.now()
             let frame = channel.seal(env, now: now)
             for family in sockets.families {
@@ -253,7 +259,7 @@ public final class ClusterService: @unchecked Sendable {
                 }
             }
         case .reply(let response, let to):
-            guard !silenced else { return }
+            guard output.speaks, let sockets else { return }
             let family = sockets.replyFamily(to: to)
             if replies.isFull(family) { sendReplies(family) }
             replies.append(response, to: to, family: family, decidedAt: stepNow)
@@ -285,7 +291,7 @@ public final class ClusterService: @unchecked Sendable {
             backlogDiscard = PeerBacklogDiscard(now: WallClock.now(), for: settings.cluster.keepaliveInterval,
                                                 drainedBytes: Self.drainedQueueBytes)
             logger.notice("woke from a pause; dropping the peer datagrams queued meanwhile (another master answers them)",
-                          metadata: ["queued-bytes": "\(sockets.receiveQueueBytes().map { "\($0)" } ?? "unknown")"])
+                          metadata: ["queued-bytes": "\(sockets?.receiveQueueBytes().map { "\($0)" } ?? "unknown")"])
         case .readPeers(let reads):
             guard let sockets else { return }
             let problems = sockets.passOnlyFrames(!reads)
@@ -355,7 +361,7 @@ public final class ClusterService: @unchecked Sendable {
     }
 
     func publish(_ env: ClusterEnvelope, to destination: String) {
-        guard !silenced else { return }
+        guard output.speaks, let stomp else { return }
         let headers = [("sender", String(incarnation, radix: 16))]
         let frames = channel.sealFragments(env, now: WallClock.now())
         for frame in frames { stomp.send(to: destination, body: frame, headers: headers) }
@@ -403,7 +409,7 @@ public final class ClusterService: @unchecked Sendable {
 
     /// The descriptor is NIO's: nothing is sent once it closed the socket.
     func sendReplies(_ family: Int) {
-        let socket = sockets.families[family]
+        guard let socket = sockets?.families[family] else { return }
         guard socket.reply.isActive else { return }
         let now = WallClock.now()
         switch replies.send(family, on: socket.replyDescriptor, now: now) {
@@ -458,7 +464,7 @@ public final class ClusterService: @unchecked Sendable {
         stats.datagrams += 1
         // Every node receives every request; only the serving master answers. The others
         // hold it, so that whoever serves next answers what arrived while nobody did.
-        guard !stopping, !silenced else { return }
+        guard !stopping, output.speaks else { return }
         if ClusterChannel.isFrame(data) { return beaconReceived(data) }
         stats.traffic.received(data, from: endpoint)
         if var discard = backlogDiscard {
@@ -469,9 +475,9 @@ public final class ClusterService: @unchecked Sendable {
             }
             endBacklogDiscard()
         }
-        inPeerRead = true
+        output.beginPeerRead()
         step(.peer(data, from: endpoint), now: now)
-        inPeerRead = false
+        output.endPeerRead()
     }
 
     /// NIO finished a read on `channel`: its intake, if the node reads it, polls from now on.
@@ -483,13 +489,10 @@ public final class ClusterService: @unchecked Sendable {
     func peerReadComplete() {
         if replies.isPending { flushReplies() }
         reportPeerSendFailure(WallClock.now())
-        if wakePending {
-            wakePending = false
-            armWake(WallClock.now())
-        }
+        if output.takePendingWake() { armWake(WallClock.now()) }
         // The socket is read in bursts; once what is still queued is less than a burst,
         // the rest arrived after the wake.
-        if let discard = backlogDiscard, discard.isDrained(queuedBytes: sockets.receiveQueueBytes()) {
+        if let discard = backlogDiscard, discard.isDrained(queuedBytes: sockets?.receiveQueueBytes()) {
             endBacklogDiscard()
         }
     }
@@ -528,12 +531,12 @@ public final class ClusterService: @unchecked Sendable {
     func brokerEvent(_ event: StompEvent) {
         switch event {
         case .ready:
-            if !stopping, !silenced { step(.brokerConnected) }
+            if !stopping, output.speaks { step(.brokerConnected) }
         case .lost:
             // Lost messages are the protocol's business: keepalives and catch-up resync.
             break
         case .message(let destination, let headers, let body):
-            guard !silenced else { return }
+            guard output.speaks else { return }
             if headers.first(where: { $0.name == "sender" })?.value == String(incarnation, radix: 16), destination != echoTopic { return }
             switch channel.open(body, ownID: ownTopic ?? .unassigned, now: WallClock.now()) {
             case .success(nil):
@@ -562,8 +565,8 @@ public final class ClusterService: @unchecked Sendable {
         for intake in intakes { intake.stop() }
         // Writes first (the wipe of a clean shutdown), then the broker's receipt for our
         // LEAVING, then the sockets.
-        writer.drain().flatMap { [self] in stomp.close() }.whenComplete { [self] _ in
-            let closes = sockets.all.map { $0.close() }
+        writer.drain().flatMap { [self] in stomp?.close() ?? loop.makeSucceededVoidFuture() }.whenComplete { [self] _ in
+            let closes = (sockets?.all ?? []).map { $0.close() }
             EventLoopFuture.andAllComplete(closes, on: loop).whenComplete { [self] _ in
                 logger.info("stopped", metadata: ["datagrams": "\(stats.datagrams)", "replies": "\(stats.replies)",
                                                   "error-replies": "\(stats.errorReplies)"])
