@@ -52,7 +52,8 @@ PY
 }
 # The manual page, from the command line's own help (swift-argument-parser's plugin),
 # made before the commit is stamped so that it reuses the release build as it is.
-swift package --allow-writing-to-package-directory generate-manual --date "$(date +%Y-%m-%d)" >/dev/null
+# In release mode: the default, debug, built the whole package a second time (~40 s).
+swift package --allow-writing-to-package-directory generate-manual --configuration release --date "$(date +%Y-%m-%d)" >/dev/null
 manual=.build/plugins/GenerateManual/outputs/tracker/tracker.1
 bin="${TRACKER_STATIC_BIN:-}"
 if [ -z "$bin" ]; then
@@ -104,7 +105,9 @@ for s in postinst prerm postrm; do install -m 0755 "deploy/debian/$s" "$root/DEB
 
 mkdir -p dist
 deb="dist/${name}_${version}_${arch}.deb"
-dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
+# xz at its default level; PACKAGE_FAST_COMPRESSION=1 (the test run's) takes level 1: the
+# same files in a package ~15 % larger, built in 3 s instead of 18.
+dpkg-deb --root-owner-group -Zxz -z"$([ "${PACKAGE_FAST_COMPRESSION:-0}" = 1 ] && echo 1 || echo 6)" --build "$root" "$deb" >/dev/null
 echo "package.sh: $deb ($(du -h "$deb" | cut -f1), installed $((size / 1024)) MiB), commit $commit"
 echo "package.sh: Depends: $depends, adduser, procps"
 

@@ -2,7 +2,7 @@
 # Runs every test: setup, an optimized build (the simulator runs thousands of
 # scenarios), the real-process tests (real BitTorrent clients, malformed floods, the
 # multi-process cluster with ActiveMQ, shared-address mode in network namespaces, a
-# 3-minute nemesis (scripts/nemesis.sh), a seconds-long run of the benchmark suite, the Debian package checked
+# 2.5-minute nemesis (scripts/nemesis.sh), a seconds-long run of the benchmark suite, the Debian package checked
 # by lintian and systemd-analyze, and docs/operating/deploy.md run as written in namespaces), then
 # `swift test` (protocol, runtime and cluster simulation suites), 1,000 simulated
 # scenarios each run under two hashing seeds and 1,000 fresh ones (the simulator's
@@ -111,7 +111,7 @@ if [ "$quick" = 0 ]; then
 fi
 # The package, from the same objects (relinked with the Swift runtime static), checked
 # by lintian and systemd-analyze; tests/deploy installs it in namespaces.
-[ "$quick" = 1 ] || { scripts/package.sh --check; phase "packaged"; }
+[ "$quick" = 1 ] || { PACKAGE_FAST_COMPRESSION=1 scripts/package.sh --check; phase "packaged"; }
 results="$(mktemp -d)"
 export results
 # run_test NAME SECONDS COMMAND...: runs it with its output kept aside, then prints the
@@ -202,11 +202,12 @@ else
     run_python_test "$t"
   done
   phase "the serial real-process tests"
-  # Three minutes of the nemesis: real nodes and brokers in namespaces, faults applied by
+  # Two and a half minutes of the nemesis (three took CI to its 25-minute budget; longer
+  # runs on fresh seeds are recorded in docs/nemesis.md): real nodes and brokers in namespaces, faults applied by
   # the kernel on a schedule and in a shape derived from the commit (docs/nemesis.md).
   # It replaced the two-minute soak here, whose faults it covers; scripts/soak.sh
   # MINUTES still runs one beside `tracker bench` load.
-  run_test "scripts/nemesis.sh ${NEMESIS_MINUTES:-3} --commit" 900 scripts/nemesis.sh "${NEMESIS_MINUTES:-3}" --commit --no-record
+  run_test "scripts/nemesis.sh ${NEMESIS_MINUTES:-2.5} --commit" 900 scripts/nemesis.sh "${NEMESIS_MINUTES:-2.5}" --commit --no-record
   # The benchmark suite, seconds long: it must run, its figures are not judged here.
   run_test "scripts/bench.sh --smoke" 300 /usr/bin/python3 tests/bench/suite.py --smoke
 fi
