@@ -345,8 +345,7 @@ def open_broker_attacks():
         if not farewell:
             fail(f"captured no LEAVING of node {leaver.node_id}")
         leaver.start()
-        master = cluster.wait_converged(timeout=30)
-        state = master.api()
+        master, state = settled_master(cluster, timeout=30)
         master_id, epoch = state["id"], state["epoch"]
         listener_node = next(n for n in cluster.nodes if n.node_id != master_id)
         before = rejects(cluster)
@@ -538,6 +537,25 @@ def refuses_to_start_without_a_key():
     if out.returncode == 0 or "64 hex digits" not in out.stderr:
         fail(f"a malformed key file must be a clear error: exit {out.returncode}, {out.stderr[-300:]!r}")
     log("a cluster node refuses to start without a key (and names the fix); a malformed key file is a clear error")
+
+
+def settled_master(cluster, timeout):
+    """The converged master and its state, once they hold for longer than a keepalive
+    interval. A node that restarts may first follow the master it hears and then, as the
+    higher id, take the office over at its next tick (bully): a master read in between
+    names an epoch already ending (CI caught `wait_converged` returning node 2 while the
+    restarted node 3 was about to claim e3.3)."""
+    deadline = time.time() + timeout
+    while True:
+        master = cluster.wait_converged(timeout=max(1.0, deadline - time.time()))
+        state = master.api()
+        time.sleep(1.5)
+        again = cluster.wait_converged(timeout=max(1.0, deadline - time.time()))
+        latest = again.api()
+        if state and latest and again.node_id == master.node_id and latest["epoch"] == state["epoch"]:
+            return again, latest
+        if time.time() > deadline:
+            fail(f"the cluster's master did not hold for 1.5 s within {timeout} s: {state} then {latest}")
 
 
 def main():
