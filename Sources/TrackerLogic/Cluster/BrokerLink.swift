@@ -40,12 +40,12 @@
 extension NodeContext {
     /// The broker carried one of our own keepalives back within `downAfter`.
     func brokerLinked(_ now: Instant) -> Bool {
-        brokerEcho.map { now - $0 <= config.downAfter } ?? false
+        liveness.brokerEcho.map { now - $0 <= config.downAfter } ?? false
     }
 
     /// What the next keepalive says of our link.
     func brokerEchoReport(_ now: Instant) -> BrokerEchoReport {
-        guard let echo = brokerEcho else { return .never }
+        guard let echo = liveness.brokerEcho else { return .never }
         return .age(min(max(now - echo, Milliseconds(0)), BrokerEchoReport.maxAge))
     }
 
@@ -82,7 +82,7 @@ extension NodeContext {
         let downAfter = config.downAfter
         return liveMembers(now).contains { m in
             guard let theirs = brokerEvidence(of: m), now - theirs <= downAfter else { return false }
-            return brokerEcho.map { theirs - $0 > downAfter } ?? true
+            return liveness.brokerEcho.map { theirs - $0 > downAfter } ?? true
         }
     }
 
@@ -90,7 +90,7 @@ extension NodeContext {
     /// left less than `downAfter` ago. Every node's first keepalive says "never" (its echo
     /// comes after it), so until then nobody can tell a cut link from a cluster starting.
     func brokerLinkUnproven(_ now: Instant) -> Bool {
-        brokerEcho == nil && (firstKeepaliveSent.map { now - $0 <= config.downAfter } ?? true)
+        liveness.brokerEcho == nil && (liveness.firstKeepaliveSent.map { now - $0 <= config.downAfter } ?? true)
     }
 
     /// Whether `m` could win an election: while we reach the broker, only a node that
@@ -129,15 +129,15 @@ extension NodeContext {
     /// carries, not by when it arrives: an echo of an earlier keepalive, slower than the
     /// spacing between the two, arrives after the later one left too.
     func brokerEchoed(after sent: UInt64) -> Bool {
-        echoedKeepalive > sent
+        liveness.echoedKeepalive > sent
     }
 
     /// Sends the next keepalive now, so that its echo comes one broker round trip later:
     /// unless one left after our keepalive number `sent` (and, with `every`, less than
     /// that long ago).
     mutating func askForBrokerEcho(after sent: UInt64, orEvery every: Milliseconds?, _ now: Instant) {
-        let sentSince = keepalivesSent > sent
-        guard !sentSince || every.map({ now - lastKeepaliveSent >= $0 }) == true else { return }
-        nextKeepalive = min(nextKeepalive, now)
+        let sentSince = liveness.keepalivesSent > sent
+        guard !sentSince || every.map({ now - liveness.lastKeepaliveSent >= $0 }) == true else { return }
+        liveness.nextKeepalive = min(liveness.nextKeepalive, now)
     }
 }

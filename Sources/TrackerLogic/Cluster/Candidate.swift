@@ -24,13 +24,13 @@ enum Candidate: NodeRole, Sendable, Equatable {
     /// Announces the election and claims at once when nobody higher can answer.
     static func start(knowsMembers: Bool, in ctx: inout NodeContext, _ now: Instant) -> Candidate {
         var candidate = Candidate.awaitingAnswers(deadline: now + ctx.config.answerTimeout, knowsMembers: knowsMembers)
-        ctx.broadcast(.election(lastCommitted: ctx.replica.lastCommitted))
+        ctx.broadcast(.election(lastCommitted: ctx.repo.replica.lastCommitted))
         candidate.claimIfNoHigherLive(in: &ctx, now)
         return candidate
     }
 
     mutating func epochStored(_ stored: Epoch, in ctx: inout NodeContext) -> RoleChange? {
-        guard case .claiming(let claimed, _) = self, claimed == stored, ctx.epoch == claimed else { return nil }
+        guard case .claiming(let claimed, _) = self, claimed == stored, ctx.repo.epoch == claimed else { return nil }
         return .lead
     }
 
@@ -38,7 +38,7 @@ enum Candidate: NodeRole, Sendable, Equatable {
         switch env.message {
         case .keepalive(let k):
             // A higher master makes our election moot; a lower one is what we are replacing.
-            if k.role == .master, env.epoch == ctx.epoch, env.from == ctx.epoch.master, env.from > ctx.id { return .follow(env.from) }
+            if k.role == .master, env.epoch == ctx.repo.epoch, env.from == ctx.repo.epoch.master, env.from > ctx.id { return .follow(env.from) }
         case .election:
             // A lower candidate waits for us; a higher one will win and we wait for it.
             _ = ctx.answerElection(from: env.from, now)
@@ -47,7 +47,7 @@ enum Candidate: NodeRole, Sendable, Equatable {
         case .coordinator:
             return .acknowledgeCoordinator(env.from)
         case .abort(let ref, let digest):
-            ctx.abortReceived(ref, digest: digest)
+            ctx.repo.abortReceived(ref, digest: digest)
         case .prepare, .commit:
             // A candidate is replacing this (lower) master: it stays out of its transactions.
             break
@@ -69,7 +69,7 @@ enum Candidate: NodeRole, Sendable, Equatable {
             return .runElection
         case .claiming:
             // The disk did not take the epoch: try again (with a higher one).
-            ctx.paths.count(.epochClaimLapsed)
+            ctx.meters.paths.count(.epochClaimLapsed)
             return .runElection
         }
     }
@@ -104,16 +104,16 @@ enum Candidate: NodeRole, Sendable, Equatable {
     /// nor one whose peer sends fail while another's work (`PeerSends.swift`).
     mutating func claim(in ctx: inout NodeContext, _ now: Instant) {
         if ctx.cutFromBroker(now) || ctx.brokerLinkUnproven(now) || ctx.mutedOnPeerChannel(now) {
-            ctx.paths.count(.claimLeftToLinkedNode)
+            ctx.meters.paths.count(.claimLeftToLinkedNode)
             self = .awaitingCoordinator(deadline: now + ctx.config.coordinatorTimeout)
             return
         }
         if ctx.olderRunOfOwnIDHeard(now) {
-            ctx.paths.count(.claimLeftToOlderRun)
+            ctx.meters.paths.count(.claimLeftToOlderRun)
             self = .awaitingCoordinator(deadline: now + ctx.config.coordinatorTimeout)
             return
         }
-        guard let next = ctx.epoch.successor(for: ctx.id) else {
+        guard let next = ctx.repo.epoch.successor(for: ctx.id) else {
             self = .awaitingCoordinator(deadline: now + ctx.config.coordinatorTimeout)
             return
         }

@@ -41,8 +41,8 @@ extension Slave {
     /// A slave taking over a prepared transaction from an earlier role (a new `Slave`
     /// after a COORDINATOR) starts its wait at its first tick.
     mutating func voteAgainIfUndecided(in ctx: inout NodeContext, _ now: Instant) {
-        guard let p = ctx.prepared, let m = master, ctx.epoch.master == m, p.ref.epoch <= ctx.epoch,
-              p.txid == ctx.replica.lastCommitted.txid &+ 1 else {
+        guard let p = ctx.repo.prepared, let m = master, ctx.repo.epoch.master == m, p.ref.epoch <= ctx.repo.epoch,
+              p.txid == ctx.repo.replica.lastCommitted.txid &+ 1 else {
             voteAgainAt = nil
             return
         }
@@ -51,13 +51,13 @@ extension Slave {
             return
         }
         guard now >= due else { return }
-        ctx.paths.count(.undecidedVoteRepeated)
-        if p.ref.epoch == ctx.epoch {
-            ctx.send(.vote(txid: p.txid, digest: p.digest, verdict: ctx.storeHealthy ? .ok : .storeFailed), to: m)
+        ctx.meters.paths.count(.undecidedVoteRepeated)
+        if p.ref.epoch == ctx.repo.epoch {
+            ctx.send(.vote(txid: p.txid, digest: p.digest, verdict: ctx.repo.storeHealthy ? .ok : .storeFailed), to: m)
         } else {
             // An earlier epoch's: only the master's recovery could settle it, and it may
             // not have heard of it (we followed after it ended).
-            ctx.send(.coordinatorAck(lastCommitted: ctx.replica.lastCommitted, prepared: p), to: m)
+            ctx.send(.coordinatorAck(lastCommitted: ctx.repo.replica.lastCommitted, prepared: p), to: m)
         }
         voteAgainAt = now + ctx.config.keepaliveInterval
     }
@@ -70,16 +70,16 @@ extension Master {
     /// arrive after it), or the next PREPARE, which settles it, is about to follow.
     func answerLateVote(from node: NodeID, txid: UInt64, digest: UInt64, in ctx: inout NodeContext, _ now: Instant) {
         guard now - decidedAt >= ctx.config.keepaliveInterval else { return }
-        let last = ctx.replica.lastCommitted
+        let last = ctx.repo.replica.lastCommitted
         if txid <= last.txid {
-            guard let epoch = ctx.replica.history.epoch(of: txid), ctx.replica.digest(ofCommitted: txid) == digest else { return }
-            ctx.paths.count(.lateVoteAnswered)
+            guard let epoch = ctx.repo.replica.history.epoch(of: txid), ctx.repo.replica.digest(ofCommitted: txid) == digest else { return }
+            ctx.meters.paths.count(.lateVoteAnswered)
             ctx.send(.commit(TxRef(epoch: epoch, txid: txid), digest: digest), to: node)
         } else {
             // Beyond our last commit and not in flight: aborted (or never proposed by
             // us, in which case the ABORT names nothing the voter holds).
-            ctx.paths.count(.lateVoteAnswered)
-            ctx.send(.abort(TxRef(epoch: ctx.epoch, txid: txid), digest: digest), to: node)
+            ctx.meters.paths.count(.lateVoteAnswered)
+            ctx.send(.abort(TxRef(epoch: ctx.repo.epoch, txid: txid), digest: digest), to: node)
         }
     }
 }
@@ -89,14 +89,14 @@ extension Master {
     /// Once we have committed in our epoch, recovery is over for good: such a transaction
     /// was not adopted and never will be, and the node is told so (ABORT of its exact ref).
     mutating func latePrepared(_ tx: Transaction?, last: TxRef, from node: NodeID, in ctx: inout NodeContext, _ now: Instant) {
-        guard let tx, last == ctx.replica.lastCommitted, tx.ref.epoch < ctx.epoch, tx.txid == last.txid &+ 1 else { return }
-        if last.epoch == ctx.epoch {
-            ctx.paths.count(.lateVoteAnswered)
+        guard let tx, last == ctx.repo.replica.lastCommitted, tx.ref.epoch < ctx.repo.epoch, tx.txid == last.txid &+ 1 else { return }
+        if last.epoch == ctx.repo.epoch {
+            ctx.meters.paths.count(.lateVoteAnswered)
             ctx.send(.abort(tx.ref, digest: tx.digest), to: node)
             return
         }
         guard adoptedLate.insert(tx.digest).inserted else { return }
-        ctx.paths.count(.latePreparedReproposed)
+        ctx.meters.paths.count(.latePreparedReproposed)
         for update in tx.updates { enqueue(update, origin: .recovered, in: &ctx, now) }
     }
 }

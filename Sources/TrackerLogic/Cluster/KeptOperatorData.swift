@@ -21,13 +21,13 @@ extension TrackerNode {
     /// each registered torrent's swarms' completion counts (the highest), from every
     /// state the node holds that the cluster may not: the replica, what an earlier stop
     /// kept, and a recovering master's own diverged state whose merge has not committed
-    /// (`NodeContext.durableDiverged`). Without the last, a registration a master
+    /// (`DivergedOnDisk`). Without the last, a registration a master
     /// committed alone in a partition, then set aside for the majority's snapshot, was
     /// lost when the node stopped cleanly before the merge carrying it back committed.
     func keptAtStop() -> [KeptEntry] {
         var newest: [KeptEntry.Key: KeptEntry] = [:]
-        var entries = ctx.kept
-        for store in [ctx.replica.store] + (ctx.durableDiverged.map { [$0.store] } ?? []) {
+        var entries = ctx.repo.kept
+        for store in [ctx.repo.replica.store] + (divergedOnDisk.map { [$0.store] } ?? []) {
             entries += store.catalogue.keptEntries + store.keptCompletionCounts
         }
         for e in entries {
@@ -44,7 +44,7 @@ extension TrackerNode {
     /// Each tick: once in sync with a master (or serving as one), offer what is kept and
     /// not yet held; drop it once all of it is.
     mutating func offerKeptData(_ now: Instant) {
-        guard !ctx.kept.isEmpty, now >= ctx.nextKeptOffer else { return }
+        guard !ctx.repo.kept.isEmpty, now >= ctx.repo.nextKeptOffer else { return }
         // Only a replica that is the cluster's says what the cluster holds (a restored or
         // diverged one may be given up for the master's).
         switch state {
@@ -52,18 +52,18 @@ extension TrackerNode {
         case .master where isServing: break
         default: return
         }
-        let catalogue = ctx.replica.store.catalogue
-        let pending = ctx.kept.filter { !catalogue.dominates($0) }
+        let catalogue = ctx.repo.replica.store.catalogue
+        let pending = ctx.repo.kept.filter { !catalogue.dominates($0) }
         guard !pending.isEmpty else {
-            ctx.kept = []
-            ctx.out.append(.dropKeptOperatorData)
+            ctx.repo.kept = []
+            ctx.outbox.actions.append(.dropKeptOperatorData)
             return
         }
-        ctx.kept = pending
-        guard ctx.keptOffers < Self.maxKeptOffers else { return }
-        ctx.keptOffers += 1
-        ctx.nextKeptOffer = now + ctx.config.keepaliveInterval * 2
-        ctx.paths.count(.keptDataOffered)
+        ctx.repo.kept = pending
+        guard ctx.repo.keptOffers < Self.maxKeptOffers else { return }
+        ctx.repo.keptOffers += 1
+        ctx.repo.nextKeptOffer = now + ctx.config.keepaliveInterval * 2
+        ctx.meters.paths.count(.keptDataOffered)
         for change in Catalogue.restoring(pending) { dispatch(.submit(change), now) }
     }
 }

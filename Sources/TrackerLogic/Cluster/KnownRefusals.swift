@@ -95,7 +95,7 @@ extension Master {
             return
         }
         // Every keepalive sent so far left before the ABORT.
-        let sent = ctx.keepalivesSent
+        let sent = ctx.liveness.keepalivesSent
         if refusals.isEmpty {
             ctx.askForBrokerEcho(after: sent, orEvery: nil, now)
             refusals.askAgainAt = now + ctx.config.voteTimeout
@@ -103,7 +103,7 @@ extension Master {
         let pushedOut = refusals.add(response, to: pending.replyTo, abortedAfter: sent)
         if !pushedOut.isEmpty {
             // Answered with nothing: a held request among them waits no more.
-            ctx.paths.count(.refusalLeftToHeir)
+            ctx.meters.paths.count(.refusalLeftToHeir)
             for r in pushedOut { ctx.held.settle(r.response.transactionID, from: r.to) }
         }
     }
@@ -112,11 +112,11 @@ extension Master {
     /// known to the others.
     mutating func sendKnownRefusals(in ctx: inout NodeContext, _ now: Instant) {
         guard !refusals.isEmpty else { return }
-        for r in refusals.take(outage: ctx.brokerOutage(now), echoed: ctx.echoedKeepalive) { ctx.reply(r.response, to: r.to) }
+        for r in refusals.take(outage: ctx.brokerOutage(now), echoed: ctx.liveness.echoedKeepalive) { ctx.reply(r.response, to: r.to) }
         // Still waiting: ask again each vote timeout, as a master awaiting its echo to count
         // silent voters does (`Master.awaitedBrokerEcho`).
         if !refusals.isEmpty, let at = refusals.askAgainAt, now >= at {
-            ctx.askForBrokerEcho(after: ctx.keepalivesSent, orEvery: nil, now)
+            ctx.askForBrokerEcho(after: ctx.liveness.keepalivesSent, orEvery: nil, now)
             refusals.askAgainAt = now + ctx.config.voteTimeout
         }
     }

@@ -20,7 +20,7 @@
 /// Invariant: at most one such fetch per recovery (`Recovery.choseBranch`), and none of
 /// the answers is fetched back afterwards for being ahead: what the branch we serve lacks
 /// comes back by merge, which keeps the newer record. Nothing acknowledged is lost: our
-/// own state stays on disk until its merge commits (`NodeContext.durableDiverged`).
+/// own state stays on disk until its merge commits (`DivergedOnDisk`).
 extension Recovery {
     typealias Answer = (node: NodeID, last: TxRef, prepared: Transaction?)
 
@@ -29,12 +29,12 @@ extension Recovery {
     func majorityBranch(_ answers: [Answer], in ctx: NodeContext) -> Answer? {
         guard ctx.config.quorum == .strict, !choseBranch else { return nil }
         let needed = ctx.majority(of: ctx.config.clusterSize)
-        let ours = 1 + answers.filter { ctx.replica.isPrefix($0.last) }.count
+        let ours = 1 + answers.filter { ctx.repo.replica.isPrefix($0.last) }.count
         guard ours < needed else { return nil }
         func sharing(_ a: Answer) -> Int {
             1 + answers.filter { $0.last.txid == 0 || ($0.last.epoch == a.last.epoch && $0.last.txid <= a.last.txid) }.count
         }
-        let best = answers.filter { !ctx.replica.isPrefix($0.last) }
+        let best = answers.filter { !ctx.repo.replica.isPrefix($0.last) }
             .map { (answer: $0, voters: sharing($0)) }
             .max { ($0.voters, $0.answer.last, $1.answer.node) < ($1.voters, $1.answer.last, $0.answer.node) }
         guard let best, best.voters > ours, best.voters >= needed else { return nil }

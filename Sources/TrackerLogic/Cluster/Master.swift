@@ -77,6 +77,9 @@ struct Master: NodeRole, Sendable {
     var decidedAt = Instant(milliseconds: .min)
     /// Digests of earlier epochs' transactions proposed again after recovery (`Decision.swift`).
     var adoptedLate: Set<UInt64> = []
+    /// Our own diverged state, kept on disk until what recovery merged back commits
+    /// (`DivergedOnDisk`).
+    var divergedOnDisk = DivergedOnDisk()
 
     /// At most this many `--id auto` assignments are remembered by one master.
     static let maxAssignedIDs = 4096
@@ -103,23 +106,24 @@ struct Master: NodeRole, Sendable {
     /// and propose what was recovered.
     mutating func begin(syncing answers: [(node: NodeID, last: TxRef)], in ctx: inout NodeContext, _ now: Instant) {
         for answer in answers {
-            if answer.last == ctx.replica.lastCommitted {
-                ctx.membership.update(answer.node) { $0.confirmed = answer.last }
+            if answer.last == ctx.repo.replica.lastCommitted {
+                ctx.liveness.membership.update(answer.node) { $0.confirmed = answer.last }
             } else {
                 syncReply(to: answer.node, last: answer.last, hasState: answer.last.txid > 0, in: &ctx, now)
             }
         }
-        ctx.nextKeepalive = now
+        ctx.liveness.nextKeepalive = now
         persistMergedStateIfDone(in: &ctx)
         tick(in: &ctx, now)
     }
 
-    /// Recovery kept our diverged state on disk (`NodeContext.durableDiverged`) until what
+    /// Recovery kept our diverged state on disk (`DivergedOnDisk`) until what
     /// it recovered, our own state among it, committed: the queue is FIFO and recovered
     /// updates lead it (an abort puts them back in front), so no peer's announce, merge or
     /// operator change commits before the store holds the replica again.
     mutating func persistMergedStateIfDone(in ctx: inout NodeContext) {
-        guard ctx.durableDiverged != nil, !queue.contains(where: { $0.origin == .recovered }) else { return }
+        guard !divergedOnDisk.persisting, !queue.contains(where: { $0.origin == .recovered }) else { return }
+        _ = divergedOnDisk.take()
         ctx.persistMergedState()
     }
 
@@ -134,15 +138,15 @@ struct Master: NodeRole, Sendable {
         case .keepalive, .election:
             ctx.officeHolderHeard(env, now)
         case .coordinatorAck(let last, let prepared):
-            if env.epoch == ctx.epoch, missedByRecovery(last, in: ctx) { return .recoverAgain(missed: last) }
-            if env.epoch == ctx.epoch { latePrepared(prepared, last: last, from: env.from, in: &ctx, now) }
+            if env.epoch == ctx.repo.epoch, missedByRecovery(last, in: ctx) { return .recoverAgain(missed: last) }
+            if env.epoch == ctx.repo.epoch { latePrepared(prepared, last: last, from: env.from, in: &ctx, now) }
             // A slave confirms it holds our last commit.
-            ctx.membership.update(env.from) { $0.lastCommitted = last }
-            if last == ctx.replica.lastCommitted { ctx.membership.update(env.from) { $0.confirmed = last } }
+            ctx.liveness.membership.update(env.from) { $0.lastCommitted = last }
+            if last == ctx.repo.replica.lastCommitted { ctx.liveness.membership.update(env.from) { $0.confirmed = last } }
         case .vote(let txid, let digest, let verdict):
             voteReceived(from: env.from, txid: txid, digest: digest, verdict: verdict, in: &ctx, now)
         case .hello(let h):
-            if env.epoch == ctx.epoch, env.from.isAssigned, missedByRecovery(h.lastCommitted, in: ctx) {
+            if env.epoch == ctx.repo.epoch, env.from.isAssigned, missedByRecovery(h.lastCommitted, in: ctx) {
                 return .recoverAgain(missed: h.lastCommitted)
             }
             helloReceived(env, h, in: &ctx, now)
@@ -162,8 +166,8 @@ struct Master: NodeRole, Sendable {
     /// A peer's datagram: answered at once, or its announce queued for commit.
     mutating func receivePeer(_ datagram: ByteBuffer, from source: PeerEndpoint, receivedAt: Instant? = nil,
                               in ctx: inout NodeContext, _ now: Instant) {
-        switch ctx.handler.decide(datagram, from: source, now: now, receivedAt: receivedAt, store: ctx.replica.store,
-                                  limiter: &ctx.limiter) {
+        switch ctx.handler.decide(datagram, from: source, now: now, receivedAt: receivedAt, store: ctx.repo.replica.store,
+                                  limiter: &ctx.meters.limiter) {
         case .reply(let response): ctx.reply(response, to: source)
         case .commit(let pending): enqueue(.announce(pending.update), origin: .peer(pending), in: &ctx, now)
         case .drop:
@@ -193,7 +197,7 @@ struct Master: NodeRole, Sendable {
     /// the catalogue cannot take (already there, full) is dropped here, so replicas
     /// never apply a change the master would not have accepted.
     mutating func catalogueChangeReceived(_ change: CatalogueChange, in ctx: inout NodeContext, _ now: Instant) {
-        guard change.refusal(in: ctx.replica.store.catalogue) == nil else { return }
+        guard change.refusal(in: ctx.repo.replica.store.catalogue) == nil else { return }
         enqueue(.catalogue(change), origin: .operator, in: &ctx, now)
     }
 
@@ -210,8 +214,8 @@ struct Master: NodeRole, Sendable {
         let items = queue.take(upTo: ctx.config.batchMaxUpdates)
         batchDeadline = queue.isEmpty ? nil : now
         retryAfter = nil
-        let previous = ctx.replica.lastCommitted
-        let tx = Transaction(ref: TxRef(epoch: ctx.epoch, txid: previous.txid + 1), updates: items.map(\.update))
+        let previous = ctx.repo.replica.lastCommitted
+        let tx = Transaction(ref: TxRef(epoch: ctx.repo.epoch, txid: previous.txid + 1), updates: items.map(\.update))
         let live = ctx.brokerLiveMembers(now).filter { !$0.suspect && $0.role == .slave }
         let tally = VoteTally(quorum: ctx.config.quorum, clusterSize: ctx.config.clusterSize,
                               voters: live.filter { $0.confirmed == previous }.map(\.id),
@@ -219,7 +223,7 @@ struct Master: NodeRole, Sendable {
                               unreachable: ctx.config.quorum == .live ? ctx.unreachableOnBroker(now) : 0)
         inFlight = InFlight(tx: tx, previous: previous, items: items, tally: tally,
                             deadline: now + ctx.config.voteTimeout, preparedAt: now,
-                            preparedAfter: ctx.keepalivesSent)
+                            preparedAfter: ctx.liveness.keepalivesSent)
         ctx.broadcast(.prepare(tx, previous: previous, previousDigest: lastDigest))
         evaluateVotes(in: &ctx, now)
     }
@@ -231,9 +235,9 @@ struct Master: NodeRole, Sendable {
         }
         if verdict == .notInSync {
             // Not a voter after all: it catches up, and the quorum is counted without it.
-            ctx.membership.update(node) { $0.confirmed = .zero }
+            ctx.liveness.membership.update(node) { $0.confirmed = .zero }
             if inFlight?.tally.withdraw(node) == true {
-                ctx.paths.count(.notInSyncVoteCounted)
+                ctx.meters.paths.count(.notInSyncVoteCounted)
                 evaluateVotes(in: &ctx, now)
                 return
             }
@@ -243,8 +247,8 @@ struct Master: NodeRole, Sendable {
         // its own broker echo (fresh seed 97220440088170409).
         switch inFlight?.tally.record(node, ok: verdict == .ok) {
         case .joined(let unconfirmed)?:
-            ctx.paths.count(unconfirmed ? .unconfirmedVoteCounted : .uncountedVoteCounted)
-            ctx.membership.update(node) { $0.confirmed = f.previous }
+            ctx.meters.paths.count(unconfirmed ? .unconfirmedVoteCounted : .uncountedVoteCounted)
+            ctx.liveness.membership.update(node) { $0.confirmed = f.previous }
             evaluateVotes(in: &ctx, now)
         case .counted?, .noLongerAwaited?:
             evaluateVotes(in: &ctx, now)
@@ -255,7 +259,7 @@ struct Master: NodeRole, Sendable {
 
     mutating func evaluateVotes(in ctx: inout NodeContext, _ now: Instant) {
         guard let f = inFlight else { return }
-        switch f.tally.outcome(ownVote: ctx.storeHealthy) {
+        switch f.tally.outcome(ownVote: ctx.repo.storeHealthy) {
         case .won:
             if ctx.config.quorum == .live, !f.tally.hasOK, !ctx.liveMembers(now).isEmpty,
                !awaitedBrokerEcho(after: f.preparedAfter, in: &ctx, now) {
@@ -263,7 +267,7 @@ struct Master: NodeRole, Sendable {
             }
             commitInFlight(in: &ctx, now)
         case .lost:
-            let reason = f.tally.errors(ownVote: ctx.storeHealthy) > 0 ? AbortRefusal.storeFailed : AbortRefusal.noQuorum
+            let reason = f.tally.errors(ownVote: ctx.repo.storeHealthy) > 0 ? AbortRefusal.storeFailed : AbortRefusal.noQuorum
             abortInFlight(reason: reason, in: &ctx, now)
         case .pending:
             break
@@ -280,7 +284,7 @@ struct Master: NodeRole, Sendable {
     /// (`TrackerNode.receive`).
     mutating func awaitedBrokerEcho(after sent: UInt64, in ctx: inout NodeContext, _ now: Instant) -> Bool {
         if ctx.brokerEchoed(after: sent) || ctx.brokerOutage(now) { return true }
-        ctx.paths.count(.silentVotersAwaitedEcho)
+        ctx.meters.paths.count(.silentVotersAwaitedEcho)
         // Asked again each vote timeout: an echo may be lost like any frame.
         ctx.askForBrokerEcho(after: sent, orEvery: ctx.config.voteTimeout, now)
         return false
@@ -290,7 +294,7 @@ struct Master: NodeRole, Sendable {
         guard var f = inFlight else { return }
         if f.retries < ctx.config.voteRetries {
             f.retries += 1
-            ctx.paths.count(.prepareResent)
+            ctx.meters.paths.count(.prepareResent)
             f.deadline = now + ctx.config.voteTimeout
             inFlight = f
             ctx.broadcast(.prepare(f.tx, previous: f.previous, previousDigest: lastDigest))
@@ -304,7 +308,7 @@ struct Master: NodeRole, Sendable {
             // votes let a slow master commit alone after the cut). Until it comes nobody
             // is counted down, and a master cut off leaves office meanwhile; when it
             // comes, it steps the master and this runs again (`tick`).
-            let closed = f.votesClosedAfter ?? ctx.keepalivesSent
+            let closed = f.votesClosedAfter ?? ctx.liveness.keepalivesSent
             f.votesClosedAfter = closed
             inFlight?.votesClosedAfter = closed
             guard awaitedBrokerEcho(after: closed, in: &ctx, now) else {
@@ -313,13 +317,13 @@ struct Master: NodeRole, Sendable {
                 // the echo to abort it (a lossy link stalled a held request past its
                 // bound so).
                 inFlight?.deadline = now + ctx.config.voteTimeout
-                ctx.paths.count(.prepareResent)
+                ctx.meters.paths.count(.prepareResent)
                 ctx.broadcast(.prepare(f.tx, previous: f.previous, previousDigest: lastDigest))
                 return
             }
         }
-        for node in silent { ctx.membership.update(node) { $0.suspect = true } }
-        if !silent.isEmpty { ctx.paths.count(.silentVotersDropped) }
+        for node in silent { ctx.liveness.membership.update(node) { $0.suspect = true } }
+        if !silent.isEmpty { ctx.meters.paths.count(.silentVotersDropped) }
         // Live: silent voters the failure detector calls down count as down; one still
         // live and reaching the broker (dead or cut from us, nobody can tell yet) says no
         // (`BrokerLink.unreachableOnBroker`). Strict: every silent voter says no.
@@ -327,7 +331,7 @@ struct Master: NodeRole, Sendable {
         if ctx.config.quorum == .live {
             let live = Set(ctx.liveMembers(now).filter { ctx.reachesBroker($0, now) }.map(\.id))
             linked = Set(silent.filter(live.contains))
-            if !linked.isEmpty { ctx.paths.count(.silentLinkedVoterCountedNo) }
+            if !linked.isEmpty { ctx.meters.paths.count(.silentLinkedVoterCountedNo) }
         }
         f.tally.closeWindow(linked: linked)
         f.deadline = now + ctx.config.voteTimeout
@@ -337,12 +341,12 @@ struct Master: NodeRole, Sendable {
 
     mutating func commitInFlight(in ctx: inout NodeContext, _ now: Instant) {
         guard let f = inFlight else { return }
-        ctx.paths.count(.transactionCommitted)
-        ctx.out.append(.committed(CommitQuorum(ref: f.tx.ref, digest: f.tx.digest, voters: f.tally.voters,
-                                               okVoters: f.tally.okVoters, ownVote: ctx.storeHealthy,
+        ctx.meters.paths.count(.transactionCommitted)
+        ctx.outbox.actions.append(.committed(CommitQuorum(ref: f.tx.ref, digest: f.tx.digest, voters: f.tally.voters,
+                                               okVoters: f.tally.okVoters, ownVote: ctx.repo.storeHealthy,
                                                droppedVoters: f.tally.dropped),
                                   latency: now - f.preparedAt))
-        ctx.commitLocally(f.tx)
+        ctx.commitLocally(f.tx, persisting: divergedOnDisk.persisting)
         persistMergedStateIfDone(in: &ctx)
         // Known committed, and no news to anyone: never raises the evidence (what this
         // node holds from before it served it answers in this very step).
@@ -359,15 +363,15 @@ struct Master: NodeRole, Sendable {
         let carried = !queue.isEmpty && retryAfter.map { now >= $0 } != false
         if !carried { ctx.broadcast(.commit(f.tx.ref, digest: f.tx.digest)) }
         for node in f.tally.okVoters {
-            ctx.membership.update(node) { $0.confirmed = f.tx.ref }
+            ctx.liveness.membership.update(node) { $0.confirmed = f.tx.ref }
         }
         // Room for the replies at once, rather than the actions growing (and moving) by
         // doubling as they come.
-        ctx.out.reserveCapacity(ctx.out.count + f.items.count + 4)
+        ctx.outbox.actions.reserveCapacity(ctx.outbox.actions.count + f.items.count + 4)
         for item in f.items {
             switch item.origin {
             case .peer(let pending):
-                let swarm = ctx.replica.answer(for: pending.update, wanting: ctx.handler.peersToPick(for: pending), rng: &ctx.rng)
+                let swarm = ctx.repo.replica.answer(for: pending.update, wanting: ctx.handler.peersToPick(for: pending), rng: &ctx.rng)
                 ctx.reply(ctx.handler.answer(pending, swarm: swarm), to: pending.replyTo)
             case .merge(let key):
                 offers[key]?.pending -= 1
@@ -379,14 +383,14 @@ struct Master: NodeRole, Sendable {
         if !queue.isEmpty { batchDeadline = now }
         tryPrepare(in: &ctx, now)
         if carried {
-            if inFlight?.previous == f.tx.ref { ctx.paths.count(.commitCarriedByPrepare) } else { ctx.broadcast(.commit(f.tx.ref, digest: f.tx.digest)) }
+            if inFlight?.previous == f.tx.ref { ctx.meters.paths.count(.commitCarriedByPrepare) } else { ctx.broadcast(.commit(f.tx.ref, digest: f.tx.digest)) }
         }
     }
 
     mutating func abortInFlight(reason: String, in ctx: inout NodeContext, _ now: Instant) {
         guard let f = inFlight else { return }
-        ctx.paths.count(.transactionAborted)
-        ctx.out.append(.aborted(f.tx.ref))
+        ctx.meters.paths.count(.transactionAborted)
+        ctx.outbox.actions.append(.aborted(f.tx.ref))
         inFlight = nil
         decidedAt = now
         ctx.broadcast(.abort(f.tx.ref, digest: f.tx.digest))
@@ -413,10 +417,10 @@ struct Master: NodeRole, Sendable {
             } else {
                 // Bounded: a flood of made-up incarnations cannot grow the table forever.
                 guard assignedIDs.count < Master.maxAssignedIDs,
-                      let free = ctx.membership.nextFreeID(after: Array(assignedIDs.values) + [ctx.id]) else { return }
+                      let free = ctx.liveness.membership.nextFreeID(after: Array(assignedIDs.values) + [ctx.id]) else { return }
                 assigned = free
                 assignedIDs[env.incarnation] = assigned
-                ctx.paths.count(.idAssigned)
+                ctx.meters.paths.count(.idAssigned)
             }
             ctx.broadcast(.idAssigned(incarnation: env.incarnation, id: assigned))
             return
@@ -427,29 +431,29 @@ struct Master: NodeRole, Sendable {
     /// The cheapest way to bring a node to our state: nothing, our log, a merge of its
     /// diverged repository first, or a full snapshot.
     mutating func syncReply(to node: NodeID, last: TxRef, hasState: Bool, in ctx: inout NodeContext, _ now: Instant) {
-        if last == ctx.replica.lastCommitted {
+        if last == ctx.repo.replica.lastCommitted {
             ctx.send(.catchUp(after: last, []), to: node)
-            ctx.membership.update(node) { $0.confirmed = last }
-        } else if ctx.replica.isPrefix(last), let txs = ctx.replica.transactions(after: last.txid, limit: ClusterMessage.catchUpLimit) {
-            ctx.paths.count(.catchUpSent)
+            ctx.liveness.membership.update(node) { $0.confirmed = last }
+        } else if ctx.repo.replica.isPrefix(last), let txs = ctx.repo.replica.transactions(after: last.txid, limit: ClusterMessage.catchUpLimit) {
+            ctx.meters.paths.count(.catchUpSent)
             ctx.send(.catchUp(after: last, txs), to: node)
-        } else if hasState && !ctx.replica.isPrefix(last) {
-            ctx.paths.count(.mergeRequested)
+        } else if hasState && !ctx.repo.replica.isPrefix(last) {
+            ctx.meters.paths.count(.mergeRequested)
             ctx.send(.mergeRequest, to: node)
         } else {
-            let patience = snapshotPatience(ctx), ours = ctx.replica.lastCommitted
+            let patience = snapshotPatience(ctx), ours = ctx.repo.replica.lastCommitted
             if let sent = snapshotsSent[node], sent.last == ours, now - sent.at < patience { return }
             snapshotsSent = snapshotsSent.filter { now - $0.value.at < patience }
             snapshotsSent[node] = (ours, now)
-            ctx.paths.count(.snapshotSent)
-            ctx.send(.snapshot(ctx.replica.snapshot()), to: node)
+            ctx.meters.paths.count(.snapshotSent)
+            ctx.send(.snapshot(ctx.repo.replica.snapshot()), to: node)
         }
     }
 
     /// How long a snapshot may take to reach a node: two keepalive intervals, and a
     /// second per 100,000 peers (a million peers are ~62 MB through the broker).
     func snapshotPatience(_ ctx: NodeContext) -> Milliseconds {
-        max(ctx.config.keepaliveInterval * 2, Milliseconds(Int64(ctx.replica.store.peerCount / 100)))
+        max(ctx.config.keepaliveInterval * 2, Milliseconds(Int64(ctx.repo.replica.store.peerCount / 100)))
     }
 
     mutating func mergeOfferReceived(_ offer: MergeOffer, from node: NodeID, in ctx: inout NodeContext, _ now: Instant) {
@@ -463,14 +467,14 @@ struct Master: NodeRole, Sendable {
         guard progress.parts == offer.parts, offer.part < offer.parts, progress.received.insert(offer.part).inserted else { return }
         // Torrents and access rules the master lacks are committed again; where it holds
         // its own, they stay.
-        let missing = offer.torrents.filter { ctx.replica.store.catalogue.torrents[$0.infoHash] == nil }
-        let rules = ctx.replica.store.catalogue.access.missing(offer.access)
-            + ctx.replica.store.catalogue.access.clients.missing(offer.clients)
+        let missing = offer.torrents.filter { ctx.repo.replica.store.catalogue.torrents[$0.infoHash] == nil }
+        let rules = ctx.repo.replica.store.catalogue.access.missing(offer.access)
+            + ctx.repo.replica.store.catalogue.access.clients.missing(offer.clients)
         // Swarms that would change nothing are not committed: the offer is done sooner,
         // and a diverged node whose state we already hold is in sync without a commit it
         // cannot vote for (in `strict`, the quorum may need its vote).
-        let swarms = offer.swarms.map { ctx.unexpired($0, now) }.filter { ctx.replica.store.changes(by: $0) }
-        if swarms.count < offer.swarms.count { ctx.paths.count(.mergeSwarmsAlreadyHeld) }
+        let swarms = offer.swarms.map { ctx.unexpired($0, now) }.filter { ctx.repo.replica.store.changes(by: $0) }
+        if swarms.count < offer.swarms.count { ctx.meters.paths.count(.mergeSwarmsAlreadyHeld) }
         progress.pending += swarms.count + missing.count + rules.count
         offers[key] = progress
         for m in swarms { enqueue(.merge(m), origin: .merge(key), in: &ctx, now) }

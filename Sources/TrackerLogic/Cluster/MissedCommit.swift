@@ -23,7 +23,7 @@ extension Master {
     /// Whether `last`, reported in our epoch by a node that follows us, is a commit our
     /// recovery missed and we may still fetch.
     func missedByRecovery(_ last: TxRef, in ctx: NodeContext) -> Bool {
-        last > ctx.replica.lastCommitted && last > recoveredAgainFor && ctx.replica.lastCommitted.epoch != ctx.epoch
+        last > ctx.repo.replica.lastCommitted && last > recoveredAgainFor && ctx.repo.replica.lastCommitted.epoch != ctx.repo.epoch
     }
 
     /// Leaves serving to recover again: the transaction in flight aborts (none of ours
@@ -39,8 +39,8 @@ extension Master {
         ctx.held.forgetTaken()
         var items = queue.removeAll()
         if let f = inFlight {
-            ctx.paths.count(.transactionAborted)
-            ctx.out.append(.aborted(f.tx.ref))
+            ctx.meters.paths.count(.transactionAborted)
+            ctx.outbox.actions.append(.aborted(f.tx.ref))
             ctx.broadcast(.abort(f.tx.ref, digest: f.tx.digest))
             items = f.items + items
             inFlight = nil
@@ -56,32 +56,33 @@ extension Master {
             case .peer, .expiry, .merge: break
             }
         }
-        let last = ctx.replica.lastCommitted
-        ctx.prepared = recovered.isEmpty ? nil
-            : Transaction(ref: TxRef(epoch: ctx.epoch, txid: last.txid &+ 1), updates: recovered)
+        let last = ctx.repo.replica.lastCommitted
+        ctx.repo.prepared = recovered.isEmpty ? nil
+            : Transaction(ref: TxRef(epoch: ctx.repo.epoch, txid: last.txid &+ 1), updates: recovered)
         return carried
     }
 }
 
 extension Recovery {
     /// Recovers again in our epoch (`Master.missedByRecovery`), from what the master held.
-    /// Our own diverged state, kept on disk (`NodeContext.durableDiverged`), is merged back
+    /// Our own diverged state, kept on disk (`DivergedOnDisk`), is merged back
     /// again whatever the new recovery fetches.
-    static func again(missed: TxRef, expiryDue: Instant, carrying carried: [QueuedUpdate],
+    static func again(missed: TxRef, expiryDue: Instant, carrying carried: [QueuedUpdate], divergedOnDisk: DivergedOnDisk,
                       in ctx: inout NodeContext, _ now: Instant) -> Recovery {
-        ctx.paths.count(.recoveredAgain)
-        ctx.membership.forgetConfirmations()
+        ctx.meters.paths.count(.recoveredAgain)
+        ctx.liveness.membership.forgetConfirmations()
         var recovery = Recovery(deadline: now + ctx.config.recoveryTimeout, resendAt: now + Milliseconds(500), expiryDue: expiryDue)
         recovery.recoveredAgainFor = missed
         recovery.carried = carried
-        if let diverged = ctx.durableDiverged {
+        recovery.divergedOnDisk = divergedOnDisk
+        if let diverged = divergedOnDisk.state {
             recovery.ownDivergedContent = diverged.store.content()
             recovery.ownDivergedTorrents = diverged.store.catalogue.sorted
             recovery.ownDivergedRules = diverged.store.catalogue.access.sortedRules
             recovery.ownDivergedClients = diverged.store.catalogue.access.clients.sortedRules
         }
-        ctx.broadcast(.coordinator(lastCommitted: ctx.replica.lastCommitted))
-        ctx.nextKeepalive = now
+        ctx.broadcast(.coordinator(lastCommitted: ctx.repo.replica.lastCommitted))
+        ctx.liveness.nextKeepalive = now
         return recovery
     }
 }

@@ -45,9 +45,9 @@ extension TrackerNode {
     mutating func discountPause(due: Instant, _ now: Instant) {
         let late = now - due
         guard late > ctx.config.pauseThreshold else { return }
-        ctx.membership.discount(pause: late, now: now)
+        ctx.liveness.membership.discount(pause: late, now: now)
         // Our own echo too: a pause is no evidence that our broker link broke.
-        ctx.brokerEcho = ctx.brokerEcho.map { min($0 + late, now) }
+        ctx.liveness.brokerEcho = ctx.liveness.brokerEcho.map { min($0 + late, now) }
         // So is the first sight of a process with our id: moved like its last, the span it
         // was heard for stays what it was (one keepalive before a pause is not an interval).
         if let c = idConflict { idConflict = (c.incarnation, min(c.firstHeard + late, now)) }
@@ -56,9 +56,9 @@ extension TrackerNode {
             pauseBacklogUntil = now + ctx.config.keepaliveInterval
             return
         }
-        ctx.out.append(.discardPeerBacklog)
+        ctx.outbox.actions.append(.discardPeerBacklog)
         if isMaster {
-            ctx.paths.count(.pausedMasterSteppedDown)
+            ctx.meters.paths.count(.pausedMasterSteppedDown)
             startElection(now)
             // The datagrams queued in its socket arrive now with nothing to tell their age:
             // whoever served meanwhile answered them (or they are too old) — not held.
@@ -78,7 +78,7 @@ extension TrackerNode {
         default: return
         }
         pauseBacklogUntil = nil
-        ctx.paths.count(.pausedMasterHeardAnother)
-        ctx.out.append(.discardPeerBacklog)
+        ctx.meters.paths.count(.pausedMasterHeardAnother)
+        ctx.outbox.actions.append(.discardPeerBacklog)
     }
 }

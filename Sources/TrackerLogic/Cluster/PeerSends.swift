@@ -27,7 +27,7 @@ extension NodeContext {
 
     /// Our own sends on the peer channel failed lately.
     func peerSendsFailing(_ now: Instant) -> Bool {
-        peerSendFailedAt.map { now - $0 <= failingFor } ?? false
+        liveness.peerSendFailedAt.map { now - $0 <= failingFor } ?? false
     }
 
     /// Our sends fail while a live node that reaches the broker says its own work.

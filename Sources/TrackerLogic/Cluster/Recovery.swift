@@ -19,6 +19,8 @@ struct Recovery: NodeRole, Sendable {
     var ownDivergedTorrents: [RegisteredTorrent] = []
     var ownDivergedRules: [AccessEntry] = []
     var ownDivergedClients: [ClientRuleEntry] = []
+    /// Our own state, kept on disk while we serve the fetched one (`DivergedOnDisk`).
+    var divergedOnDisk = DivergedOnDisk()
     /// Recovering again (`MissedCommit.swift`): the commit that sent us back, and the
     /// operator changes the master had queued.
     var recoveredAgainFor = TxRef.zero
@@ -32,12 +34,12 @@ struct Recovery: NodeRole, Sendable {
 
     /// The claimed epoch is durable: tell everyone who leads, at once, and start asking.
     static func start(in ctx: inout NodeContext, _ now: Instant) -> Recovery {
-        ctx.paths.count(.electionWon)
-        ctx.membership.forgetConfirmations()
+        ctx.meters.paths.count(.electionWon)
+        ctx.liveness.membership.forgetConfirmations()
         let recovery = Recovery(deadline: now + ctx.config.recoveryTimeout, resendAt: now + Milliseconds(500),
                                 expiryDue: now + ctx.expiryPeriod)
-        ctx.broadcast(.coordinator(lastCommitted: ctx.replica.lastCommitted))
-        ctx.nextKeepalive = now
+        ctx.broadcast(.coordinator(lastCommitted: ctx.repo.replica.lastCommitted))
+        ctx.liveness.nextKeepalive = now
         return recovery
     }
 
@@ -55,18 +57,18 @@ struct Recovery: NodeRole, Sendable {
             // it answered. One sent in another epoch (delayed from an earlier recovery, or
             // replayed) tells what the node held then, not now: counted, it could stand in
             // for an answer this recovery needs and hide what the node committed since.
-            guard env.epoch == ctx.epoch else {
-                ctx.paths.count(.staleRecoveryAnswerIgnored)
+            guard env.epoch == ctx.repo.epoch else {
+                ctx.meters.paths.count(.staleRecoveryAnswerIgnored)
                 return nil
             }
-            ctx.membership.update(env.from) { $0.lastCommitted = last }
+            ctx.liveness.membership.update(env.from) { $0.lastCommitted = last }
             acks[env.from] = (last, prepared)
             return tick(in: &ctx, now)
         case .catchUp(let after, let txs):
             guard ctx.isCurrent(catchUpAfter: after, sentIn: env.epoch) else { return nil }
             return fetched(txs, from: env.from, in: &ctx, now)
         case .snapshot(let snapshot):
-            guard env.epoch == ctx.epoch, let store = ctx.intactStore(of: snapshot) else { return nil }
+            guard env.epoch == ctx.repo.epoch, let store = ctx.intactStore(of: snapshot) else { return nil }
             return fetched(snapshot, store: store, from: env.from, in: &ctx, now)
         case .answer, .coordinator, .prepare, .vote, .commit, .abort, .hello, .idAssigned, .catchUpRequest, .snapshotAck,
              .mergeRequest, .mergeOffer, .mergeDone, .leaving, .submit:
@@ -89,35 +91,35 @@ struct Recovery: NodeRole, Sendable {
             if now >= resendAt {
                 // COORDINATOR may have been lost: ask again those who did not answer.
                 resendAt = now + Milliseconds(ctx.config.keepaliveInterval.value / 2)
-                for m in live where acks[m.id] == nil { ctx.send(.coordinator(lastCommitted: ctx.replica.lastCommitted), to: m.id) }
+                for m in live where acks[m.id] == nil { ctx.send(.coordinator(lastCommitted: ctx.repo.replica.lastCommitted), to: m.id) }
             }
             return nil
         }
-        let answers = acks.keys.sorted().filter { ctx.membership.isLive($0, now: now, downAfter: ctx.config.downAfter, onBroker: true) }
+        let answers = acks.keys.sorted().filter { ctx.liveness.membership.isLive($0, now: now, downAfter: ctx.config.downAfter, onBroker: true) }
             .compactMap { node in acks[node].map { (node: node, last: $0.last, prepared: $0.prepared) } }
         if ctx.config.quorum == .strict && answers.count + 1 < ctx.majority(of: ctx.config.clusterSize) {
             // Not enough of the cluster to know what it committed: keep asking (once per
             // timeout, not per answer), serve nobody.
             if now >= deadline {
-                ctx.paths.count(.strictRecoveryHalted)
+                ctx.meters.paths.count(.strictRecoveryHalted)
                 deadline = now + ctx.config.recoveryTimeout
-                ctx.broadcast(.coordinator(lastCommitted: ctx.replica.lastCommitted))
+                ctx.broadcast(.coordinator(lastCommitted: ctx.repo.replica.lastCommitted))
             }
             return nil
         }
         // Catch up from the most up-to-date slave first (not once we chose another branch
         // for its majority: what that branch lacks comes back by merge).
-        if !choseBranch, let best = answers.max(by: { $0.last < $1.last }), ctx.replica.lastCommitted < best.last {
+        if !choseBranch, let best = answers.max(by: { $0.last < $1.last }), ctx.repo.replica.lastCommitted < best.last {
             fetching = (best.node, now + ctx.config.recoveryTimeout)
-            ctx.paths.count(.recoveryFetched)
-            ctx.send(.catchUpRequest(after: ctx.replica.lastCommitted), to: best.node)
+            ctx.meters.paths.count(.recoveryFetched)
+            ctx.send(.catchUpRequest(after: ctx.repo.replica.lastCommitted), to: best.node)
             return nil
         }
         if let branch = majorityBranch(answers, in: ctx) {
             choseBranch = true
             fetching = (branch.node, now + ctx.config.recoveryTimeout)
-            ctx.paths.count(.recoveryChoseMajorityBranch)
-            ctx.send(.catchUpRequest(after: ctx.replica.lastCommitted), to: branch.node)
+            ctx.meters.paths.count(.recoveryChoseMajorityBranch)
+            ctx.send(.catchUpRequest(after: ctx.repo.replica.lastCommitted), to: branch.node)
             return nil
         }
         // Whatever anyone prepared right after our last commit may have been committed
@@ -128,25 +130,26 @@ struct Recovery: NodeRole, Sendable {
         // comes back by merge, which keeps the newer record (RecoveryTests).
         var seen = Set<UInt64>()
         var recovered: [SwarmUpdate] = []
-        var candidates = answers.filter { $0.last == ctx.replica.lastCommitted }.compactMap(\.prepared)
-        if let mine = ctx.prepared { candidates.append(mine) }
+        var candidates = answers.filter { $0.last == ctx.repo.replica.lastCommitted }.compactMap(\.prepared)
+        if let mine = ctx.repo.prepared { candidates.append(mine) }
         for tx in candidates.sorted(by: { ($0.ref, $0.digest) < ($1.ref, $1.digest) })
-        where tx.txid == ctx.replica.lastCommitted.txid + 1 && seen.insert(tx.digest).inserted {
+        where tx.txid == ctx.repo.replica.lastCommitted.txid + 1 && seen.insert(tx.digest).inserted {
             recovered += tx.updates
-            ctx.paths.count(.preparedReproposed)
+            ctx.meters.paths.count(.preparedReproposed)
         }
         if !ownDivergedContent.isEmpty || !ownDivergedTorrents.isEmpty || !ownDivergedRules.isEmpty || !ownDivergedClients.isEmpty {
-            ctx.paths.count(.recoveryMergedOwnState)
+            ctx.meters.paths.count(.recoveryMergedOwnState)
         }
         recovered += ownDivergedContent.map { .merge(ctx.unexpired($0, now)) }
-        recovered += ownDivergedTorrents.filter { ctx.replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
-        recovered += ctx.replica.store.catalogue.access.missing(ownDivergedRules).map { .catalogue($0) }
-        recovered += ctx.replica.store.catalogue.access.clients.missing(ownDivergedClients).map { .catalogue($0) }
+        recovered += ownDivergedTorrents.filter { ctx.repo.replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
+        recovered += ctx.repo.replica.store.catalogue.access.missing(ownDivergedRules).map { .catalogue($0) }
+        recovered += ctx.repo.replica.store.catalogue.access.clients.missing(ownDivergedClients).map { .catalogue($0) }
         // What we kept through a clean stop, first of all that we answer peers by.
-        let catalogue = ctx.replica.store.catalogue
-        recovered += Catalogue.restoring(ctx.kept.filter { !catalogue.dominates($0) }).map { .catalogue($0) }
-        ctx.prepared = nil
+        let catalogue = ctx.repo.replica.store.catalogue
+        recovered += Catalogue.restoring(ctx.repo.kept.filter { !catalogue.dominates($0) }).map { .catalogue($0) }
+        ctx.repo.prepared = nil
         var master = Master(nextExpiry: expiryDue, recovered: recovered, now: now)
+        master.divergedOnDisk = divergedOnDisk
         // A commit an answer reported is not one recovery missed (`MissedCommit.swift`),
         // even where we serve another branch than its (`MajorityBranch.swift`).
         master.recoveredAgainFor = max(recoveredAgainFor, answers.map(\.last).max() ?? .zero)
@@ -159,12 +162,12 @@ struct Recovery: NodeRole, Sendable {
     /// (`ClusterMessage.catchUpLimit`) means more may follow: the next tick asks again.
     mutating func fetched(_ txs: [Transaction], from node: NodeID, in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
         guard let f = fetching, f.node == node else { return nil }
-        ctx.applyContiguous(txs)
+        ctx.applyContiguous(txs, persisting: divergedOnDisk.persisting)
         fetching = nil
         if txs.count < ClusterMessage.catchUpLimit, let ack = acks[node] {
             // It sent all it has: it holds no more than we do now (its state may have
             // shrunk since it answered, if it restarted from a stale disk).
-            acks[node] = (ctx.replica.lastCommitted, ack.prepared)
+            acks[node] = (ctx.repo.replica.lastCommitted, ack.prepared)
         }
         return tick(in: &ctx, now)
     }
@@ -174,19 +177,20 @@ struct Recovery: NodeRole, Sendable {
     mutating func fetched(_ snapshot: Snapshot, store: SwarmStore, from node: NodeID,
                           in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
         guard let f = fetching, f.node == node else { return nil }
-        let mine = ctx.replica.lastCommitted
+        let mine = ctx.repo.replica.lastCommitted
         let isPrefix = mine.txid <= snapshot.lastCommitted.txid && snapshot.history.epoch(of: mine.txid) == mine.epoch
         let diverged = !isPrefix && mine.txid > 0
         if diverged {
-            ownDivergedContent += ctx.replica.store.content()
-            ownDivergedTorrents += ctx.replica.store.catalogue.sorted
-            ownDivergedRules += ctx.replica.store.catalogue.access.sortedRules
-            ownDivergedClients += ctx.replica.store.catalogue.access.clients.sortedRules
+            ownDivergedContent += ctx.repo.replica.store.content()
+            ownDivergedTorrents += ctx.repo.replica.store.catalogue.sorted
+            ownDivergedRules += ctx.repo.replica.store.catalogue.access.sortedRules
+            ownDivergedClients += ctx.repo.replica.store.catalogue.access.clients.sortedRules
         }
-        // Our diverged state stays on disk until its merge commits (`durableDiverged`).
-        ctx.installLocally(snapshot, store: store, keepingDiverged: diverged)
+        // Our diverged state stays on disk until its merge commits.
+        if diverged { divergedOnDisk.keep(ctx.repo.replica) }
+        ctx.installLocally(snapshot, store: store, persisting: divergedOnDisk.persisting)
         // What we prepared followed our old state, not this one.
-        if !isPrefix { ctx.prepared = nil }
+        if !isPrefix { ctx.repo.prepared = nil }
         fetching = nil
         return tick(in: &ctx, now)
     }

@@ -55,42 +55,42 @@ extension NodeContext {
     /// Sets the replica's diverged content aside (with what an earlier offer still holds),
     /// then empties the replica: the node is a fresh one to its master.
     mutating func setAsideDivergedReplica(_ now: Instant) {
-        let store = replica.store
+        let store = repo.replica.store
         var swarms = store.content(), torrents = store.catalogue.sorted, access = store.catalogue.access.sortedRules
         var clients = store.catalogue.access.clients.sortedRules
-        for part in setAside?.parts ?? [] {
+        for part in repo.setAside?.parts ?? [] {
             swarms += part.swarms; torrents += part.torrents; access += part.access; clients += part.clients
         }
         if !swarms.isEmpty || !torrents.isEmpty || !access.isEmpty || !clients.isEmpty {
             let parts = SetAside.parts(offerID: rng.next(), swarms: swarms, torrents: torrents, access: access, clients: clients)
-            setAside = SetAside(parts: parts, resendAt: now)
-            out.append(.setAside(parts))
-            paths.count(.divergedStateSetAside)
+            repo.setAside = SetAside(parts: parts, resendAt: now)
+            outbox.actions.append(.setAside(parts))
+            meters.paths.count(.divergedStateSetAside)
         }
-        prepared = nil
+        repo.prepared = nil
         wipeLocally()
     }
 
     /// MERGE-DONE for the offer set aside: the master holds it all.
     mutating func mergeDone(offerID: UInt64) {
-        guard let s = setAside, s.offerID == offerID else { return }
-        setAside = nil
-        out.append(.setAside([]))
-        paths.count(.mergeCompleted)
+        guard let s = repo.setAside, s.offerID == offerID else { return }
+        repo.setAside = nil
+        outbox.actions.append(.setAside([]))
+        meters.paths.count(.mergeCompleted)
     }
 
     /// Sends the set-aside offer to `master` when it is due.
     mutating func offerSetAside(to master: NodeID, _ now: Instant) {
-        guard let s = setAside, now >= s.resendAt else { return }
+        guard let s = repo.setAside, now >= s.resendAt else { return }
         for part in s.parts { send(.mergeOffer(part), to: master) }
-        setAside?.resendAt = now + config.keepaliveInterval
+        repo.setAside?.resendAt = now + config.keepaliveInterval
     }
 }
 
 extension Master {
     /// A master with an offer set aside merges it as it would a slave's, once.
     mutating func mergeSetAside(in ctx: inout NodeContext, _ now: Instant) {
-        guard let s = ctx.setAside else { return }
+        guard let s = ctx.repo.setAside else { return }
         let key = OfferKey(node: ctx.id, offerID: s.offerID)
         guard offers[key] == nil else { return }
         for part in s.parts { mergeOfferReceived(part, from: ctx.id, in: &ctx, now) }

@@ -30,7 +30,7 @@ struct Slave: NodeRole, Sendable {
     }
 
     /// Whether its repository is the master's, as far as it was told.
-    func inSync(_ ctx: NodeContext) -> Bool { masterLast == ctx.replica.lastCommitted }
+    func inSync(_ ctx: NodeContext) -> Bool { masterLast == ctx.repo.replica.lastCommitted }
 
     mutating func submit(_ change: CatalogueChange, in ctx: inout NodeContext, _ now: Instant) {
         if let master { ctx.send(.submit(change), to: master) } else { ctx.refuseForNoMaster(change) }
@@ -41,7 +41,7 @@ struct Slave: NodeRole, Sendable {
         case .keepalive(let k):
             if env.from == master {
                 if k.role == .master { masterLast = k.lastCommitted } else { return .runElection }
-            } else if master == nil, k.role == .master, env.epoch == ctx.epoch, env.from == ctx.epoch.master {
+            } else if master == nil, k.role == .master, env.epoch == ctx.repo.epoch, env.from == ctx.repo.epoch.master {
                 follow(env.from, in: &ctx, now)
             }
         case .election:
@@ -55,7 +55,7 @@ struct Slave: NodeRole, Sendable {
         case .commit(let ref, let digest):
             commitReceived(ref, digest: digest, in: &ctx, now)
         case .abort(let ref, let digest):
-            ctx.abortReceived(ref, digest: digest)
+            ctx.repo.abortReceived(ref, digest: digest)
         case .catchUpRequest(let after):
             if env.from == master { recoveringMasterFetches(after: after, in: &ctx) }
         case .catchUp(let after, let txs):
@@ -83,19 +83,19 @@ struct Slave: NodeRole, Sendable {
         if master != node { self = Slave(master: node, since: now) }
         if ctx.id.isAssigned { sayHello(to: node, in: &ctx, now) } else {
             // `--id auto`: the master answers this with an id.
-            ctx.broadcast(.hello(ctx.hello))
+            ctx.broadcast(.hello(ctx.repo.hello))
             retryAt = now + ctx.config.keepaliveInterval
         }
     }
 
     mutating func sayHello(to node: NodeID, in ctx: inout NodeContext, _ now: Instant) {
-        ctx.send(.hello(ctx.hello), to: node)
+        ctx.send(.hello(ctx.repo.hello), to: node)
         retryAt = now + ctx.config.keepaliveInterval
     }
 
     mutating func tick(in ctx: inout NodeContext, _ now: Instant) -> RoleChange? {
         guard let m = master else { return .runElection }
-        let heard = ctx.membership[m].map { now - $0.lastHeard <= ctx.config.downAfter } ?? false
+        let heard = ctx.liveness.membership[m].map { now - $0.lastHeard <= ctx.config.downAfter } ?? false
         if !heard && now - since > ctx.config.downAfter { return .runElection }
         voteAgainIfUndecided(in: &ctx, now)
         ctx.offerSetAside(to: m, now)
@@ -104,12 +104,12 @@ struct Slave: NodeRole, Sendable {
             // Bully: a live, up-to-date node with a higher id than its master takes over
             // (unless its disk cannot record the epoch it would claim, or it cannot
             // reach the broker or send to peers while others can).
-            if m < ctx.id && ctx.storeHealthy && !ctx.cutFromBroker(now) && !ctx.mutedOnPeerChannel(now) { return .runElection }
+            if m < ctx.id && ctx.repo.storeHealthy && !ctx.cutFromBroker(now) && !ctx.mutedOnPeerChannel(now) { return .runElection }
         } else if now >= (retryAt ?? now) {
             if !ctx.id.isAssigned || !helloAnswered {
                 follow(m, in: &ctx, now)
             } else {
-                ctx.send(.catchUpRequest(after: ctx.replica.lastCommitted), to: m)
+                ctx.send(.catchUpRequest(after: ctx.repo.replica.lastCommitted), to: m)
                 retryAt = now + ctx.config.keepaliveInterval
             }
         }
@@ -122,23 +122,23 @@ struct Slave: NodeRole, Sendable {
                                   in ctx: inout NodeContext, _ now: Instant) {
         // Only the epoch's master gets here (the gate checked), and it numbers its own
         // transactions: anything else is not its PREPARE.
-        guard tx.ref.epoch == ctx.epoch, tx.txid == previous.txid &+ 1 else { return }
-        if master != ctx.epoch.master { follow(ctx.epoch.master, in: &ctx, now) }
+        guard tx.ref.epoch == ctx.repo.epoch, tx.txid == previous.txid &+ 1 else { return }
+        if master != ctx.repo.epoch.master { follow(ctx.repo.epoch.master, in: &ctx, now) }
         // A COMMIT we missed: the master has moved on from a transaction we prepared.
-        if let p = ctx.prepared, p.ref == previous, p.digest == previousDigest, p.txid == ctx.replica.lastCommitted.txid + 1 {
+        if let p = ctx.repo.prepared, p.ref == previous, p.digest == previousDigest, p.txid == ctx.repo.replica.lastCommitted.txid + 1 {
             ctx.commitLocally(p)
-            ctx.prepared = nil
-            ctx.paths.count(.missedCommitApplied)
+            ctx.repo.prepared = nil
+            ctx.meters.paths.count(.missedCommitApplied)
         }
         masterLast = previous
         let master = tx.ref.epoch.master
-        if ctx.replica.lastCommitted == previous {
-            ctx.prepared = tx
-            if !ctx.storeHealthy { ctx.paths.count(.voteStoreFailed) }
-            ctx.send(.vote(txid: tx.txid, digest: tx.digest, verdict: ctx.storeHealthy ? .ok : .storeFailed), to: master)
+        if ctx.repo.replica.lastCommitted == previous {
+            ctx.repo.prepared = tx
+            if !ctx.repo.storeHealthy { ctx.meters.paths.count(.voteStoreFailed) }
+            ctx.send(.vote(txid: tx.txid, digest: tx.digest, verdict: ctx.repo.storeHealthy ? .ok : .storeFailed), to: master)
             voteAgainAt = now + Self.undecidedAfter(ctx)
-        } else if tx.txid <= ctx.replica.lastCommitted.txid, ctx.replica.history.epoch(of: tx.txid) == tx.ref.epoch,
-                  ctx.replica.digest(ofCommitted: tx.txid) == tx.digest {
+        } else if tx.txid <= ctx.repo.replica.lastCommitted.txid, ctx.repo.replica.history.epoch(of: tx.txid) == tx.ref.epoch,
+                  ctx.repo.replica.digest(ofCommitted: tx.txid) == tx.digest {
             // A retransmission of what we committed: the same transaction, digest and all.
             // An OK vouches for that exact transaction. Another one under a committed ref
             // is a second leader's of that epoch (two processes given one id, both past
@@ -146,16 +146,16 @@ struct Slave: NodeRole, Sendable {
             // commit a second transaction under that ref; it gets not-in-sync below.
             ctx.send(.vote(txid: tx.txid, digest: tx.digest, verdict: .ok), to: master)
         } else {
-            ctx.paths.count(.voteNotInSync)
+            ctx.meters.paths.count(.voteNotInSync)
             ctx.send(.vote(txid: tx.txid, digest: tx.digest, verdict: .notInSync), to: master)
             if retryAt == nil { retryAt = now }
         }
     }
 
     mutating func commitReceived(_ ref: TxRef, digest: UInt64, in ctx: inout NodeContext, _ now: Instant) {
-        if let p = ctx.prepared, p.ref == ref, p.digest == digest, ref.txid == ctx.replica.lastCommitted.txid + 1 {
+        if let p = ctx.repo.prepared, p.ref == ref, p.digest == digest, ref.txid == ctx.repo.replica.lastCommitted.txid + 1 {
             ctx.commitLocally(p)
-            ctx.prepared = nil
+            ctx.repo.prepared = nil
         }
         if masterLast.map({ $0 < ref }) ?? true { masterLast = ref }
         if !inSync(ctx) && retryAt == nil { retryAt = now }
@@ -166,12 +166,12 @@ struct Slave: NodeRole, Sendable {
     /// A recovering master fetches what we hold beyond its log: our log, or our snapshot.
     func recoveringMasterFetches(after: TxRef, in ctx: inout NodeContext) {
         guard let master else { return }
-        if ctx.replica.isPrefix(after), let txs = ctx.replica.transactions(after: after.txid, limit: ClusterMessage.catchUpLimit) {
-            if !txs.isEmpty { ctx.paths.count(.catchUpSent) }
+        if ctx.repo.replica.isPrefix(after), let txs = ctx.repo.replica.transactions(after: after.txid, limit: ClusterMessage.catchUpLimit) {
+            if !txs.isEmpty { ctx.meters.paths.count(.catchUpSent) }
             ctx.send(.catchUp(after: after, txs), to: master)
         } else {
-            ctx.paths.count(.snapshotSent)
-            ctx.send(.snapshot(ctx.replica.snapshot()), to: master)
+            ctx.meters.paths.count(.snapshotSent)
+            ctx.send(.snapshot(ctx.repo.replica.snapshot()), to: master)
         }
     }
 
@@ -181,15 +181,15 @@ struct Slave: NodeRole, Sendable {
             if node == master { retryAt = now }
             return
         }
-        guard node == master, node == ctx.epoch.master else { return }
+        guard node == master, node == ctx.repo.epoch.master else { return }
         helloAnswered = true
-        let before = ctx.replica.lastCommitted
+        let before = ctx.repo.replica.lastCommitted
         ctx.applyContiguous(txs)
-        if txs.isEmpty || (txs.count < ClusterMessage.catchUpLimit && ctx.replica.lastCommitted != before) {
+        if txs.isEmpty || (txs.count < ClusterMessage.catchUpLimit && ctx.repo.replica.lastCommitted != before) {
             // The master sent all it had: we now hold its last transaction.
-            masterLast = ctx.replica.lastCommitted
+            masterLast = ctx.repo.replica.lastCommitted
             retryAt = nil
-            ctx.nextKeepalive = now  // tell the master we are in sync
+            ctx.liveness.nextKeepalive = now  // tell the master we are in sync
         } else {
             retryAt = now
         }
@@ -198,27 +198,27 @@ struct Slave: NodeRole, Sendable {
     mutating func snapshotReceived(_ snapshot: Snapshot, from node: NodeID, sentIn sent: Epoch,
                                    in ctx: inout NodeContext, _ now: Instant) {
         // Sent in another reign than the one we follow: stale, as for a catch-up.
-        guard sent == ctx.epoch else {
+        guard sent == ctx.repo.epoch else {
             if node == master { retryAt = now }
             return
         }
-        guard let store = ctx.intactStore(of: snapshot), node == master, node == ctx.epoch.master else { return }
+        guard let store = ctx.intactStore(of: snapshot), node == master, node == ctx.repo.epoch.master else { return }
         // A master's log only grows within its reign: a snapshot older than a commit of
         // that reign we already hold was taken before it, and came again (a broker
         // redelivers). Installing it would undo commits we acknowledged and let us vote
         // OK for another transaction under a ref we applied.
-        let held = ctx.replica.lastCommitted
+        let held = ctx.repo.replica.lastCommitted
         guard !(held.epoch == sent && snapshot.lastCommitted < held) else {
-            ctx.paths.count(.staleSnapshotIgnored)
+            ctx.meters.paths.count(.staleSnapshotIgnored)
             return
         }
         helloAnswered = true
         ctx.installLocally(snapshot, store: store)
-        ctx.prepared = nil
+        ctx.repo.prepared = nil
         masterLast = snapshot.lastCommitted
         retryAt = nil
         ctx.send(.snapshotAck(snapshot.lastCommitted), to: node)
-        ctx.nextKeepalive = now
+        ctx.liveness.nextKeepalive = now
     }
 
     /// The master holds a repository ours is not a prefix of: set ours aside for merging

@@ -46,27 +46,27 @@ public struct TrackerNode: Sendable {
     /// Advertised in keepalives (the dashboard's trackers tab shows it).
     @inlinable public var address: String { ctx.address }
     /// The highest epoch this node has accepted: its own as master, its master's as slave.
-    @inlinable public var epoch: Epoch { ctx.epoch }
-    @inlinable public var replica: Replica { _read { yield ctx.replica } }
-    @inlinable public var membership: Membership { _read { yield ctx.membership } }
-    @inlinable public var storeHealthy: Bool { ctx.storeHealthy }
+    @inlinable public var epoch: Epoch { ctx.repo.epoch }
+    @inlinable public var replica: Replica { _read { yield ctx.repo.replica } }
+    @inlinable public var membership: Membership { _read { yield ctx.liveness.membership } }
+    @inlinable public var storeHealthy: Bool { ctx.repo.storeHealthy }
     /// When the broker last carried one of this node's keepalives back (`BrokerLink.swift`).
-    @inlinable public var brokerEcho: Instant? { ctx.brokerEcho }
+    @inlinable public var brokerEcho: Instant? { ctx.liveness.brokerEcho }
     /// How often this node took each protocol branch (the simulator's coverage table).
-    @inlinable public var paths: PathCounts { _read { yield ctx.paths } }
+    @inlinable public var paths: PathCounts { _read { yield ctx.meters.paths } }
     /// Held requests this node handled after it came to serve (for the dashboard).
-    public var answeredHeld: UInt64 { ctx.paths[.heldRequestAnswered] }
+    public var answeredHeld: UInt64 { ctx.meters.paths[.heldRequestAnswered] }
     /// A transaction this node has not seen decided: one it prepared as a voter, or, as
     /// master, one out for votes. A settled cluster has none (the simulator's liveness
     /// phase waits for that).
     public var undecidedTransaction: TxRef? {
-        if let p = ctx.prepared { return p.ref }
+        if let p = ctx.repo.prepared { return p.ref }
         if case .master(let m) = state, let f = m.inFlight { return f.tx.ref }
         return nil
     }
     /// Whether a diverged repository of this node waits for its merge (`SetAside.swift`):
     /// a cluster is not settled while one does.
-    public var holdsSetAsideOffer: Bool { ctx.setAside != nil }
+    public var holdsSetAsideOffer: Bool { ctx.repo.setAside != nil }
     /// Held requests this master took on coming to serve and has not answered yet.
     public var heldAwaitingAnswer: Int { ctx.held.taken.count }
     /// Whether this node holds a request of `source` with `transactionID` for the next
@@ -118,9 +118,9 @@ public struct TrackerNode: Sendable {
         self.ctx = NodeContext(id: id, incarnation: incarnation, config: config, handler: handler, address: address,
                                epoch: epoch, replica: replica, rng: rng, nextKeepalive: startupUntil, held: held,
                                limiter: limiter, paths: paths)
-        ctx.kept = kept
+        ctx.repo.kept = kept
         let setAside = SetAside.restored(restoring?.setAside ?? [])
-        if !setAside.isEmpty { ctx.setAside = SetAside(parts: setAside, resendAt: now) }
+        if !setAside.isEmpty { ctx.repo.setAside = SetAside(parts: setAside, resendAt: now) }
         self.restoreProblems = problems
         self.startedAt = now
         self.reportedStanding = NodeStanding(role: .starting, epoch: epoch, master: nil, serving: false)
@@ -152,7 +152,7 @@ public struct TrackerNode: Sendable {
         case .shutdown: leave(now)
         case .submit(let change): submit(change, now)
         case .reconfigure(let config): ctx.reconfigure(config)
-        case .peerSendFailed: ctx.peerSendFailedAt = now
+        case .peerSendFailed: ctx.liveness.peerSendFailedAt = now
         case .brokerConnected: brokerConnected(now)
         }
         if wasServing != serving {
@@ -162,34 +162,34 @@ public struct TrackerNode: Sendable {
                 // What reached us while we served, we answered (or it is in the next
                 // master's hands through its own held requests); what we hold from now
                 // on, we did not, whenever in this millisecond it is read.
-                ctx.held.stoppedServing(at: now, holding: ctx.replica.lastCommitted)
+                ctx.held.stoppedServing(at: now, holding: ctx.repo.replica.lastCommitted)
             }
         }
         if !subscribed, ctx.id.isAssigned {
             subscribed = true
-            ctx.out.append(.subscribe(ctx.id))
+            ctx.outbox.actions.append(.subscribe(ctx.id))
         }
-        if ctx.catalogueChanged {
-            ctx.catalogueChanged = false
-            ctx.out.append(.catalogueChanged(ctx.replica.store.catalogue))
+        if ctx.outbox.catalogueChanged {
+            ctx.outbox.catalogueChanged = false
+            ctx.outbox.actions.append(.catalogueChanged(ctx.repo.replica.store.catalogue))
         }
         let current = liveStanding
         if current != reportedStanding {
-            ctx.out.append(.standingChanged(StandingChange(previous: reportedStanding, current: current)))
+            ctx.outbox.actions.append(.standingChanged(StandingChange(previous: reportedStanding, current: current)))
             reportedStanding = current
         }
         let readsPeers = needsPeers(now)
         if readsPeers != reportedReadsPeers {
-            if !readsPeers { ctx.paths.count(.peersLeftToHeir) }
-            ctx.out.append(.readPeers(readsPeers))
+            if !readsPeers { ctx.meters.paths.count(.peersLeftToHeir) }
+            ctx.outbox.actions.append(.readPeers(readsPeers))
             reportedReadsPeers = readsPeers
         }
         wakeDue = nextWake(now: now)
         // Handed over whole: emptying it "keeping capacity" while the caller holds the
         // same buffer allocated a fresh one at every step, even a step with no action (a
         // slave holding a peer datagram, thousands a second).
-        let actions = ctx.out
-        ctx.out = []
+        let actions = ctx.outbox.actions
+        ctx.outbox.actions = []
         return actions
     }
 
@@ -207,7 +207,7 @@ public struct TrackerNode: Sendable {
     /// `nextWake` gives the same instant again while that instant is ahead. Followers
     /// behind a multicast group take every peer's datagram this way.
     private func holdsWithoutStepping(_ now: Instant) -> Bool {
-        guard !serving, subscribed || !ctx.id.isAssigned, !ctx.catalogueChanged, ctx.out.isEmpty,
+        guard !serving, subscribed || !ctx.id.isAssigned, !ctx.outbox.catalogueChanged, ctx.outbox.actions.isEmpty,
               let due = wakeDue else { return false }
         return now < due
     }
@@ -216,16 +216,16 @@ public struct TrackerNode: Sendable {
     /// interval ahead in any role, starting included, so that a pause long enough for
     /// another master to have served always shows as lateness (`discountPause`).
     public func nextWake(now: Instant) -> Instant {
-        var t = min(ctx.nextKeepalive, now + ctx.config.keepaliveInterval)
+        var t = min(ctx.liveness.nextKeepalive, now + ctx.config.keepaliveInterval)
         // Deadlines already past were handled by the tick that passed them.
         func consider(_ x: Instant?) { if let x, x > now, x < t { t = x } }
-        consider(ctx.membership.nextExpiry(after: now, downAfter: ctx.config.downAfter))
+        consider(ctx.liveness.membership.nextExpiry(after: now, downAfter: ctx.config.downAfter))
         consider(nextProbe)
         switch state {
         case .starting(let until): consider(until)
         case .slave(let s):
             consider(s.nextDeadline)
-            if s.master != nil { consider(ctx.setAside?.resendAt) }
+            if s.master != nil { consider(ctx.repo.setAside?.resendAt) }
             if s.master != nil { consider(s.since + ctx.config.downAfter + Milliseconds(1)) }
             // The heir's window without peer datagrams closes: read them from then on.
             if !reportedReadsPeers { consider(peersUnneeded(now)) }
@@ -253,7 +253,7 @@ public struct TrackerNode: Sendable {
     /// Role, epoch, master and service in one look at the live state: computed after
     /// every step, so it switches once and binds no master's payload (binding would copy it).
     var liveStanding: NodeStanding {
-        let epoch = ctx.epoch
+        let epoch = ctx.repo.epoch
         switch state {
         case .starting: return NodeStanding(role: .starting, epoch: epoch, master: nil, serving: false)
         case .slave(let s): return NodeStanding(role: .slave, epoch: epoch, master: s.master, serving: false)
@@ -286,7 +286,16 @@ public struct TrackerNode: Sendable {
     /// after every step: a broken one fails the seed where it broke, not where it shows.
     package func check() -> String? {
         if case .stopped = state { return nil }
-        return ctx.check(leads: isMaster)
+        return ctx.check(leads: isMaster, diverged: divergedOnDisk)
+    }
+
+    /// The state a leading role keeps on disk while its replica is not it (`DivergedOnDisk`).
+    var divergedOnDisk: Replica? {
+        switch state {
+        case .recovering(let r): r.divergedOnDisk.state
+        case .master(let m): m.divergedOnDisk.state
+        default: nil
+        }
     }
 
     /// Whether this node needs the peers' datagrams now (`NodeAction.readPeers`).
@@ -319,7 +328,7 @@ public struct TrackerNode: Sendable {
     func peersUnneeded(_ now: Instant) -> Instant? {
         guard case .slave(let s) = state, let master = s.master else { return nil }
         let me = ctx.id, downAfter = ctx.config.downAfter
-        let belowHeir = ctx.membership.members.values.contains { m in
+        let belowHeir = ctx.liveness.membership.members.values.contains { m in
             m.id > me && m.id != master && m.role != .stopped && now - m.lastHeard <= downAfter && ctx.couldLead(m, now)
         }
         return ctx.held.peersUnneeded(isHeir: !belowHeir)
@@ -383,7 +392,7 @@ public struct TrackerNode: Sendable {
             startElection(now)
         case .lead:
             // Only the epoch it claimed, and only once durable (`Candidate`).
-            guard ctx.epoch.master == ctx.id else { return }
+            guard ctx.repo.epoch.master == ctx.id else { return }
             state = .recovering(Recovery.start(in: &ctx, now))
             dispatch(.tick, now)
         case .serve(var master, let syncing):
@@ -394,7 +403,8 @@ public struct TrackerNode: Sendable {
             guard case .master(var master) = state else { return }
             state = .modifying
             let carried = master.standAside(in: &ctx)
-            state = .recovering(Recovery.again(missed: missed, expiryDue: master.nextExpiry, carrying: carried, in: &ctx, now))
+            state = .recovering(Recovery.again(missed: missed, expiryDue: master.nextExpiry, carrying: carried,
+                                               divergedOnDisk: master.divergedOnDisk, in: &ctx, now))
             dispatch(.tick, now)
         }
     }
@@ -436,20 +446,20 @@ public struct TrackerNode: Sendable {
     mutating func stepDown(_ now: Instant) {
         guard isMaster else { return }
         // Refusals still waiting are never sent: the heir answers their requests.
-        if case .master(let m) = state, !m.refusals.isEmpty { ctx.paths.count(.refusalLeftToHeir) }
+        if case .master(let m) = state, !m.refusals.isEmpty { ctx.meters.paths.count(.refusalLeftToHeir) }
         // Just woken from a pause and already out of office, what its socket queued
         // meanwhile was the newer master's to answer.
-        if ctx.held.officeEnded(now: now, pauseBacklogUntil: pauseBacklogUntil) { ctx.out.append(.discardPeerBacklog) }
+        if ctx.held.officeEnded(now: now, pauseBacklogUntil: pauseBacklogUntil) { ctx.outbox.actions.append(.discardPeerBacklog) }
         pauseBacklogUntil = nil
-        if case .master(let m) = state, let f = m.inFlight { ctx.prepared = f.tx }
-        ctx.returnToDurableState()
+        if case .master(let m) = state, let f = m.inFlight { ctx.repo.prepared = f.tx }
+        if let diverged = divergedOnDisk { ctx.returnToDurableState(diverged) }
         state = .slave(Slave(master: nil, since: now))
     }
 
     /// A new broker connection: the next keepalive leaves now (`NodeEvent.brokerConnected`);
     /// a starting node's at the end of startup, as ever (`tick`).
     mutating func brokerConnected(_ now: Instant) {
-        ctx.nextKeepalive = min(ctx.nextKeepalive, now)
+        ctx.liveness.nextKeepalive = min(ctx.liveness.nextKeepalive, now)
         tick(now)
     }
 
@@ -465,39 +475,39 @@ public struct TrackerNode: Sendable {
             guard case .starting = state, now >= until, idConflict == nil else { return }
             finishStartup(now)
         }
-        if now >= ctx.nextKeepalive {
+        if now >= ctx.liveness.nextKeepalive {
             // A node still without an id (`--id auto`) has nothing to announce yet.
             if ctx.id.isAssigned {
-                ctx.keepalivesSent &+= 1
+                ctx.liveness.keepalivesSent &+= 1
                 let keepalive = ctx.envelope(.keepalive(Keepalive(role: liveRole, master: liveMaster ?? .unassigned,
-                                                                  lastCommitted: ctx.replica.lastCommitted, inSync: inSync,
+                                                                  lastCommitted: ctx.repo.replica.lastCommitted, inSync: inSync,
                                                                   address: ctx.address, brokerEcho: ctx.brokerEchoReport(now),
                                                                   peerSendsFailing: ctx.peerSendsFailing(now),
-                                                                  sequence: ctx.keepalivesSent)))
-                ctx.out.append(.broadcast(keepalive))
-                ctx.out.append(.beacon(keepalive))
-                ctx.lastKeepaliveSent = now
-                if ctx.firstKeepaliveSent == nil { ctx.firstKeepaliveSent = now }
+                                                                  sequence: ctx.liveness.keepalivesSent)))
+                ctx.outbox.actions.append(.broadcast(keepalive))
+                ctx.outbox.actions.append(.beacon(keepalive))
+                ctx.liveness.lastKeepaliveSent = now
+                if ctx.liveness.firstKeepaliveSent == nil { ctx.liveness.firstKeepaliveSent = now }
             }
-            ctx.nextKeepalive = now + ctx.config.keepaliveInterval
+            ctx.liveness.nextKeepalive = now + ctx.config.keepaliveInterval
         }
-        ctx.membership.forget(before: now - ctx.config.downAfter * 30)
+        ctx.liveness.membership.forget(before: now - ctx.config.downAfter * 30)
         checkIDConflict(now)
         if case .stopped = state { return }
         if isMaster && ctx.cutFromBroker(now) {
             // Commits travel on the broker: a master that cannot reach it while another
             // node can leaves the office to one that can (`BrokerLink.swift`).
-            ctx.paths.count(.cutMasterSteppedDown)
+            ctx.meters.paths.count(.cutMasterSteppedDown)
             startElection(now)
         } else if isMaster && ctx.mutedOnPeerChannel(now) {
             // Nor can a master whose replies cannot leave, while another node's can
             // (`PeerSends.swift`).
-            ctx.paths.count(.mutedMasterSteppedDown)
+            ctx.meters.paths.count(.mutedMasterSteppedDown)
             startElection(now)
         }
         if let probeAt = nextProbe, now >= probeAt {
             nextProbe = now + ctx.config.keepaliveInterval
-            ctx.out.append(.probeStore)
+            ctx.outbox.actions.append(.probeStore)
         }
         dispatch(.tick, now)
         offerKeptData(now)
@@ -511,7 +521,7 @@ public struct TrackerNode: Sendable {
                 return
             }
             // No master to assign an id: take the next free one ourselves.
-            guard let free = ctx.membership.nextFreeID(after: [ctx.id]) else {
+            guard let free = ctx.liveness.membership.nextFreeID(after: [ctx.id]) else {
                 return stop(reason: .noFreeID)
             }
             ctx.id = free
@@ -525,7 +535,7 @@ public struct TrackerNode: Sendable {
 
     func knownMaster(_ now: Instant) -> NodeID? {
         let masters = ctx.liveMembers(now).filter { $0.role == .master && $0.master == $0.id }
-        let epoch = ctx.epoch
+        let epoch = ctx.repo.epoch
         if epoch.master.isAssigned, epoch.master != ctx.id, masters.contains(where: { $0.id == epoch.master }) { return epoch.master }
         return masters.max { $0.id < $1.id }?.id
     }
@@ -546,11 +556,11 @@ public struct TrackerNode: Sendable {
             if onBroker, case .keepalive(let k) = env.message {
                 // The first echo after a silence: what the broker carried meanwhile may
                 // have passed us by (`HeldRequests.Evidence.deafUntil`).
-                if ctx.brokerEcho.map({ now - $0 > ctx.config.downAfter }) ?? true { ctx.held.brokerHeardAgain(at: now) }
-                ctx.brokerEcho = max(ctx.brokerEcho ?? now, now)
+                if ctx.liveness.brokerEcho.map({ now - $0 > ctx.config.downAfter }) ?? true { ctx.held.brokerHeardAgain(at: now) }
+                ctx.liveness.brokerEcho = max(ctx.liveness.brokerEcho ?? now, now)
                 // Numbered beyond what we sent: not ours to trust as proof of anything.
-                if let sequence = k.sequence, sequence <= ctx.keepalivesSent {
-                    ctx.echoedKeepalive = max(ctx.echoedKeepalive, sequence)
+                if let sequence = k.sequence, sequence <= ctx.liveness.keepalivesSent {
+                    ctx.liveness.echoedKeepalive = max(ctx.liveness.echoedKeepalive, sequence)
                 }
                 // A master may be waiting for it to commit (`Master.awaitedBrokerEcho`).
                 if serving { dispatch(.tick, now) }
@@ -566,7 +576,7 @@ public struct TrackerNode: Sendable {
         // forged frame of an insider under a higher incarnation makes the real run look)
         // both show a master alive to answer. Without it the next master would answer
         // again what that master answered. Evidence only ever holds a request back.
-        ctx.held.heard(servingMaster: env, at: now, holding: ctx.replica.lastCommitted)
+        ctx.held.heard(servingMaster: env, at: now, holding: ctx.repo.replica.lastCommitted)
         if env.from == id && id.isAssigned {
             // Another process with our id (or someone claiming to be us). What it sends
             // unprompted shows it is live: its keepalives, and as a master its PREPAREs,
@@ -580,7 +590,7 @@ public struct TrackerNode: Sendable {
             switch env.message {
             case .keepalive, .prepare, .commit, .abort:
                 noteIDConflict(env.incarnation, now)
-                ctx.membership.heard(env, now: now, onBroker: onBroker)
+                ctx.liveness.membership.heard(env, now: now, onBroker: onBroker)
                 checkIDConflict(now)
             default: break
             }
@@ -588,18 +598,18 @@ public struct TrackerNode: Sendable {
         }
         // A farewell from a run we never heard is a replay (or too late to matter): a node
         // that restarted would otherwise drop the live run of that node on its word.
-        if case .leaving = env.message, ctx.membership[env.from]?.incarnation != env.incarnation { return }
-        guard ctx.membership.heard(env, now: now, onBroker: onBroker, downAfter: ctx.config.downAfter) else {
-            ctx.paths.count(.olderRunRefused)
+        if case .leaving = env.message, ctx.liveness.membership[env.from]?.incarnation != env.incarnation { return }
+        guard ctx.liveness.membership.heard(env, now: now, onBroker: onBroker, downAfter: ctx.config.downAfter) else {
+            ctx.meters.paths.count(.olderRunRefused)
             return
         }
         otherMasterHeard(env, now)
-        if !ctx.membership.restarted.isEmpty {
-            let restarted = ctx.membership.restarted
-            ctx.membership.restarted.removeAll()
+        if !ctx.liveness.membership.restarted.isEmpty {
+            let restarted = ctx.liveness.membership.restarted
+            ctx.liveness.membership.restarted.removeAll()
             dispatch(.restarted(restarted), now)
         }
-        if env.epoch > ctx.epoch && env.epoch.master.isAssigned {
+        if env.epoch > ctx.repo.epoch && env.epoch.master.isAssigned {
             higherEpochSeen(env.epoch, now)
         }
         switch env.message {
@@ -611,17 +621,17 @@ public struct TrackerNode: Sendable {
         case .snapshotAck(let ref):
             // Whatever our role: what that node holds now.
             if case .starting = state { return }
-            ctx.membership.update(env.from) { $0.confirmed = ref; $0.lastCommitted = ref }
+            ctx.liveness.membership.update(env.from) { $0.confirmed = ref; $0.lastCommitted = ref }
             return
         case .leaving:
             if case .starting = state { return }
-            ctx.membership.remove(env.from)
+            ctx.liveness.membership.remove(env.from)
         default:
             break
         }
         if env.message.isMasterMessage {
             // Only the master of the epoch we follow may drive us; stale masters are ignored.
-            guard env.epoch == ctx.epoch, env.from == ctx.epoch.master else { return }
+            guard env.epoch == ctx.repo.epoch, env.from == ctx.repo.epoch.master else { return }
         }
         if case .starting = state {
             // Listening only: learn, do not act (id assignment is handled above) — except
@@ -637,8 +647,8 @@ public struct TrackerNode: Sendable {
     /// forwards it to its master; one the catalogue cannot take, or that no master would
     /// get (electing, starting), is refused at once.
     mutating func submit(_ change: CatalogueChange, _ now: Instant) {
-        if let refusal = change.refusal(in: ctx.replica.store.catalogue) {
-            return ctx.out.append(.submitRefused(change, reason: refusal))
+        if let refusal = change.refusal(in: ctx.repo.replica.store.catalogue) {
+            return ctx.outbox.actions.append(.submitRefused(change, reason: refusal))
         }
         if case .starting = state { return ctx.refuseForNoMaster(change) }
         dispatch(.submit(change), now)
@@ -649,7 +659,7 @@ public struct TrackerNode: Sendable {
         switch state {
         case .starting, .stopped, .modifying: return
         case .recovering, .master:
-            ctx.paths.count(.masterSteppedDown)
+            ctx.meters.paths.count(.masterSteppedDown)
             stepDown(now)
         case .slave, .candidate: break
         }
@@ -678,7 +688,7 @@ public struct TrackerNode: Sendable {
     mutating func checkIDConflict(_ now: Instant) {
         guard let c = idConflict else { return }
         let config = ctx.config
-        guard let m = ctx.membership[ctx.id], m.incarnation == c.incarnation, now - m.lastHeard <= config.downAfter else {
+        guard let m = ctx.liveness.membership[ctx.id], m.incarnation == c.incarnation, now - m.lastHeard <= config.downAfter else {
             if now - c.firstHeard > config.downAfter { idConflict = nil }
             return
         }
@@ -691,26 +701,26 @@ public struct TrackerNode: Sendable {
     }
 
     mutating func stop(reason: ExitReason) {
-        if case .idInUse = reason { ctx.paths.count(.duplicateIDRefused) }
+        if case .idInUse = reason { ctx.meters.paths.count(.duplicateIDRefused) }
         state = .stopped
-        ctx.out.append(.exit(reason: reason))
+        ctx.outbox.actions.append(.exit(reason: reason))
     }
 
     // MARK: store results
 
     mutating func storeResult(ok: Bool, _ now: Instant) {
         if ok {
-            if !ctx.storeHealthy {
-                ctx.storeHealthy = true
+            if !ctx.repo.storeHealthy {
+                ctx.repo.storeHealthy = true
                 nextProbe = nil
-                ctx.paths.count(.storeRewritten)
+                ctx.meters.paths.count(.storeRewritten)
                 // Writes were skipped while the store failed: rewrite it whole, epoch too.
-                ctx.out.append(.persistSnapshot(ctx.durable.snapshot()))
-                ctx.out.append(.persistEpoch(ctx.epoch))
-                if let s = ctx.setAside { ctx.out.append(.setAside(s.parts)) }
+                ctx.outbox.actions.append(.persistSnapshot((divergedOnDisk ?? ctx.repo.replica).snapshot()))
+                ctx.outbox.actions.append(.persistEpoch(ctx.repo.epoch))
+                if let s = ctx.repo.setAside { ctx.outbox.actions.append(.setAside(s.parts)) }
             }
         } else {
-            ctx.storeHealthy = false
+            ctx.repo.storeHealthy = false
             if nextProbe == nil { nextProbe = now + ctx.config.keepaliveInterval }
         }
     }
@@ -719,7 +729,7 @@ public struct TrackerNode: Sendable {
 
     mutating func leave(_ now: Instant) {
         ctx.broadcast(.leaving)
-        ctx.out.append(.keepOperatorData(keptAtStop()))
+        ctx.outbox.actions.append(.keepOperatorData(keptAtStop()))
         ctx.wipeLocally()
         stop(reason: .leftCluster)
     }
@@ -742,12 +752,12 @@ public struct TrackerNode: Sendable {
 extension TrackerNode {
     /// Just came to serve: answer what arrived while nobody did, through the normal path.
     mutating func answerHeld(_ now: Instant) {
-        let (handler, store) = (ctx.handler, ctx.replica.store)
+        let (handler, store) = (ctx.handler, ctx.repo.replica.store)
         let held = ctx.held.takeToAnswer(now: now, brokerLinked: ctx.brokerLinked(now)) {
             handler.answersAtOnce($0.datagram, from: $0.source, now: now, store: store)
         }
         for r in held {
-            ctx.paths.count(.heldRequestAnswered)
+            ctx.meters.paths.count(.heldRequestAnswered)
             // Stamped with when it arrived: a later request of the same peer that another
             // master committed meanwhile must stay the later one (`Swarm`).
             receivePeer(r.datagram, from: r.source, receivedAt: r.receivedAt, now)
