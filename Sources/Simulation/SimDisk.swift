@@ -78,43 +78,43 @@ struct SimDisk {
 
 extension Simulator {
     /// Performs a store action on the slot's disk and reports back what the node hears,
-    /// by the rule both hosts share (`NodeAction.storeOutcome`).
-    mutating func performStore(_ action: NodeAction, from slot: Int) {
+    /// by the rule both hosts share (`StoreWrite.outcome`).
+    mutating func performStore(_ write: StoreWrite, from slot: Int) {
         let ok = !slots[slot].disk.failing
         if ok {
-            switch action {
-            case .persist(let rows):
+            switch write {
+            case .commit(let rows):
                 guard rows.lastCommitted.txid == slots[slot].disk.lastTxid + 1 else {
                     return fail("s\(slot) persisted \(rows.lastCommitted) after \(slots[slot].disk.lastTxid): a gap on disk")
                 }
                 slots[slot].disk.write(rows)
-            case .persistSnapshot(let s):
+            case .snapshot(let s):
                 slots[slot].disk.replace(with: s)
-            case .persistPeerImage(let image):
+            case .peerImage(let image):
                 guard slots[slot].disk.holds(image) else {
                     return fail("s\(slot) handed its disk a peer image of \(image.lastCommitted) that is not what the disk holds")
                 }
                 coverage.count(.peerImageWritten)
-            case .persistEpoch(let e):
+            case .epoch(let e):
                 slots[slot].disk.epoch = max(slots[slot].disk.epoch, e)
-            case .wipeStore:
+            case .wipe:
                 slots[slot].generation += 1
                 if !slots[slot].keptForWipe { slots[slot].operatorGeneration += 1 }
                 slots[slot].keptForWipe = false
                 slots[slot].disk.wipe()
-            case .keepOperatorData(let entries):
+            case .keep(let entries):
                 slots[slot].disk.kept = entries
                 slots[slot].keptForWipe = true
-            case .dropKeptOperatorData:
+            case .dropKept:
                 slots[slot].disk.kept = []
             case .setAside(let parts):
                 slots[slot].disk.setAside = parts
-            default:
+            case .probe:
                 break
             }
         }
         // As in the runtime, a failing disk loses every write, the epoch's too.
-        guard let event = action.storeOutcome(ok: ok, detail: ok ? "" : "disk failure"),
+        guard let event = write.outcome(ok: ok, detail: ok ? "" : "disk failure"),
               let incarnation = slots[slot].inspect({ $0.incarnation }) else { return }
         queue.push(now, .store(slot, incarnation, event))
     }

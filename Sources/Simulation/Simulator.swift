@@ -106,6 +106,8 @@ public struct Simulator {
     var now = Scenario.start
     var queue = EventQueue<SimEvent>()
     var slots: [SimSlot]
+    /// The slot whose node's actions are being performed (`perform(_:from:)`).
+    var actingSlot = 0
     /// The peers and the operator.
     var workload = Workload()
     /// Delays, loss and the faults that cut the network, from streams of their own.

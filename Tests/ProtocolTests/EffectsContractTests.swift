@@ -12,15 +12,48 @@ struct EffectsContractTests: MasterFixture {
 
     @Test func onlyFailuresEpochsAndProbesAreReportedBack() {
         let tx = Transaction(ref: TxRef(epoch: epoch, txid: 1), updates: [])
-        for write: NodeAction in [.persist(CommitRows(tx, replica: Replica())), .persistSnapshot(snapshot), .wipeStore] {
-            #expect(write.storeOutcome(ok: true) == nil, "\(write)")
-            #expect(write.storeOutcome(ok: false, detail: "full")?.isStoreFailure == true, "\(write)")
+        for write: StoreWrite in [.commit(CommitRows(tx, replica: Replica())), .snapshot(snapshot), .wipe, .keep([]), .dropKept, .setAside([])] {
+            #expect(write.outcome(ok: true) == nil, "\(write)")
+            #expect(write.outcome(ok: false, detail: "full")?.isStoreFailure == true, "\(write)")
         }
-        #expect(NodeAction.persistEpoch(epoch).storeOutcome(ok: true)?.storedEpoch == epoch)
-        #expect(NodeAction.persistEpoch(epoch).storeOutcome(ok: false)?.isStoreFailure == true)
-        #expect(NodeAction.probeStore.storeOutcome(ok: true)?.isStoreSuccess == true)
-        #expect(NodeAction.probeStore.storeOutcome(ok: false)?.isStoreFailure == true)
-        #expect(NodeAction.exit(reason: .leftCluster).storeOutcome(ok: false) == nil)
+        #expect(StoreWrite.epoch(epoch).outcome(ok: true)?.storedEpoch == epoch)
+        #expect(StoreWrite.epoch(epoch).outcome(ok: false)?.isStoreFailure == true)
+        #expect(StoreWrite.probe.outcome(ok: true)?.isStoreSuccess == true)
+        #expect(StoreWrite.probe.outcome(ok: false)?.isStoreFailure == true)
+    }
+
+    /// Every action reaches exactly one executor, the one of what it drives: the map both
+    /// hosts run (`NodeExecutor.run`).
+    @Test func everyActionReachesItsExecutor() {
+        struct Recorder: NodeExecutor {
+            var calls: [String] = []
+            mutating func publish(_ env: ClusterEnvelope, to node: NodeID?) { calls.append("publish \(node.map { "\($0.rawValue)" } ?? "all")") }
+            mutating func beacon(_ env: ClusterEnvelope) { calls.append("beacon") }
+            mutating func reply(_ response: TrackerResponse, to peer: PeerEndpoint) { calls.append("reply") }
+            mutating func store(_ write: StoreWrite) { calls.append("store " + String(describing: write).prefix { $0 != "(" }) }
+            mutating func readPeers(_ reads: Bool) { calls.append("readPeers \(reads)") }
+            mutating func discardPeerBacklog() { calls.append("discard") }
+            mutating func subscribe(_ id: NodeID) { calls.append("subscribe \(id.rawValue)") }
+            mutating func report(_ report: NodeReport) { calls.append("report") }
+            mutating func exited(_ reason: ExitReason) { calls.append("exit") }
+        }
+        let tx = Transaction(ref: TxRef(epoch: epoch, txid: 1), updates: [])
+        let all = ClusterEnvelope(from: NodeID(2), incarnation: 1, epoch: epoch, to: nil, message: .answer)
+        let one = ClusterEnvelope(from: NodeID(2), incarnation: 1, epoch: epoch, to: NodeID(5), message: .answer)
+        let cases: [(NodeAction, String)] = [
+            (.broadcast(all), "publish all"), (.send(one), "publish 5"), (.beacon(all), "beacon"),
+            (.reply(.error(ErrorResponse(transactionID: 1, message: "x")), to: peer), "reply"),
+            (.persist(CommitRows(tx, replica: Replica())), "store commit"), (.persistSnapshot(snapshot), "store snapshot"),
+            (.persistEpoch(epoch), "store epoch"), (.wipeStore, "store wipe"), (.keepOperatorData([]), "store keep"),
+            (.dropKeptOperatorData, "store dropKept"), (.setAside([]), "store setAside"), (.probeStore, "store probe"),
+            (.discardPeerBacklog, "discard"), (.readPeers(false), "readPeers false"), (.subscribe(NodeID(3)), "subscribe 3"),
+            (.aborted(tx.ref), "report"), (.exit(reason: .leftCluster), "exit"),
+        ]
+        for (action, expected) in cases {
+            var r = Recorder()
+            r.run(action)
+            #expect(r.calls == [expected], "\(action)")
+        }
     }
 
     /// A master with more to propose lets its next PREPARE carry the commit point (its

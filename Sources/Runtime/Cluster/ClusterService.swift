@@ -59,7 +59,7 @@ public struct ClusterNodeSettings: Sendable {
 /// Hosts one `TrackerNode` on one event loop: peer datagrams, broker messages, timers
 /// and store results all become `step` calls there, and the returned actions are
 /// performed there. Nothing else touches the node.
-public final class ClusterService: @unchecked Sendable {
+public final class ClusterService: NodeExecutor, @unchecked Sendable {
     /// The live tracker settings change on a reload (`reconfigure`); nothing else does.
     var settings: ClusterNodeSettings
     let loop: EventLoop
@@ -241,77 +241,78 @@ public final class ClusterService: @unchecked Sendable {
     }
 
     func perform(_ action: NodeAction) {
-        switch action {
-        case .broadcast(let env):
-            publish(env, to: settings.topic)
-        case .send(let env):
-            publish(env, to: settings.topic(for: env.to ?? .unassigned))
-        case .beacon(let env):
-            guard output.speaks, let sockets else { return }
-            let now = WallClock.now()
-            let frame = channel.seal(env, now: now)
-            for family in sockets.families {
-                guard let target = family.beaconTarget, let fd = family.beaconDescriptor, family.beaconSender?.isActive == true else { continue }
-                let code = sendDatagram(frame, to: target, on: fd)
-                if code != 0 {
-                    peerSendFailures.failed("keepalive", code: code, now: now)
-                    peerSendFailureUnreported = true
-                }
+        var executor = self
+        executor.run(action)
+    }
+
+    // MARK: executors (`NodeExecutor`: `run` maps each action to one of them)
+
+    package func publish(_ env: ClusterEnvelope, to node: NodeID?) {
+        publish(env, to: node.map { settings.topic(for: $0) } ?? settings.topic)
+    }
+
+    package func beacon(_ env: ClusterEnvelope) {
+        guard output.speaks, let sockets else { return }
+        let now = WallClock.now()
+        let frame = channel.seal(env, now: now)
+        for family in sockets.families {
+            guard let target = family.beaconTarget, let fd = family.beaconDescriptor, family.beaconSender?.isActive == true else { continue }
+            let code = sendDatagram(frame, to: target, on: fd)
+            if code != 0 {
+                peerSendFailures.failed("keepalive", code: code, now: now)
+                peerSendFailureUnreported = true
             }
-        case .reply(let response, let to):
-            guard output.speaks, let sockets else { return }
-            let family = sockets.replyFamily(to: to)
-            if replies.isFull(family) { sendReplies(family) }
-            replies.append(response, to: to, family: family, decidedAt: stepNow)
-            switch response {
-            case .error: stats.errorReplies += 1
-            case .announce: stats.replies += 1; stats.announces += 1
-            default: stats.replies += 1
-            }
-            stats.traffic.replied(response, to: to)
-        case .persist(let rows):
-            store(.commit(rows), for: action)
-        case .persistSnapshot(let snapshot):
-            store(.snapshot(snapshot), for: action)
-        case .persistPeerImage(let image):
-            store(.peerImage(image), for: action)
-        case .persistEpoch(let epoch):
-            store(.epoch(epoch), for: action)
-        case .wipeStore:
-            store(.wipe, for: action)
-        case .keepOperatorData(let entries):
-            store(.keep(entries), for: action)
-        case .dropKeptOperatorData:
-            store(.keep([]), for: action)
-        case .setAside(let parts):
-            store(.setAside(parts), for: action)
-        case .probeStore:
-            store(.probe, for: action)
-        case .discardPeerBacklog:
-            backlogDiscard = PeerBacklogDiscard(now: WallClock.now(), for: settings.cluster.keepaliveInterval,
-                                                drainedBytes: Self.drainedQueueBytes)
-            logger.notice("woke from a pause; dropping the peer datagrams queued meanwhile (another master answers them)",
-                          metadata: ["queued-bytes": "\(sockets?.receiveQueueBytes().map { "\($0)" } ?? "unknown")"])
-        case .readPeers(let reads):
-            guard let sockets else { return }
-            let problems = sockets.passOnlyFrames(!reads)
-            if problems.isEmpty {
-                stats.readsPeers = reads
-                stats.peerFilterChanges += 1
-                // The heir changes its filter at each pause of its master's decisions, up
-                // to hundreds of times a second under load: no line of its own at info.
-                logger.debug(reads ? "reading peer requests (this node may serve or hold them next)"
-                                   : "leaving peer requests unread (another node holds them, or a master decided just now)")
-            } else {
-                // Reading them all is correct, only dearer.
-                logger.warning("peer socket filter not changed; reading every datagram", metadata: ["error": "\(problems.joined(separator: "; "))"])
-            }
-        case .exit(let reason):
-            logger.notice("node stopped", metadata: ["reason": "\(reason)"])
-            teardown(code: reason.exitCode)
-        case .subscribe(let id):
-            ownTopic = id
-            stomp?.subscribe(settings.topic(for: id))
+        }
+    }
+
+    package func reply(_ response: TrackerResponse, to peer: PeerEndpoint) {
+        guard output.speaks, let sockets else { return }
+        let family = sockets.replyFamily(to: peer)
+        if replies.isFull(family) { sendReplies(family) }
+        replies.append(response, to: peer, family: family, decidedAt: stepNow)
+        switch response {
+        case .error: stats.errorReplies += 1
+        case .announce: stats.replies += 1; stats.announces += 1
+        default: stats.replies += 1
+        }
+        stats.traffic.replied(response, to: peer)
+    }
+
+    package func discardPeerBacklog() {
+        backlogDiscard = PeerBacklogDiscard(now: WallClock.now(), for: settings.cluster.keepaliveInterval,
+                                            drainedBytes: Self.drainedQueueBytes)
+        logger.notice("woke from a pause; dropping the peer datagrams queued meanwhile (another master answers them)",
+                      metadata: ["queued-bytes": "\(sockets?.receiveQueueBytes().map { "\($0)" } ?? "unknown")"])
+    }
+
+    package func readPeers(_ reads: Bool) {
+        guard let sockets else { return }
+        let problems = sockets.passOnlyFrames(!reads)
+        if problems.isEmpty {
+            stats.readsPeers = reads
+            stats.peerFilterChanges += 1
+            // The heir changes its filter at each pause of its master's decisions, up
+            // to hundreds of times a second under load: no line of its own at info.
+            logger.debug(reads ? "reading peer requests (this node may serve or hold them next)"
+                               : "leaving peer requests unread (another node holds them, or a master decided just now)")
+        } else {
+            // Reading them all is correct, only dearer.
+            logger.warning("peer socket filter not changed; reading every datagram", metadata: ["error": "\(problems.joined(separator: "; "))"])
+        }
+    }
+
+    package func exited(_ reason: ExitReason) {
+        logger.notice("node stopped", metadata: ["reason": "\(reason)"])
+        teardown(code: reason.exitCode)
+    }
+
+    package func subscribe(_ id: NodeID) {
+        ownTopic = id
+        stomp?.subscribe(settings.topic(for: id))
+    }
+
+    package func report(_ report: NodeReport) {
+        switch report {
         case .standingChanged(let change):
             let s = change.current
             onRoleChange?(change, WallClock.now())
@@ -377,8 +378,8 @@ public final class ClusterService: @unchecked Sendable {
     /// Where this process's keepalives come back to it.
     var echoTopic: String { "\(settings.topic).echo.\(String(incarnation, radix: 16))" }
 
-    /// Hands a write to the writer thread; what the node hears back is `storeOutcome`'s.
-    func store(_ write: StoreWrite, for action: NodeAction) {
+    /// Hands a write to the writer thread; what the node hears back is `write.outcome`'s.
+    package func store(_ write: StoreWrite) {
         let name = write.name
         let isProbe: Bool
         if case .probe = write { isProbe = true } else { isProbe = false }
@@ -391,14 +392,14 @@ public final class ClusterService: @unchecked Sendable {
                     storeFailing = false
                     logger.notice("repository accepts writes again; rewriting it whole", metadata: ["db": "\(settings.database)"])
                 }
-                if !stopping, let event = action.storeOutcome(ok: true) { step(event) }
+                if !stopping, let event = write.outcome(ok: true) { step(event) }
             case .failure(let error):
                 stats.storeFailures += 1
                 // The first failure is an error; the retries of a known-bad disk are not news.
                 logger.log(level: storeFailing ? .debug : .error, "repository write failed; voting ERROR until it recovers",
                            metadata: ["write": "\(name)", "error": "\(error)"])
                 storeFailing = true
-                if !stopping, let event = action.storeOutcome(ok: false, detail: "\(error)") { step(event) }
+                if !stopping, let event = write.outcome(ok: false, detail: "\(error)") { step(event) }
             }
         }
     }

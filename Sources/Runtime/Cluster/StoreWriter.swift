@@ -202,7 +202,7 @@ extension StoreWrite {
     var mayWait: Bool {
         switch self {
         case .commit, .peerImage: true
-        case .snapshot, .epoch, .wipe, .keep, .setAside, .probe: false
+        case .snapshot, .epoch, .wipe, .keep, .dropKept, .setAside, .probe: false
         }
     }
 }

@@ -27,6 +27,8 @@ extension SQLiteRepository {
             for (i, e) in entries.enumerated() {
                 try run(db, "INSERT INTO kept_entries(seq, entry) VALUES (?, ?)", [Int64(i), Data(ClusterCodec.encode(e))])
             }
+        case .dropKept:
+            try db.execute(sql: "DELETE FROM kept_entries")
         case .setAside(let parts):
             try db.execute(sql: "DELETE FROM set_aside_parts")
             for (i, part) in parts.enumerated() {

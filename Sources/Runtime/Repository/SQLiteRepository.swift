@@ -2,21 +2,6 @@ import Foundation
 import GRDB
 import TrackerLogic
 
-/// What the node asks of its disk, in the order it asked.
-public enum StoreWrite: Sendable {
-    case commit(CommitRows)
-    case snapshot(Snapshot)
-    /// The peer rows written afresh from memory, the log dropped (`NodeAction.persistPeerImage`).
-    case peerImage(PeerImage)
-    case epoch(Epoch)
-    case wipe
-    /// Replaces the operator data kept through a clean stop (`NodeAction.keepOperatorData`).
-    case keep([KeptEntry])
-    /// Replaces the diverged repository's offer set aside (`NodeAction.setAside`).
-    case setAside([MergeOffer])
-    case probe
-}
-
 public struct RepositoryError: Error, CustomStringConvertible {
     public var description: String
     package init(_ description: String) { self.description = description }
@@ -261,6 +246,7 @@ extension StoreWrite {
         case .epoch(let e): "epoch \(e)"
         case .wipe: "wipe"
         case .keep(let entries): "keep \(entries.count) operator entries"
+        case .dropKept: "drop kept operator entries"
         case .setAside(let parts): "set aside \(parts.count) offer parts"
         case .probe: "probe"
         }

@@ -157,23 +157,6 @@ public enum ExitReason: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-extension NodeAction {
-    /// What the host reports back once this store action is done — the one rule both
-    /// hosts follow. Any failed write is reported (the node votes ERROR and probes until
-    /// the store heals); of the successes, only the epoch's (a candidate leads once its
-    /// epoch is durable) and a probe's: a committed transaction's write needs no answer.
-    public func storeOutcome(ok: Bool, detail: String = "") -> NodeEvent? {
-        switch self {
-        case .persist, .persistSnapshot, .persistPeerImage, .wipeStore, .keepOperatorData, .dropKeptOperatorData, .setAside:
-            return ok ? nil : .storeResult(ok: false, detail: detail)
-        case .persistEpoch(let epoch): return ok ? .epochStored(epoch) : .storeResult(ok: false, detail: detail)
-        case .probeStore: return .storeResult(ok: ok, detail: detail)
-        case .broadcast, .send, .beacon, .reply, .discardPeerBacklog, .readPeers, .exit, .subscribe, .standingChanged, .committed, .aborted,
-             .catalogueChanged, .submitRefused:
-            return nil
-        }
-    }
-}
 
 /// What survives a crash: the stored repository and the highest epoch.
 public struct DurableState: Sendable, Equatable {
