@@ -27,6 +27,14 @@ public struct Adversary: Sendable {
         public var every: Milliseconds
 
         public var description: String { "\(kind.rawValue)/\(every.value)ms" }
+
+        /// The adversary part of a scenario, from a stream of its own: none, or an
+        /// outsider or an insider injecting every so often.
+        static func draw(seed: UInt64) -> Plan? {
+            var rng = ScenarioStream.named(seed, "adversary")
+            guard rng.chance(0.3) else { return nil }
+            return Plan(kind: rng.chance(0.5) ? .outsider : .insider, every: Milliseconds(Int64(100 + rng.below(500))))
+        }
     }
 
     public let plan: Plan

@@ -51,11 +51,12 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
         return try? RegisteredTorrent(file: file, registeredAt: Scenario.start)
     }
 
-    /// Drawn from streams of their own, so scenarios without them are unchanged. A
+    /// The operator part of a scenario, each kind of change from a stream of its own
+    /// (`ScenarioStream`). A
     /// reload's interval stays within `peerTimeout` (a configuration that passes its checks).
     static func draw(seed: UInt64, nodes: Int, faultEnd: Instant, interval: UInt32, peerTimeout: Milliseconds,
                      swarms: Int, peers: Int) -> [OperatorAction] {
-        var reloads = SeededGenerator(seed: seed ^ 0x5245_4C4F_4144)
+        var reloads = ScenarioStream.named(seed, "operator.reloads")
         var out = catalogueChanges(seed: seed, nodes: nodes, faultEnd: faultEnd)
         if reloads.chance(0.25) {
             let longest = UInt32(clamping: max(1, peerTimeout.value / 1000))
@@ -72,7 +73,7 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
     /// The access policy changed while the faults happen: its mode, and rules for the
     /// scenario's swarms (whose peers then get refusals, or are served again).
     static func accessChanges(seed: UInt64, nodes: Int, faultEnd: Instant, swarms: Int) -> [OperatorAction] {
-        var rng = SeededGenerator(seed: seed ^ 0x4143_4345_5353)
+        var rng = ScenarioStream.named(seed, "operator.access")
         guard rng.chance(0.2), swarms > 0 else { return [] }
         var out: [OperatorAction] = []
         var t = Scenario.start + Milliseconds(Int64(2500 + rng.below(4000)))
@@ -93,7 +94,7 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
     /// announces then get refusals), allowed (every other client's then do), or its rule
     /// removed.
     static func clientChanges(seed: UInt64, nodes: Int, faultEnd: Instant, peers: Int) -> [OperatorAction] {
-        var rng = SeededGenerator(seed: seed ^ 0x434C_4945_4E54)
+        var rng = ScenarioStream.named(seed, "operator.clients")
         guard rng.chance(0.1), peers > 0 else { return [] }
         var out: [OperatorAction] = []
         var t = Scenario.start + Milliseconds(Int64(2500 + rng.below(4000)))
@@ -111,7 +112,7 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
 
     static func catalogueChanges(
 seed: UInt64, nodes: Int, faultEnd: Instant) -> [OperatorAction] {
-        var rng = SeededGenerator(seed: seed ^ 0x4F50_4552_4154_4F52)
+        var rng = ScenarioStream.named(seed, "operator.catalogue")
         guard rng.chance(0.4) else { return [] }
         var out: [OperatorAction] = []
         var registered: [Int] = []
