@@ -109,14 +109,12 @@ public final class ClusterService: NodeExecutor, @unchecked Sendable {
     var ownTopic: NodeID?
     var stopping = false
     var storeFailing = false
-    /// Operators' catalogue changes waiting to show in this node's replica (at most
-    /// `maxCatalogueWaiters`, each for at most 5 s).
-    var catalogueWaiters: [(id: Int, change: CatalogueChange, promise: EventLoopPromise<Void>)] = []
-    var nextWaiterID = 0
-    static let maxCatalogueWaiters = 64
+    /// Operators' catalogue changes waiting to show in this node's replica (each for at
+    /// most 5 s).
+    var catalogueWaiters = CatalogueWaiters()
     /// Set by `.discardPeerBacklog`: peer datagrams are dropped unread while it lasts.
     var backlogDiscard: PeerBacklogDiscard?
-    public private(set) var stats = NodeCounters()
+    public internal(set) var stats = NodeCounters()
     /// The dashboard's exporter, when there is one: commit latencies go to its histogram.
     var metrics: NodeMetrics?
     /// The log lines' node id and role: set at each change of either.
@@ -245,118 +243,17 @@ public final class ClusterService: NodeExecutor, @unchecked Sendable {
         executor.run(action)
     }
 
-    // MARK: executors (`NodeExecutor`: `run` maps each action to one of them)
-
-    package func publish(_ env: ClusterEnvelope, to node: NodeID?) {
-        publish(env, to: node.map { settings.topic(for: $0) } ?? settings.topic)
-    }
-
-    package func beacon(_ env: ClusterEnvelope) {
-        guard output.speaks, let sockets else { return }
-        let now = WallClock.now()
-        let frame = channel.seal(env, now: now)
-        for family in sockets.families {
-            guard let target = family.beaconTarget, let fd = family.beaconDescriptor, family.beaconSender?.isActive == true else { continue }
-            let code = sendDatagram(frame, to: target, on: fd)
-            if code != 0 {
-                peerSendFailures.failed("keepalive", code: code, now: now)
-                peerSendFailureUnreported = true
-            }
-        }
-    }
-
-    package func reply(_ response: TrackerResponse, to peer: PeerEndpoint) {
-        guard output.speaks, let sockets else { return }
-        let family = sockets.replyFamily(to: peer)
-        if replies.isFull(family) { sendReplies(family) }
-        replies.append(response, to: peer, family: family, decidedAt: stepNow)
-        switch response {
-        case .error: stats.errorReplies += 1
-        case .announce: stats.replies += 1; stats.announces += 1
-        default: stats.replies += 1
-        }
-        stats.traffic.replied(response, to: peer)
-    }
-
-    package func discardPeerBacklog() {
-        backlogDiscard = PeerBacklogDiscard(now: WallClock.now(), for: settings.cluster.keepaliveInterval,
-                                            drainedBytes: Self.drainedQueueBytes)
-        logger.notice("woke from a pause; dropping the peer datagrams queued meanwhile (another master answers them)",
-                      metadata: ["queued-bytes": "\(sockets?.receiveQueueBytes().map { "\($0)" } ?? "unknown")"])
-    }
-
-    package func readPeers(_ reads: Bool) {
-        guard let sockets else { return }
-        let problems = sockets.passOnlyFrames(!reads)
-        if problems.isEmpty {
-            stats.readsPeers = reads
-            stats.peerFilterChanges += 1
-            // The heir changes its filter at each pause of its master's decisions, up
-            // to hundreds of times a second under load: no line of its own at info.
-            logger.debug(reads ? "reading peer requests (this node may serve or hold them next)"
-                               : "leaving peer requests unread (another node holds them, or a master decided just now)")
-        } else {
-            // Reading them all is correct, only dearer.
-            logger.warning("peer socket filter not changed; reading every datagram", metadata: ["error": "\(problems.joined(separator: "; "))"])
-        }
-    }
-
-    package func exited(_ reason: ExitReason) {
-        logger.notice("node stopped", metadata: ["reason": "\(reason)"])
-        teardown(code: reason.exitCode)
-    }
-
-    package func subscribe(_ id: NodeID) {
-        ownTopic = id
-        stomp?.subscribe(settings.topic(for: id))
-    }
-
-    package func report(_ report: NodeReport) {
-        switch report {
-        case .standingChanged(let change):
-            let s = change.current
-            onRoleChange?(change, WallClock.now())
-            logContext?.set(node: node.id.rawValue, role: s.role.jsonName)
-            var metadata: Logger.Metadata = ["id": "\(node.id.rawValue)", "role": "\(s.role.jsonName)",
-                                             "epoch": "\(s.epoch)", "master": "\(s.master?.rawValue ?? 0)",
-                                             "serving": "\(s.serving)", "last-committed": "\(node.replica.lastCommitted)"]
-            let why = node.paths.taken(ProtocolPath.leavingOffice, since: pathsAtRoleChange)
-            if !why.isEmpty { metadata["why"] = "\(why.map(\.description).joined(separator: "; "))" }
-            pathsAtRoleChange = node.paths
-            logger.notice("cluster role", metadata: metadata)
-        case .committed(_, let latency):
-            stats.commits += 1
-            stats.commitLatency.record(latency)
-            metrics?.observeCommit(latency)
-        case .aborted:
-            stats.aborts += 1
-        case .catalogueChanged(let catalogue):
-            let done = catalogueWaiters.filter { $0.change.isDone(in: catalogue) }
-            catalogueWaiters.removeAll { $0.change.isDone(in: catalogue) }
-            for w in done { w.promise.succeed(()) }
-        case .submitRefused(let change, let reason):
-            let refused = catalogueWaiters.filter { $0.change == change }
-            catalogueWaiters.removeAll { $0.change == change }
-            for w in refused { w.promise.fail(ControlRefusal(reason)) }
-        }
-    }
-
     /// An operator's catalogue change: succeeds once this node's replica shows it done,
     /// fails with the node's refusal or after 5 s. On the loop.
     func submit(_ change: CatalogueChange) -> EventLoopFuture<Void> {
         let promise = loop.makePromise(of: Void.self)
-        guard catalogueWaiters.count < Self.maxCatalogueWaiters else {
+        guard let id = catalogueWaiters.add(change, promise) else {
             promise.fail(ControlRefusal("too many catalogue changes in progress; retry"))
             return promise.futureResult
         }
-        nextWaiterID += 1
-        let id = nextWaiterID
-        catalogueWaiters.append((id, change, promise))
         step(.submit(change))
         loop.scheduleTask(in: .seconds(5)) { [self] in
-            guard let i = catalogueWaiters.firstIndex(where: { $0.id == id }) else { return }
-            catalogueWaiters.remove(at: i).promise.fail(
-                ControlRefusal("not committed within 5 s (no quorum, or the master changed); check the torrents tab and retry"))
+            catalogueWaiters.fail(id, "not committed within 5 s (no quorum, or the master changed); check the torrents tab and retry")
         }
         return promise.futureResult
     }
@@ -558,8 +455,7 @@ public final class ClusterService: NodeExecutor, @unchecked Sendable {
     func teardown(code: Int32) {
         guard !stopping else { return }
         stopping = true
-        for w in catalogueWaiters { w.promise.fail(ControlRefusal("the tracker service stopped")) }
-        catalogueWaiters = []
+        catalogueWaiters.failAll("the tracker service stopped")
         wake?.cancel()
         wake = nil
         timer.disarm()
