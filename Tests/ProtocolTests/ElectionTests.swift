@@ -35,6 +35,37 @@ import TrackerLogic
         #expect(n2.epoch > stale, "a new reign claims an epoch above every one seen")
     }
 
+    /// Bully: an ANSWER promises that its sender runs. n3, starting, answers n2's ELECTION
+    /// (n2 runs to take over from the lower master n1), then hears n1's keepalives: at the
+    /// end of its startup it runs, as it promised, rather than following n1. Following,
+    /// it left n2 awaiting a COORDINATOR that never came and staying out of n1's
+    /// transactions meanwhile, and n1, counting n2 as a live voter, committed nothing for
+    /// seconds (seed 99664880033019799). Without the ELECTION it follows n1.
+    @Test(arguments: [true, false])
+    func aStartingNodeThatAnsweredAnElectionRunsWhenItsStartupEnds(answered: Bool) {
+        let e2 = Epoch(term: 2, master: NodeID(1))
+        var n3 = node(3, epoch: e2)
+        var t = t0 + Milliseconds(100)
+        func hear(_ from: UInt32, _ message: ClusterMessage) -> [NodeAction] {
+            n3.stepEchoing(.cluster(ClusterEnvelope(from: NodeID(from), incarnation: UInt64(from) * 1000, epoch: e2, to: nil,
+                                                    message: message)), now: t)
+        }
+        if answered {
+            let answers = hear(2, .election(lastCommitted: .zero))
+            #expect(answers.contains { if case .send(let e) = $0, case .answer = e.message { e.to == NodeID(2) } else { false } })
+        }
+        while t < t0 + ClusterConfig().startupListen {
+            _ = hear(1, .keepalive(Keepalive(role: .master, master: NodeID(1), lastCommitted: .zero, inSync: true)))
+            t = t + Milliseconds(250)
+        }
+        #expect(n3.role == .starting)
+        let actions = n3.stepEchoing(.tick, now: t)
+        let ranElection = actions.contains { if case .broadcast(let e) = $0, case .election = e.message { true } else { false } }
+        #expect(ranElection == answered, "\(actions)")
+        #expect(n3.role == (answered ? .candidate : .slave))
+        #expect(n3.paths[.answeredWhileStartingRan] == (answered ? 1 : 0))
+    }
+
     /// A candidate leads only once its epoch is on disk: a lost epoch write means no reign.
     @Test func aCandidateLeadsOnlyOnceItsEpochIsStored() throws {
         var n1 = node(1, epoch: .zero)

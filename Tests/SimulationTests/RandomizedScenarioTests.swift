@@ -369,6 +369,12 @@ struct RandomizedScenarioTests {
             + "liveness=0+1+3/2 "
             + "faults=3548:shutdown:0,3666:shutdown:2,4274:shutdown:3,4559:shutdown:1,5087:one-way:2>0,5490:restart:3,6157:slow:1:575,7072:restart:1,7762:restart:2,7805:restart:0,7853:crash:3,9592:heal,11947:broker-down,12508:slow:2:454,17852:heal "
             + "operator=8249:reload:0:900",
+        // A starting node answered a lower candidate's ELECTION, then heard the master and
+        // followed it when its startup ended: the candidate awaited its COORDINATOR and
+        // stayed out of the master's transactions, and the live master, counting it as a
+        // voter, committed nothing until a held request went past its bound. A node that
+        // answered while starting runs (`TrackerNode.finishStartup`).
+        "seed=99664880033019799 nodes=3 quorum=live loss=0.3 dup=0.07 delay=3-69 peers=6 torrents=1 until=17000 settle=25000 drift=0,248,4 interval=6 timeout=12000 fragments=1048576 corrupt=0.0 liveness=0+1+2 faults=3980:one-way:2>0,6303:disk-loss:2:1,6945:restart:2,8041:heal,12512:master-sends-fail:5851,16353:master-link:both operator=4864:register:2:0,7268:register:1:1",
     ])
     func formerFailureLines(line: String) throws {
         var sim = Simulator(scenario: try Scenario(line: line))

@@ -136,6 +136,9 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     /// An OK from a node the master did not count as a voter at the PREPARE (a stale
     /// view: its last keepalive said candidate, or it was counted down) joined the voters.
     case uncountedVoteCounted
+    /// A node that answered an ELECTION while starting ran when its startup ended,
+    /// though it had heard of a master meanwhile (`TrackerNode.finishStartup`).
+    case answeredWhileStartingRan
 
     public var description: String {
         switch self {
@@ -186,6 +189,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .reconfigured: return "configuration reloaded"
         case .olderRunRefused: return "frame of an older run refused"
         case .claimLeftToOlderRun: return "claim left to an older run of the own id"
+        case .answeredWhileStartingRan: return "a node that answered an election while starting ran"
         case .cutMasterSteppedDown: return "master cut off from the broker stepped down"
         case .claimLeftToLinkedNode: return "claim left to a node that reaches the broker"
         case .silentVotersAwaitedEcho: return "silent voters kept until the broker echoed"

@@ -35,6 +35,9 @@ public struct TrackerNode: Sendable {
     @usableFromInline var reportedStanding: NodeStanding
     /// Whether the host was told to listen on the node's own topic (`NodeAction.subscribe`).
     var subscribed = false
+    /// When this node, starting, last answered a lower candidate's ELECTION: it runs when
+    /// its startup ends (`finishStartup`).
+    var answeredWhileStarting: Instant?
     /// What the host was last told about reading peer datagrams (`NodeAction.readPeers`):
     /// a host reads them until told otherwise.
     var reportedReadsPeers = true
@@ -526,9 +529,17 @@ public struct TrackerNode: Sendable {
             }
             ctx.id = free
         }
-        if let m = knownMaster(now) {
-            follow(m, now)
+        // Bully: an ANSWER promises that this node runs. One given while starting is kept
+        // here, whatever master it has heard of since: the candidate it answered stays out
+        // of that master's transactions until our COORDINATOR or its timeout, and a live
+        // master that counts it as a voter commits nothing meanwhile.
+        let promisedToRun = answeredWhileStarting.map { now - $0 <= ctx.config.coordinatorTimeout } ?? false
+        answeredWhileStarting = nil
+        let master = knownMaster(now)
+        if !promisedToRun, let master {
+            follow(master, now)
         } else {
+            if master != nil { ctx.meters.paths.count(.answeredWhileStartingRan) }
             startElection(now)
         }
     }
@@ -636,8 +647,11 @@ public struct TrackerNode: Sendable {
         if case .starting = state {
             // Listening only: learn, do not act (id assignment is handled above) — except
             // that a lower candidate is told a higher id is here, so nodes started
-            // together do not crown the lowest and then hand over again.
-            if case .election = env.message, ctx.id.isAssigned { _ = ctx.answerElection(from: env.from, now) }
+            // together do not crown the lowest and then hand over again. The ANSWER is a
+            // promise to run, which `finishStartup` keeps.
+            if case .election = env.message, ctx.id.isAssigned, ctx.answerElection(from: env.from, now) {
+                answeredWhileStarting = now
+            }
             return
         }
         dispatch(.message(env), now)
