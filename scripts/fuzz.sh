@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # libFuzzer over the decoders that read bytes from strangers.
-#   scripts/fuzz.sh TARGET SECONDS     TARGET: bep15 | cluster | stomp | all
+#   scripts/fuzz.sh TARGET SECONDS     TARGET: bep15 | cluster | stomp | http | all
 #   scripts/fuzz.sh build              builds and links every target, fuzzes nothing
 # Builds TrackerLogic, STOMP and their dependencies with coverage instrumentation
 # (-sanitize=fuzzer) into .build-fuzz, links each target in Fuzz/ with swiftc directly
@@ -12,9 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-}"; seconds="${2:-60}"
 build_only=0
-case "$target" in bep15|cluster|stomp) targets=("$target") ;; all) targets=(bep15 cluster stomp) ;;
-    build) targets=(bep15 cluster stomp); build_only=1 ;;
-    *) echo "usage: $0 bep15|cluster|stomp|all SECONDS, or $0 build" >&2; exit 2 ;; esac
+case "$target" in bep15|cluster|stomp|http) targets=("$target") ;; all) targets=(bep15 cluster stomp http) ;;
+    build) targets=(bep15 cluster stomp http); build_only=1 ;;
+    *) echo "usage: $0 bep15|cluster|stomp|http|all SECONDS, or $0 build" >&2; exit 2 ;; esac
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a whole number" >&2; exit 2; }
 
 scratch=.build-fuzz
