@@ -21,6 +21,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import Cluster, GroupClient, fail, free_udp_port, log, make_torrent, three_nodes  # noqa: E402
@@ -43,6 +44,27 @@ def outcome(client, info_hash, port):
     action = struct.unpack(">I", replies[0][:4])[0]
     return "tracked" if action == 1 else replies[0][8:].decode(errors="replace") if action == 3 else f"action {action}"
 
+
+
+def caught_up(cluster, timeout):
+    """The master once every live node follows it holding what it committed, and it still
+    leads a keepalive interval later. Converged is not enough for an export from a slave:
+    a node that just came back follows the master before it has caught up, and a higher
+    id takes the office over once it has (CI caught an export from a restarted node that
+    still held the access mode from before its kill)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        master = cluster.wait_converged(max(1.0, deadline - time.time()))
+        states = [n.api() for n in cluster.live()]
+        held = (master.api() or {}).get("lastCommitted")
+        if held is not None and all(s and s.get("lastCommitted") == held for s in states):
+            time.sleep(1.5)
+            again = cluster.wait_converged(max(1.0, deadline - time.time()))
+            if again.node_id == master.node_id and all((n.api() or {}).get("lastCommitted") == (again.api() or {}).get("lastCommitted")
+                                                       for n in cluster.live()):
+                return again
+        time.sleep(0.2)
+    fail(f"the cluster did not catch up within {timeout} s")
 
 def main():
     cluster = Cluster(f"access{os.getpid()}", free_udp_port())
@@ -118,7 +140,7 @@ def main():
         # The killed nodes come back (and catch up) for the backup round.
         for n in killed:
             n.start()
-        master = cluster.wait_converged(30)
+        master = caught_up(cluster, 30)
         backup = os.path.join(work, "backup.json")
         exporter = next(n for n in cluster.live() if n is not master)
         code, out, err = admin(exporter.http, "export", backup, token_file=token)
