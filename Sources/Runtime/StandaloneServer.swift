@@ -12,6 +12,8 @@ struct StandaloneService {
     var tracker: StandaloneTracker
     var silenced = false
     var stats = NodeCounters()
+    /// HTTP requests decided so far (each gets its number, as a cluster's exchanges do).
+    var httpRequests: UInt64 = 0
 }
 
 /// A single tracker (no cluster), with the same dashboard as a cluster node: Stop closes
@@ -70,7 +72,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     /// are secret and last as long as the process.
     /// `database`: `--db`, the SQLite file the operator data is kept in.
     public static func run(binds: [PeerEndpoint], threads: Int = 1, config: TrackerConfig, connectionIDKeys: [SipHash24]? = nil,
-                           database: String? = nil,
+                           database: String? = nil, httpTracker: HTTPTrackerSettings? = nil,
                            dashboard: DashboardSettings? = nil, monitoring: MonitoringSettings, logger: Logger,
                            reload: (@Sendable () throws -> TrackerConfig)? = nil,
                            liveReload: (@Sendable () -> ReloadedConfig?)? = nil) async throws {
@@ -97,11 +99,20 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         let web = try await WebListeners.start(dashboard, metrics: monitoring.metricsEndpoint,
                                                   after: { try await host.startService() }, undo: { await host.stopService() },
                                                   backend: host, group: group, logger: logger)
+        let http: HTTPTrackerListener?
+        do {
+            http = try await HTTPTrackerListener.start(httpTracker, backend: host, threads: threads, logger: logger)
+        } catch {
+            await web.stop()
+            await host.stopService()
+            throw error
+        }
         host.loop.execute { host.startTimers() }
         monitoring.notifier?.feed(on: host.loop)
-        monitoring.notifier?.ready(status: "standalone, serving udp \(host.boundList)")
+        monitoring.notifier?.ready(status: "standalone, serving udp \(host.boundList)" + (http.map { " and \($0.bound.map(\.description).joined(separator: ", "))" } ?? ""))
         let stopped = host.loop.makePromise(of: Int32.self)
         _ = try await NodeLifecycle.run(logger: logger, reload: {
+            http?.reloadCertificate(logger: logger)
             guard let fresh = liveReload?() else { return }
             await host.reconfigure(fresh.config)
             fresh.applied()
@@ -109,6 +120,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
             try await stopped.futureResult.get()
         }, stop: {
             monitoring.notifier?.stopping()
+            await http?.stop()
             await web.stop()
             await host.stopService()
             try? await host.loop.submit { host.timers.forEach { $0.cancel() } }.get()
@@ -359,5 +371,27 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
             }.get()
             return silence ? "the tracker is silent: requests are dropped" : "the tracker answers again"
         }
+    }
+}
+
+extension StandaloneHost: HTTPTrackerBackend {
+    /// Decided at once under the tracker's lock, on the connection's thread, as a batch of
+    /// datagrams is.
+    package func decide(_ request: HTTPTrackerRequest, from source: PeerEndpoint, answer: EventLoopPromise<TrackerResponse>) {
+        let now = WallClock.now()
+        let refusal = TrackerResponse.error(ErrorResponse(transactionID: 0, message: PeerRequestHandler.notServingMessage))
+        let response = service.withLockedValue { service -> TrackerResponse in
+            guard service?.silenced == false else { return refusal }
+            service?.httpRequests &+= 1
+            let exchange = HTTPExchangeID(service?.httpRequests ?? 0)
+            guard let response = service?.tracker.receive(http: request, from: source, exchange: exchange, now: now) else { return refusal }
+            switch response {
+            case .error: service?.stats.errorReplies += 1
+            case .announce: service?.stats.replies += 1; service?.stats.announces += 1
+            default: service?.stats.replies += 1
+            }
+            return response
+        }
+        answer.succeed(response)
     }
 }

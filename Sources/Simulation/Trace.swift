@@ -18,6 +18,7 @@ extension Simulator {
             case .scrape: return "reply scrape to \(to)"
             case .error(let e): return "reply error '\(e.message)' to \(to)"
             }
+        case .answerHTTP(let r, let exchange): return "answer \(exchange): \(r)"
         case .persist(let rows): return "persist \(rows.lastCommitted)"
         case .persistSnapshot(let s): return "persist snapshot \(s.lastCommitted)"
         case .persistPeerImage(let image): return "persist peer image \(image.lastCommitted) (\(image.store.peerCount) peers)"

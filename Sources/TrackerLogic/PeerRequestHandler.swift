@@ -7,10 +7,13 @@ public struct PendingAnnounce: Hashable, Sendable {
     public var transactionID: UInt32
     public var update: Announce
     public var peersWanted: Int
+    /// An HTTP announce's exchange, which its answer goes to; nil: a BEP 15 datagram,
+    /// answered to `replyTo`.
+    public var exchange: HTTPExchangeID?
 
-    public init(replyTo: PeerEndpoint, transactionID: UInt32, update: Announce, peersWanted: Int) {
+    public init(replyTo: PeerEndpoint, transactionID: UInt32, update: Announce, peersWanted: Int, exchange: HTTPExchangeID? = nil) {
         self.replyTo = replyTo; self.transactionID = transactionID
-        self.update = update; self.peersWanted = peersWanted
+        self.update = update; self.peersWanted = peersWanted; self.exchange = exchange
     }
 }
 
@@ -96,16 +99,8 @@ public struct PeerRequestHandler: Sendable {
                 return Self.unproven(.error(ErrorResponse(transactionID: r.transactionID, message: Self.invalidConnectionIDMessage)),
                                      within: size, or: Self.invalidID(r.transactionID))
             }
-            guard limiter.allow(.announce, from: source.ip, now: now) else { return .drop(Self.rateLimited(r.transactionID)) }
-            if let refusal = refusal(of: r, source: source, store: store, capacityCheckedAtApply: capacityCheckedAtApply) {
-                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: refusal)))
-            }
-            var ip = source.ip
-            if config.trustAnnouncedIP, r.ip != 0, source.ip.family == .v4 { ip = .v4(r.ip) }
-            let update = Announce(infoHash: r.infoHash, peerID: r.peerID, endpoint: PeerEndpoint(ip: ip, port: r.port),
-                                  uploaded: r.uploaded, downloaded: r.downloaded, left: r.left, event: r.event, at: receivedAt)
-            return .commit(PendingAnnounce(replyTo: source, transactionID: r.transactionID, update: update,
-                                           peersWanted: config.peersWanted(r.numWant, family: ip.family)))
+            return decideAnnounce(r, from: source, now: now, receivedAt: receivedAt, store: store, limiter: &limiter,
+                                  capacityCheckedAtApply: capacityCheckedAtApply)
         case .scrape(let r):
             guard connectionIDs.isValid(r.connectionID, for: source.ip, now: now) else {
                 return Self.unproven(.error(ErrorResponse(transactionID: r.transactionID, message: Self.invalidConnectionIDMessage)),
@@ -114,6 +109,23 @@ public struct PeerRequestHandler: Sendable {
             let hashes = r.infoHashes.prefix(config.maxScrapeHashes)
             return .reply(.scrape(ScrapeResponse(transactionID: r.transactionID, entries: hashes.map(store.scrape))))
         }
+    }
+
+    /// An announce from a source that proved its address (BEP 15: a valid connection id;
+    /// HTTP: the TCP handshake): both protocols decide here, by the same rate limits,
+    /// policy, filters and capacity, so a peer gets the same answer whichever it uses.
+    func decideAnnounce(_ r: AnnounceRequest, from source: PeerEndpoint, now: Instant, receivedAt: Instant, store: SwarmStore,
+                        limiter: inout SourceRateLimiter, capacityCheckedAtApply: Bool, exchange: HTTPExchangeID? = nil) -> PeerRequestDecision {
+        guard limiter.allow(.announce, from: source.ip, now: now) else { return .drop(Self.rateLimited(r.transactionID)) }
+        if let refusal = refusal(of: r, source: source, store: store, capacityCheckedAtApply: capacityCheckedAtApply) {
+            return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: refusal)))
+        }
+        var ip = source.ip
+        if config.trustAnnouncedIP, r.ip != 0, source.ip.family == .v4 { ip = .v4(r.ip) }
+        let update = Announce(infoHash: r.infoHash, peerID: r.peerID, endpoint: PeerEndpoint(ip: ip, port: r.port),
+                              uploaded: r.uploaded, downloaded: r.downloaded, left: r.left, event: r.event, at: receivedAt)
+        return .commit(PendingAnnounce(replyTo: source, transactionID: r.transactionID, update: update,
+                                       peersWanted: config.peersWanted(r.numWant, family: ip.family), exchange: exchange))
     }
 
     /// Why an announce from a proven source is refused at once, with no commit: port 0,
@@ -264,7 +276,21 @@ public struct StandaloneTracker: Sendable {
 
     /// Returns the reply to send to the datagram's source, if any.
     public mutating func receive(_ datagram: ByteBuffer, from source: PeerEndpoint, now: Instant) -> TrackerResponse? {
-        switch handler.decide(datagram, from: source, now: now, store: store, limiter: &limiter, capacityCheckedAtApply: true) {
+        carryOut(handler.decide(datagram, from: source, now: now, store: store, limiter: &limiter, capacityCheckedAtApply: true))
+    }
+
+    /// The answer to an HTTP tracker request, decided by the same core as a datagram.
+    public mutating func receive(http request: HTTPTrackerRequest, from source: PeerEndpoint, exchange: HTTPExchangeID,
+                                 now: Instant) -> TrackerResponse {
+        let decision = handler.decide(http: request, from: source, exchange: exchange, now: now, store: store, limiter: &limiter,
+                                      capacityCheckedAtApply: true)
+        // An HTTP decision always answers (`decide(http:)` turns a drop into a refusal).
+        return carryOut(decision) ?? .error(ErrorResponse(transactionID: 0, message: PeerRequestHandler.httpRateLimitedMessage))
+    }
+
+    /// A decision carried out: a commit is applied at once.
+    mutating func carryOut(_ decision: PeerRequestDecision) -> TrackerResponse? {
+        switch decision {
         case .reply(let response):
             return response
         case .commit(let pending):

@@ -147,6 +147,24 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Serve the dashboard and its JSON API on HOST:PORT (or PORT, on 127.0.0.1).")
     var http: String?
 
+    @Option(name: .customLong("http-tracker"), help: "Serve the HTTP tracker (BEP 3 /announce, BEP 48 /scrape) on HOST:PORT (repeat, or comma-separate, for more). In a cluster: the floating service address's host and a TCP port, bound before the address arrives.")
+    var httpTracker: [String] = []
+
+    @Option(name: .customLong("http-tracker-cert-file"), help: "PEM certificate chain: the HTTP tracker serves HTTPS (read again on SIGHUP).")
+    var httpTrackerCertFile: String?
+
+    @Option(name: .customLong("http-tracker-key-file"), help: "PEM private key of --http-tracker-cert-file (read again on SIGHUP).")
+    var httpTrackerKeyFile: String?
+
+    @Option(name: .customLong("trusted-proxies"), help: "Reverse proxies (ADDRESS or ADDRESS/PREFIX, comma-separated) whose X-Forwarded-For or Forwarded header names an HTTP tracker client; from anyone else those headers are ignored.")
+    var trustedProxies: String?
+
+    @Option(name: .customLong("http-tracker-max-connections"), help: "Most HTTP tracker connections open at once; more are closed as they arrive.")
+    var httpTrackerMaxConnections: Int = HTTPTrackerLimits().maxConnections
+
+    @Option(name: .customLong("http-tracker-idle-timeout"), help: "Seconds an HTTP tracker connection may go without sending a complete request (between requests, or while a head trickles in) before it is closed.")
+    var httpTrackerIdleTimeout: Int = 15
+
     @Option(name: .customLong("admin-token-file"),
             help: "File holding the token the dashboard's controls need (first line, 16+ characters). Default: one is drawn, and printed on a terminal or else written to a 0600 file the log names.")
     var adminTokenFile: String?
@@ -259,7 +277,7 @@ struct Run: AsyncParsableCommand {
             let idKeys = try connectionIDKeyFile.map { [try Self.readKey($0, flag: "connection-id-key-file", logger: logger).connectionIDKey] }
             if let db { try Self.checkDatabaseDirectory(db) }
             try await StandaloneHost.run(binds: binds, threads: threads, config: try service.config(), connectionIDKeys: idKeys,
-                                         database: db, dashboard: try dashboard(logger: logger), monitoring: try monitoring(log: logContext),
+                                         database: db, httpTracker: try httpTrackerSettings(), dashboard: try dashboard(logger: logger), monitoring: try monitoring(log: logContext),
                                          logger: logger, reload: reloadService, liveReload: { live.reload() })
             return
         }
@@ -293,6 +311,9 @@ struct Run: AsyncParsableCommand {
         }
         _ = try metricsEndpoint()
         _ = try clusterConfig()
+        if let settings = try httpTrackerSettings(), let cert = settings.certFile, let key = settings.keyFile {
+            _ = try HTTPTrackerTLS(certFile: cert, keyFile: key)
+        }
         guard isCluster else {
             let binds = try standaloneBinds()
             guard (1...StandaloneHost.maxThreads).contains(threads) else {
@@ -372,6 +393,40 @@ struct Run: AsyncParsableCommand {
     static func reparsed() throws -> Run {
         let arguments = try ConfigFile.expand(Array(CommandLine.arguments.dropFirst()))
         do { return try Run.parse(Array(arguments.dropFirst())) } catch { throw ValidationError(Run.message(for: error)) }
+    }
+
+    /// `--http-tracker` and what goes with it; nil without it (the others then refused).
+    func httpTrackerSettings() throws -> HTTPTrackerSettings? {
+        let binds = try httpTracker.flatMap { $0.split(separator: ",") }.map { text in
+            do { return try EndpointArgument(parsing: String(text)).endpoint } catch { throw ValidationError("--http-tracker: \(error)") }
+        }
+        guard !binds.isEmpty else {
+            for (flag, given) in [("http-tracker-cert-file", httpTrackerCertFile != nil), ("http-tracker-key-file", httpTrackerKeyFile != nil),
+                                  ("trusted-proxies", trustedProxies != nil)] where given {
+                throw ValidationError("--\(flag) needs --http-tracker")
+            }
+            return nil
+        }
+        guard (httpTrackerCertFile == nil) == (httpTrackerKeyFile == nil) else {
+            throw ValidationError("--http-tracker-cert-file and --http-tracker-key-file go together")
+        }
+        var proxies = TrustedProxies()
+        if let trustedProxies {
+            switch TrustedProxies.parse(trustedProxies) {
+            case .success(let p): proxies = p
+            case .failure(let e): throw ValidationError("--trusted-proxies: \(e)")
+            }
+        }
+        guard (1...1_000_000).contains(httpTrackerMaxConnections) else {
+            throw ValidationError("--http-tracker-max-connections must be 1 to 1000000 (got \(httpTrackerMaxConnections))")
+        }
+        guard (1...3600).contains(httpTrackerIdleTimeout) else {
+            throw ValidationError("--http-tracker-idle-timeout must be 1 to 3600 seconds (got \(httpTrackerIdleTimeout))")
+        }
+        var limits = HTTPTrackerLimits()
+        limits.maxConnections = httpTrackerMaxConnections
+        limits.idleTimeout = .seconds(Int64(httpTrackerIdleTimeout))
+        return HTTPTrackerSettings(binds: binds, certFile: httpTrackerCertFile, keyFile: httpTrackerKeyFile, trustedProxies: proxies, limits: limits)
     }
 
     func httpEndpoint() throws -> PeerEndpoint? {
@@ -482,10 +537,11 @@ struct Run: AsyncParsableCommand {
             connectionIDKeys = [SipHash24(k0: WallClock.randomSeed(), k1: WallClock.randomSeed())]
         }
         try Self.checkDatabaseDirectory(db)
-        let settings = ClusterNodeSettings(
+        var settings = ClusterNodeSettings(
             id: nodeID, peers: peers, broker: brokerSettings, database: db,
             http: try httpEndpoint(), clusterName: self.cluster,
             keys: keys, connectionIDKeys: connectionIDKeys, cluster: cluster, tracker: try service.config())
+        settings.httpTracker = try httpTrackerSettings()
         if let problem = settings.problems.first { throw ValidationError(problem) }
         return settings
     }

@@ -30,6 +30,7 @@ struct EffectsContractTests: MasterFixture {
             mutating func publish(_ env: ClusterEnvelope, to node: NodeID?) { calls.append("publish \(node.map { "\($0.rawValue)" } ?? "all")") }
             mutating func beacon(_ env: ClusterEnvelope) { calls.append("beacon") }
             mutating func reply(_ response: TrackerResponse, to peer: PeerEndpoint) { calls.append("reply") }
+            mutating func answerHTTP(_ response: TrackerResponse, exchange: HTTPExchangeID) { calls.append("answerHTTP") }
             mutating func store(_ write: StoreWrite) { calls.append("store " + String(describing: write).prefix { $0 != "(" }) }
             mutating func readPeers(_ reads: Bool) { calls.append("readPeers \(reads)") }
             mutating func discardPeerBacklog() { calls.append("discard") }
@@ -43,6 +44,7 @@ struct EffectsContractTests: MasterFixture {
         let cases: [(NodeAction, String)] = [
             (.broadcast(all), "publish all"), (.send(one), "publish 5"), (.beacon(all), "beacon"),
             (.reply(.error(ErrorResponse(transactionID: 1, message: "x")), to: peer), "reply"),
+            (.answerHTTP(.error(ErrorResponse(transactionID: 1, message: "x")), exchange: HTTPExchangeID(1)), "answerHTTP"),
             (.persist(CommitRows(tx, replica: Replica())), "store commit"), (.persistSnapshot(snapshot), "store snapshot"),
             (.persistEpoch(epoch), "store epoch"), (.wipeStore, "store wipe"), (.keepOperatorData([]), "store keep"),
             (.dropKeptOperatorData, "store dropKept"), (.setAside([]), "store setAside"), (.probeStore, "store probe"),

@@ -51,10 +51,19 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         let web = try await WebListeners.start(dashboard, metrics: monitoring.metricsEndpoint,
                                                   after: { try await host.startService() }, undo: { await host.shutdown() },
                                                   backend: host, group: group, logger: logger)
+        let http: HTTPTrackerListener?
+        do {
+            http = try await HTTPTrackerListener.start(settings.httpTracker, backend: host, threads: HTTPTrackerListener.defaultThreads, logger: logger)
+        } catch {
+            await host.shutdown()
+            await web.stop()
+            throw error
+        }
         host.loop.execute { host.startSampling() }
         monitoring.notifier?.feed(on: host.loop)
         monitoring.notifier?.status("joining the cluster")
         let code = try await NodeLifecycle.run(logger: logger, reload: {
+            http?.reloadCertificate(logger: logger)
             guard let fresh = liveReload?() else { return }
             await host.reconfigure(fresh.config)
             fresh.applied()
@@ -62,6 +71,7 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
             try await host.exited.futureResult.get()
         }, stop: {
             monitoring.notifier?.stopping()
+            await http?.stop()
             await host.shutdown()
         })
         await web.stop()
@@ -276,5 +286,16 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         }
         _ = await onLoop { [self] in history.note(WallClock.now(), kind: "catalogue", text: change.doneMessage) }
         return change.doneMessage
+    }
+}
+
+extension ClusterProcess: HTTPTrackerBackend {
+    /// Whichever service runs decides; with none (stopped from the dashboard), the request
+    /// is refused at once.
+    package func decide(_ request: HTTPTrackerRequest, from source: PeerEndpoint, answer: EventLoopPromise<TrackerResponse>) {
+        loop.execute { [self] in
+            guard let service else { return answer.succeed(ClusterService.httpRefusal(PeerRequestHandler.notServingMessage)) }
+            service.httpRequest(request, from: source, answer: answer)
+        }
     }
 }

@@ -22,6 +22,8 @@ public struct ClusterNodeSettings: Sendable {
     public var connectionIDKeys: [SipHash24]
     public var cluster: ClusterConfig
     public var tracker: TrackerConfig
+    /// `--http-tracker`: HTTP announces and scrapes, decided and committed as UDP ones are.
+    public var httpTracker: HTTPTrackerSettings?
 
     public init(id: NodeID, peers: PeerChannels, broker: StompSettings, database: String, http: PeerEndpoint?,
                 clusterName: String, keys: [ClusterKey], connectionIDKeys: [SipHash24], cluster: ClusterConfig, tracker: TrackerConfig) {
@@ -112,6 +114,10 @@ public final class ClusterService: NodeExecutor, @unchecked Sendable {
     /// Operators' catalogue changes waiting to show in this node's replica (each for at
     /// most 5 s).
     var catalogueWaiters = CatalogueWaiters()
+    /// HTTP tracker requests the node is deciding (`HTTPExchanges`), and the task that
+    /// refuses those it takes too long over.
+    var httpExchanges: HTTPExchanges
+    var httpExpiry: RepeatedTask?
     /// Set by `.discardPeerBacklog`: peer datagrams are dropped unread while it lasts.
     var backlogDiscard: PeerBacklogDiscard?
     public internal(set) var stats = NodeCounters()
@@ -130,6 +136,8 @@ public final class ClusterService: NodeExecutor, @unchecked Sendable {
         self.loop = loop
         self.logger = logger
         self.finished = loop.makePromise()
+        let httpLimits = settings.httpTracker?.limits ?? HTTPTrackerLimits()
+        httpExchanges = HTTPExchanges(limit: httpLimits.maxWaiting, timeout: httpLimits.answerTimeout)
         let directory = settings.database.contains("/") ? String(settings.database[..<settings.database.lastIndex(of: "/")!]) : "."
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.isEmpty ? "/" : directory, isDirectory: &isDirectory), isDirectory.boolValue else {
@@ -192,6 +200,7 @@ public final class ClusterService: NodeExecutor, @unchecked Sendable {
             if let ownTopic { stomp.subscribe(settings.topic(for: ownTopic)) }
             stomp.start()
             armWake(WallClock.now())
+            httpExpiry = loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { [weak self] _ in self?.expireHTTPExchanges() }
         }.get()
         logger.info("cluster node started", metadata: [
             "id": "\(settings.id.isAssigned ? "\(settings.id.rawValue)" : "auto")", "peers": "\(settings.peers)",
@@ -456,6 +465,8 @@ public final class ClusterService: NodeExecutor, @unchecked Sendable {
         guard !stopping else { return }
         stopping = true
         catalogueWaiters.failAll("the tracker service stopped")
+        httpExpiry?.cancel()
+        for p in httpExchanges.removeAll() { p.succeed(Self.httpRefusal(Self.httpStopping)) }
         wake?.cancel()
         wake = nil
         timer.disarm()

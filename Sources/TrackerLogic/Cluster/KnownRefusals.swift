@@ -90,8 +90,9 @@ extension Master {
     /// shows the ABORT reached the broker.
     mutating func refuse(_ pending: PendingAnnounce, reason: String, in ctx: inout NodeContext, _ now: Instant) {
         let response = ctx.handler.refusal(pending, reason: reason)
-        if ctx.brokerOutage(now) {
-            ctx.reply(response, to: pending.replyTo)
+        // An HTTP exchange is held by no other node: nobody else could answer it.
+        if pending.exchange != nil || ctx.brokerOutage(now) {
+            ctx.answer(pending, with: response)
             return
         }
         // Every keepalive sent so far left before the ABORT.

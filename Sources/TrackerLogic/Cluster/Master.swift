@@ -175,6 +175,29 @@ struct Master: NodeRole, Sendable {
         }
     }
 
+    /// An HTTP tracker request: decided by the same core as a datagram, its announce
+    /// committed by the same two-phase commit.
+    mutating func receiveHTTP(_ request: HTTPTrackerRequest, from source: PeerEndpoint, exchange: HTTPExchangeID,
+                              in ctx: inout NodeContext, _ now: Instant) {
+        switch ctx.handler.decide(http: request, from: source, exchange: exchange, now: now, store: ctx.repo.replica.store,
+                                  limiter: &ctx.meters.limiter) {
+        case .reply(let response): ctx.outbox.actions.append(.answerHTTP(response, exchange: exchange))
+        case .commit(let pending): enqueue(.announce(pending.update), origin: .peer(pending), in: &ctx, now)
+        case .drop: break  // `decide(http:)` answers every request
+        }
+    }
+
+    /// The announces this master took and has not answered, over HTTP: leaving office, it
+    /// answers them with `reason` (no other node has them; the client retries, and an
+    /// announce applied twice is one announce).
+    func unansweredExchanges() -> [PendingAnnounce] {
+        var out: [PendingAnnounce] = []
+        for item in (inFlight?.items ?? []) + queue.all {
+            if case .peer(let p) = item.origin, p.exchange != nil { out.append(p) }
+        }
+        return out
+    }
+
     // MARK: serving
 
     @discardableResult
@@ -372,7 +395,7 @@ struct Master: NodeRole, Sendable {
             switch item.origin {
             case .peer(let pending):
                 let swarm = ctx.repo.replica.answer(for: pending.update, wanting: ctx.handler.peersToPick(for: pending), rng: &ctx.rng)
-                ctx.reply(ctx.handler.answer(pending, swarm: swarm), to: pending.replyTo)
+                ctx.answer(pending, with: ctx.handler.answer(pending, swarm: swarm))
             case .merge(let key):
                 offers[key]?.pending -= 1
                 finishOfferIfDone(key, in: &ctx)

@@ -148,6 +148,15 @@
         held.settle(response.transactionID, from: peer)
     }
 
+    /// The answer to an announce: to its HTTP exchange, or as a datagram to its source.
+    mutating func answer(_ pending: PendingAnnounce, with response: TrackerResponse) {
+        if let exchange = pending.exchange {
+            outbox.actions.append(.answerHTTP(response, exchange: exchange))
+        } else {
+            reply(response, to: pending.replyTo)
+        }
+    }
+
     /// A diverged branch's swarm as a master merges it: without what an expiry at `now`
     /// removes. Expiries drop stops with records; a record from before a dropped stop must
     /// not come back through a merge (`Swarm`).

@@ -15,6 +15,8 @@ package protocol NodeExecutor {
     mutating func beacon(_ env: ClusterEnvelope)
     /// A reply to a peer, from the node's unicast (or shared service) address.
     mutating func reply(_ response: TrackerResponse, to peer: PeerEndpoint)
+    /// The answer to an HTTP tracker request, on the connection that sent it.
+    mutating func answerHTTP(_ response: TrackerResponse, exchange: HTTPExchangeID)
     /// The store: a write, whose outcome the host reports back as `write.outcome` says.
     mutating func store(_ write: StoreWrite)
     /// The peer socket's intake: read the peers' datagrams or leave them unread
@@ -47,6 +49,7 @@ extension NodeExecutor {
         case .send(let env): publish(env, to: env.to ?? .unassigned)
         case .beacon(let env): beacon(env)
         case .reply(let response, let peer): reply(response, to: peer)
+        case .answerHTTP(let response, let exchange): answerHTTP(response, exchange: exchange)
         case .persist(let rows): store(.commit(rows))
         case .persistSnapshot(let snapshot): store(.snapshot(snapshot))
         case .persistPeerImage(let image): store(.peerImage(image))

@@ -16,6 +16,11 @@ public enum NodeEvent: Sendable {
     indirect case beacon(ClusterEnvelope)
     /// A datagram arrived from a peer (every node of the group receives it).
     case peer(ByteBuffer, from: PeerEndpoint)
+    /// An HTTP tracker request arrived on a connection to this node (the listener on the
+    /// floating or shared address, so no other node has it). Answered by
+    /// `NodeAction.answerHTTP` with the same exchange, once: at once, or once its
+    /// announce's transaction is decided.
+    indirect case http(HTTPTrackerRequest, from: PeerEndpoint, exchange: HTTPExchangeID)
     /// The answer to a `persist…`, `wipeStore` or `probeStore` action.
     case storeResult(ok: Bool, detail: String)
     /// A `persistEpoch` reached the disk. A candidate leads only once its new epoch is
@@ -58,6 +63,8 @@ public enum NodeAction: Hashable, Sendable {
     indirect case beacon(ClusterEnvelope)
     /// To a peer, from the node's unicast (or shared service) address.
     case reply(TrackerResponse, to: PeerEndpoint)
+    /// The answer to an HTTP tracker request (`NodeEvent.http`), written on its connection.
+    case answerHTTP(TrackerResponse, exchange: HTTPExchangeID)
     /// Write the rows of one committed transaction (one SQL transaction).
     indirect case persist(CommitRows)
     /// Replace the whole stored repository (after a snapshot or a store repair).

@@ -139,6 +139,12 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     /// A node that answered an ELECTION while starting ran when its startup ended,
     /// though it had heard of a master meanwhile (`TrackerNode.finishStartup`).
     case answeredWhileStartingRan
+    /// A serving master decided an HTTP tracker request.
+    case httpRequestServed
+    /// A node that does not serve answered an HTTP tracker request with a refusal.
+    case httpRefusedNotServing
+    /// A master leaving office refused the HTTP announces it had taken and not answered.
+    case httpRefusedLeavingOffice
 
     public var description: String {
         switch self {
@@ -198,6 +204,9 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .latePreparedReproposed: return "late-reported prepared transaction proposed again"
         case .mutedMasterSteppedDown: return "master muted on the peer channel stepped down"
         case .silentLinkedVoterCountedNo: return "silent voter still linked to a broker counted as no"
+        case .httpRequestServed: return "HTTP tracker request decided by the serving master"
+        case .httpRefusedNotServing: return "HTTP tracker request refused by a node not serving"
+        case .httpRefusedLeavingOffice: return "HTTP announces refused by a master leaving office"
         }
     }
 }

@@ -150,6 +150,7 @@ public struct TrackerNode: Sendable {
         case .cluster(let env): receive(env, now)
         case .beacon(let env): receiveBeacon(env, now)
         case .peer(let datagram, let from): receivePeer(datagram, from: from, now)
+        case .http(let request, let from, let exchange): receiveHTTP(request, from: from, exchange: exchange, now)
         case .storeResult(let ok, _): storeResult(ok: ok, now)
         case .epochStored(let e): dispatch(.epochStored(e), now)
         case .shutdown: leave(now)
@@ -454,6 +455,13 @@ public struct TrackerNode: Sendable {
         // meanwhile was the newer master's to answer.
         if ctx.held.officeEnded(now: now, pauseBacklogUntil: pauseBacklogUntil) { ctx.outbox.actions.append(.discardPeerBacklog) }
         pauseBacklogUntil = nil
+        if case .master(let m) = state {
+            let unanswered = m.unansweredExchanges()
+            if !unanswered.isEmpty { ctx.meters.paths.count(.httpRefusedLeavingOffice) }
+            for pending in unanswered {
+                ctx.answer(pending, with: ctx.handler.refusal(pending, reason: PeerRequestHandler.notServingMessage))
+            }
+        }
         if case .master(let m) = state, let f = m.inFlight { ctx.repo.prepared = f.tx }
         if let diverged = divergedOnDisk { ctx.returnToDurableState(diverged) }
         state = .slave(Slave(master: nil, since: now))
@@ -764,6 +772,23 @@ public struct TrackerNode: Sendable {
 }
 
 extension TrackerNode {
+    /// An HTTP tracker request reached this node. Only a serving master decides it; any
+    /// other node says so at once rather than hold it: no other node has the request, and
+    /// the client retries on its own schedule (the floating address moves to the next
+    /// master). It never answers from its own replica, which may be behind.
+    mutating func receiveHTTP(_ request: HTTPTrackerRequest, from source: PeerEndpoint, exchange: HTTPExchangeID, _ now: Instant) {
+        guard serving, case .master(var master) = state else {
+            ctx.meters.paths.count(.httpRefusedNotServing)
+            let refusal = ErrorResponse(transactionID: UInt32(truncatingIfNeeded: exchange.value), message: PeerRequestHandler.notServingMessage)
+            ctx.outbox.actions.append(.answerHTTP(.error(refusal), exchange: exchange))
+            return
+        }
+        ctx.meters.paths.count(.httpRequestServed)
+        state = .modifying
+        master.receiveHTTP(request, from: source, exchange: exchange, in: &ctx, now)
+        state = .master(master)
+    }
+
     /// Just came to serve: answer what arrived while nobody did, through the normal path.
     mutating func answerHeld(_ now: Instant) {
         let (handler, store) = (ctx.handler, ctx.repo.replica.store)

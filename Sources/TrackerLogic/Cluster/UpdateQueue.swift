@@ -20,6 +20,9 @@ struct UpdateQueue: Sendable {
 
     var isEmpty: Bool { count == 0 }
 
+    /// Everything queued, in order, left in place (a master leaving office reads it).
+    var all: [QueuedUpdate] { Array(batches.joined()) }
+
     func contains(where matches: (QueuedUpdate) -> Bool) -> Bool {
         batches.contains { $0.contains(where: matches) }
     }

@@ -1,0 +1,134 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
+import TrackerLogic
+
+/// What the HTTP tracker did, for the status and the log.
+public struct HTTPTrackerCounts: Sendable, Equatable {
+    public var announces = 0
+    public var scrapes = 0
+    public var failures = 0
+    public var notFound = 0
+    public var queriesRefused = 0
+    public var headsRefused = 0
+    public var idleClosed = 0
+    public var floodsClosed = 0
+}
+
+final class HTTPTrackerCounters: Sendable {
+    private let box = NIOLockedValueBox(HTTPTrackerCounts())
+
+    func count(_ field: WritableKeyPath<HTTPTrackerCounts, Int> & Sendable) { box.withLockedValue { $0[keyPath: field] += 1 } }
+
+    func answered(_ response: TrackerResponse) {
+        switch response {
+        case .announce: count(\.announces)
+        case .scrape: count(\.scrapes)
+        case .error, .connect: count(\.failures)
+        }
+    }
+
+    var snapshot: HTTPTrackerCounts { box.withLockedValue { $0 } }
+}
+
+/// The HTTP tracker's listening sockets and their own event loops: parsing, TLS and
+/// writing run there, beside the node's loop, which only decides.
+public final class HTTPTrackerListener: Sendable {
+    let group: MultiThreadedEventLoopGroup
+    let channels: [Channel]
+    let counters: HTTPTrackerCounters
+    public let tls: HTTPTrackerTLS?
+    public let bound: [PeerEndpoint]
+
+    private init(group: MultiThreadedEventLoopGroup, channels: [Channel], counters: HTTPTrackerCounters, tls: HTTPTrackerTLS?,
+                 bound: [PeerEndpoint]) {
+        self.group = group; self.channels = channels; self.counters = counters; self.tls = tls; self.bound = bound
+    }
+
+    public var counts: HTTPTrackerCounts { counters.snapshot }
+
+    /// The listener `settings` asks for; nil without them.
+    package static func start(_ settings: HTTPTrackerSettings?, backend: HTTPTrackerBackend, threads: Int,
+                              logger: Logger) async throws -> HTTPTrackerListener? {
+        guard let settings else { return nil }
+        return try await bind(settings, backend: backend, threads: threads, logger: logger)
+    }
+
+    /// Binds every address of `settings` (IP_FREEBIND: a floating address may arrive
+    /// later). Throws a configuration error that names what failed.
+    package static func bind(_ settings: HTTPTrackerSettings, backend: HTTPTrackerBackend, threads: Int,
+                              logger: Logger) async throws -> HTTPTrackerListener {
+        let tls: HTTPTrackerTLS?
+        switch (settings.certFile, settings.keyFile) {
+        case (nil, nil): tls = nil
+        case (let cert?, let key?): tls = try HTTPTrackerTLS(certFile: cert, keyFile: key)
+        default: throw ConfigurationError("--http-tracker-cert-file and --http-tracker-key-file go together")
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads))
+        let counters = HTTPTrackerCounters()
+        let connections = Occupancy(limit: settings.limits.maxConnections)
+        let proxies = settings.trustedProxies, limits = settings.limits
+        var channels: [Channel] = []
+        var bound: [PeerEndpoint] = []
+        do {
+            for endpoint in settings.binds {
+                let v4 = endpoint.ip.family == .v4
+                let bootstrap = ServerBootstrap(group: group)
+                    .serverChannelOption(.backlog, value: 1024)
+                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .serverChannelOption(.socket(SocketOptionLevel(v4 ? IPPROTO_IP : IPPROTO_IPV6),
+                                                 SocketOptionName(v4 ? PeerChannelBinder.ipFreeBind : PeerChannelBinder.ipv6FreeBind)),
+                                         value: 1)
+                    .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+                    .childChannelInitializer { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            let sync = channel.pipeline.syncOperations
+                            try sync.addHandler(ConnectionCapHandler(connections: connections))
+                            if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls.context)) }
+                            try sync.addHandler(HTTPTrackerConnection(backend: backend, proxies: proxies, limits: limits, counters: counters))
+                        }
+                    }
+                let channel = try await bootstrap.bind(to: endpoint.socketAddress()).get()
+                channels.append(channel)
+                bound.append(channel.localAddress.flatMap(PeerEndpoint.init) ?? endpoint)
+            }
+        } catch {
+            for c in channels { try? await c.close() }
+            try? await group.shutdownGracefully()
+            if let e = error as? ConfigurationError { throw e }
+            throw ConfigurationError("--http-tracker: cannot listen on \(settings.binds.map(\.description).joined(separator: ",")): \(error)")
+        }
+        logger.info("HTTP tracker listening", metadata: [
+            "address": "\(bound.map { "\(settings.scheme)://\($0)/announce" }.joined(separator: " "))",
+            "trusted-proxies": "\(proxies.isEmpty ? "none" : proxies.networks.map(\.description).joined(separator: ","))",
+        ])
+        return HTTPTrackerListener(group: group, channels: channels, counters: counters, tls: tls, bound: bound)
+    }
+
+    /// Threads of the listener's own loops in a cluster node (parsing, TLS, writing).
+    public static let defaultThreads = max(1, min(4, System.coreCount))
+
+    /// Reads the certificate and key again (SIGHUP); on failure keeps the old ones and
+    /// says why.
+    public func reloadCertificate(logger: Logger) {
+        guard let tls else { return }
+        do {
+            try tls.reload()
+            logger.notice("HTTP tracker certificate reloaded", metadata: ["cert": "\(tls.certFile)"])
+        } catch {
+            logger.error("HTTP tracker certificate not reloaded; serving the one read before", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Stops accepting and closes the listeners; connections open then are closed with
+    /// their loops.
+    public func stop() async {
+        for c in channels { try? await c.close() }
+        try? await group.shutdownGracefully()
+    }
+}
