@@ -157,7 +157,7 @@ concurrent=(tests/cluster/group_netns.py tests/deploy/package_install.py tests/c
             tests/cluster/dashboard_api.py tests/cluster/full_disk.py tests/cluster/monitoring.py
             tests/cluster/reload.py tests/cluster/broker_tls.py tests/cluster/readme_blocks.py tests/cluster/broker_link.py
             tests/cluster/state_files.py tests/cluster/kill_loop.py
-            tests/cluster/help_example.py tests/cluster/admin_cli.py tests/interop/*.py)
+            tests/cluster/help_example.py tests/cluster/admin_cli.py tests/cluster/http_cluster.py tests/interop/*.py)
 for t in "${concurrent[@]}"; do
   if grep -qE 'activemq\("(stop|kill|restart)"' "$t"; then
     echo "test.sh: $t stops or restarts the shared broker: it cannot run beside another test" >&2

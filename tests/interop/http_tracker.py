@@ -372,4 +372,5 @@ def main():
     print("PASS http_tracker", flush=True)
 
 
-main()
+if __name__ == "__main__":
+    main()
