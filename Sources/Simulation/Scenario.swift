@@ -10,6 +10,9 @@ public struct Scenario: Sendable, CustomStringConvertible {
     public var minDelay: Int64
     public var maxDelay: Int64
     public var peers: Int
+    /// How many of the peers (the last ones) speak HTTP to one node at a time, as a
+    /// client of the floating address does, instead of BEP 15 to the group.
+    public var httpPeers = 0
     public var torrents: Int
     /// Faults happen in [faultStart, faultEnd); then the network heals and nodes restart.
     public var faultEnd: Instant
@@ -96,6 +99,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
         torrents = workload.torrents
         announceInterval = workload.announceInterval
         peerTimeout = workload.peerTimeout
+        httpPeers = workload.httpPeers
 
         faults = Self.drawFaults(seed: seed, nodes: nodes, joins: joins, calm: network.calm, faultEnd: faultEnd)
         operatorActions = OperatorAction.draw(seed: seed, nodes: nodes, faultEnd: faultEnd, interval: announceInterval,
@@ -171,7 +175,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
     public var description: String {
         let f = faults.map { "\($0.at.milliseconds - Scenario.start.milliseconds)ms \($0.fault)" }.joined(separator: "; ")
         return "nodes=\(nodes) (\(initialNodes) initial) quorum=\(quorum.rawValue) loss=\(lossRate) dup=\(duplicateRate) "
-            + "delay=\(minDelay)-\(maxDelay)ms peers=\(peers) torrents=\(torrents) "
+            + "delay=\(minDelay)-\(maxDelay)ms peers=\(peers)\(httpPeers > 0 ? " (\(httpPeers) over HTTP)" : "") torrents=\(torrents) "
             + "faults-until=\(faultEnd.milliseconds - Scenario.start.milliseconds)ms drift=\(clockDrift) "
             + "interval=\(announceInterval)s faults=[\(f)]" + (adversary.map { " adversary=\($0)" } ?? "")
             + (operatorActions.isEmpty ? "" : " operator=[\(operatorActions.map(\.description).joined(separator: "; "))]")

@@ -25,6 +25,7 @@ extension Scenario {
             "settle=\(settle.value)", "drift=\(clockDrift.map(String.init).joined(separator: ","))",
             "interval=\(announceInterval)", "timeout=\(peerTimeout.value)", "fragments=\(fragmentBytes)", "corrupt=\(corruptRate)",
         ]
+        if httpPeers > 0 { words.append("http=\(httpPeers)") }
         if let a = adversary { words.append("adversary=\(a.kind.rawValue)/\(a.every.value)") }
         if redeliveryRate > 0 { words.append("redelivery=\(redeliveryRate)") }
         if let l = liveness {
@@ -121,6 +122,7 @@ extension Scenario {
                 s.minDelay = Int64(try int(p[0])); s.maxDelay = Int64(try int(p[1]))
                 guard s.minDelay >= 1, s.maxDelay >= s.minDelay else { throw bad() }
             case "peers": s.peers = try int(Substring(value))
+            case "http": s.httpPeers = try int(Substring(value))
             case "torrents": s.torrents = try int(Substring(value)); guard s.torrents >= 1 else { throw bad() }
             case "until": s.faultEnd = Scenario.start + Milliseconds(Int64(try int(Substring(value))))
             case "settle": s.settle = Milliseconds(Int64(try int(Substring(value))))
@@ -182,6 +184,7 @@ extension Scenario {
         for a in s.operatorActions where a.slot >= s.nodes {
             throw ScenarioLineError("operator action names slot \(a.slot) beyond nodes=\(s.nodes)")
         }
+        guard s.httpPeers <= s.peers else { throw ScenarioLineError("http=\(s.httpPeers) is more than peers=\(s.peers)") }
         guard s.joiningNodes < s.nodes else { throw ScenarioLineError("every node joins later: none starts the cluster") }
         if let l = s.liveness {
             guard (l.core + l.down).allSatisfy({ $0 < s.nodes }) else {

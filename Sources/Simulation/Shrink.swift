@@ -101,7 +101,8 @@ public enum Shrinker {
         variant("no clock drift") { $0.clockDrift = Array(repeating: 0, count: s.nodes) }
         variant("less delay") { $0.maxDelay = s.minDelay + (s.maxDelay - s.minDelay) / 2 }
         variant("half the loss") { $0.lossRate = (s.lossRate * 50).rounded(.down) / 100 }
-        if s.peers > 1 { variant("a peer fewer") { $0.peers -= 1 } }
+        if s.peers > 1 { variant("a peer fewer") { $0.peers -= 1; $0.httpPeers = min($0.httpPeers, $0.peers) } }
+        if s.httpPeers > 0 { variant("an HTTP peer fewer") { $0.httpPeers -= 1 } }
         if s.torrents > 1 { variant("a torrent fewer") { $0.torrents -= 1 } }
         for i in s.faults.indices {
             if case .slow(let n, let d) = s.faults[i].fault, d > 1 {

@@ -265,10 +265,8 @@ extension Simulator: NodeExecutor {
         queue.push(now + network.delay(slot), .reply(p, bytes))
     }
 
-    /// The simulator opens no HTTP exchange yet (its peers speak BEP 15): an answer to
-    /// one is an answer to a request nobody sent.
     package mutating func answerHTTP(_ response: TrackerResponse, exchange: HTTPExchangeID) {
-        fail("s\(actingSlot) answered \(exchange), which no peer opened")
+        answerHTTPExchange(response, exchange: exchange, from: actingSlot)
     }
 
     package mutating func store(_ write: StoreWrite) {

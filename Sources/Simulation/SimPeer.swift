@@ -22,6 +22,20 @@ struct SimPeer {
     var announceReplies = 0
     var errors: [String] = []
     var wakeAt: Instant?
+    /// An HTTP client (`HTTPPeers.swift`): it asks one node at a time, over a connection,
+    /// instead of multicasting datagrams.
+    var http = false
+    /// The node slot it asks next (a client of the floating address reaches whichever
+    /// host holds it): kept while answered, moved on after a refusal or a timeout.
+    var httpTarget = 0
+    var httpOutstanding: HTTPOutstanding?
+
+    struct HTTPOutstanding {
+        var exchange: UInt64
+        var request: HTTPTrackerRequest
+        var slot: Int
+        var sentAt: Instant
+    }
 
     struct Outstanding {
         var request: TrackerRequest
@@ -69,15 +83,7 @@ struct SimPeer {
             if rng.chance(0.15) {
                 request = .scrape(ScrapeRequest(connectionID: cid, transactionID: tid, infoHashes: [infoHash]))
             } else {
-                var event = AnnounceEvent.none
-                if !started {
-                    event = .started
-                } else if left > 0 && rng.chance(0.15) {
-                    left = 0
-                    event = .completed
-                } else if rng.chance(0.05) {
-                    event = .stopped
-                }
+                let event = nextEvent(&rng)
                 request = .announce(AnnounceRequest(
                     connectionID: cid, transactionID: tid, infoHash: infoHash, peerID: peerID,
                     downloaded: Int64(rng.below(1000)), left: left, uploaded: Int64(rng.below(1000)), event: event,
@@ -94,6 +100,27 @@ struct SimPeer {
     mutating func remember(_ tid: UInt32) {
         answered.append(tid)
         if answered.count > 16 { answered.removeFirst() }
+    }
+
+    /// Checks an announce's answer, whichever protocol carried it.
+    mutating func announceAnswered(_ event: AnnounceEvent, _ r: AnnounceResponse, now: Instant) -> String? {
+        if r.peers.contains(endpoint) { return "peer p\(index) was given itself as a peer" }
+        if event != .stopped && r.seeders + r.leechers == 0 { return "announce reply to p\(index) counts no peer" }
+        if event == .stopped { started = false } else { started = true }
+        lastAnnounceReply = now
+        announceReplies += 1
+        return nil
+    }
+
+    /// The next announce's event, as a client's lifecycle goes: started, then completed
+    /// once, sometimes stopped.
+    mutating func nextEvent(_ rng: inout SeededGenerator) -> AnnounceEvent {
+        if !started { return .started }
+        if left > 0 && rng.chance(0.15) {
+            left = 0
+            return .completed
+        }
+        return rng.chance(0.05) ? .stopped : .none
     }
 
     var nextDeadline: Instant? { outstanding.map { $0.sentAt + Self.retransmitAfter($0.attempt) } }
@@ -115,11 +142,7 @@ struct SimPeer {
             connectionID = r.connectionID
             connectedAt = now
         case (.announce(let a), .announce(let r)):
-            if r.peers.contains(endpoint) { return "peer p\(index) was given itself as a peer" }
-            if a.event != .stopped && r.seeders + r.leechers == 0 { return "announce reply to p\(index) counts no peer" }
-            if a.event == .stopped { started = false } else { started = true }
-            lastAnnounceReply = now
-            announceReplies += 1
+            if let v = announceAnswered(a.event, r, now: now) { return v }
         case (.scrape(let s), .scrape(let r)):
             if r.entries.count != s.infoHashes.count { return "scrape reply to p\(index) has \(r.entries.count) entries" }
         case (.announce, .error(let e)) where e.message == AccessPolicy.notAllowedMessage || e.message == AccessPolicy.deniedMessage

@@ -44,6 +44,10 @@ enum SimEvent {
     /// socket dies with the process.
     case peerDatagram(Int, ByteBuffer, PeerEndpoint, backlogOf: UInt64? = nil)
     case reply(Int, ByteBuffer)
+    /// An HTTP request reaches the node slot its peer asked (`HTTPPeers.swift`).
+    case httpRequest(Int, UInt64)
+    /// An HTTP answer reaches its peer; nil: its connection failed.
+    case httpReply(Int, UInt64, TrackerResponse?)
     /// The host tells a node process its peer sends failed (`NodeEvent.peerSendFailed`).
     case peerSendFailed(Int, process: UInt64)
     /// The host's broker connection came up again after a fault that cut it
@@ -142,6 +146,9 @@ public struct Simulator {
     var events = 0
     var commits = 0
     var acknowledged = 0
+    /// HTTP exchanges by number (`HTTPPeers.swift`), and the last number given.
+    var httpExchanges: [UInt64: HTTPExchange] = [:]
+    var nextExchange: UInt64 = 0
 
     public init(scenario: Scenario, trace: Bool = false) {
         self.scenario = scenario
@@ -364,6 +371,10 @@ public struct Simulator {
             step(s, outcome, label: "store: \(outcome)")
         case .reply(let p, let bytes):
             peerReceives(bytes, peer: p)
+        case .httpRequest(let s, let exchange):
+            deliverHTTP(exchange, to: s)
+        case .httpReply(let p, let exchange, let response):
+            httpReplyReaches(p, exchange: exchange, response)
         case .peerSendFailed(let s, let process):
             slots[s].sendFailureReported = false
             guard slots[s].inspect({ $0.incarnation }) == process else { return }
@@ -412,8 +423,8 @@ extension SimEvent {
     var slot: Int? {
         switch self {
         case .tick(let s), .cluster(let s, _, _, _, _, _), .peerDatagram(let s, _, _, _), .store(let s, _, _),
-             .peerSendFailed(let s, _), .brokerConnected(let s, _): return s
-        case .reply, .redeliver, .peerWake, .fault, .endFaults, .adversaryWake, .operatorAction, .checkHeld, .checkHeirReads: return nil
+             .peerSendFailed(let s, _), .brokerConnected(let s, _), .httpRequest(let s, _): return s
+        case .reply, .httpReply, .redeliver, .peerWake, .fault, .endFaults, .adversaryWake, .operatorAction, .checkHeld, .checkHeirReads: return nil
         }
     }
 }

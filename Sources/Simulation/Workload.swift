@@ -36,7 +36,12 @@ struct Workload {
         let hashes = (0..<scenario.torrents).map { _ in InfoHash(a: rng.next(), b: rng.next(), c: 0) }
         swarmHashes = hashes
         for i in 0..<scenario.peers {
-            let p = SimPeer(index: i, infoHash: hashes[i % hashes.count], rng: &rng)
+            var p = SimPeer(index: i, infoHash: hashes[i % hashes.count], rng: &rng)
+            // The last ones speak HTTP, each first asking a node of its own.
+            if i >= scenario.peers - scenario.httpPeers {
+                p.http = true
+                p.httpTarget = i % max(scenario.initialNodes, 1)
+            }
             peerByEndpoint[p.endpoint] = i
             peers.append(p)
             queue.push(now + Milliseconds(Int64(1500 + rng.below(3000))), .peerWake(i))
@@ -86,6 +91,12 @@ struct Workload {
 extension Simulator {
     /// A peer's turn: it sends what it must (the host multicasts it) and sleeps again.
     mutating func peerTurn(_ p: Int) {
+        if workload.peers[p].http {
+            guard workload.peers[p].wakeAt.map({ $0 <= now }) != false else { return }
+            workload.peers[p].wakeAt = nil
+            if !workload.draining { httpTurn(p) }
+            return
+        }
         let (due, sent) = workload.turn(p, now: now, rng: &rng)
         guard due else { return }
         if let sent {

@@ -250,6 +250,9 @@ enum ConfigFile {
         # --- peers: where they send their requests
         udp = ["0.0.0.0:6969", "[::]:6969"]   # every IPv4 and IPv6 address
         # threads = 2                         # serving threads, one SO_REUSEPORT socket each per address
+        # http-tracker = ["0.0.0.0:6969", "[::]:6969"]   # HTTP announces and scrapes (BEP 3, BEP 48) on TCP
+        # http-tracker-cert-file = "/etc/tracker/https.pem"   # HTTPS, read again on SIGHUP (with http-tracker-key-file)
+        # trusted-proxies = "127.0.0.1"       # a reverse proxy whose X-Forwarded-For names the client
 
         # --- registered torrents and the access policy, kept across restarts
         db = "/var/lib/tracker/tracker.sqlite"
@@ -303,6 +306,7 @@ enum ConfigFile {
         # group = ["239.255.42.99:6969", "[ff15::42]:6969"]  # both families: one group (vip, floating) each
         interface = "eth0"                # the interface the group is joined on
         # vip = "10.0.0.100:6969"         # with group, instead of floating: a shared address delivered through the group's MAC
+        http-tracker = "10.0.0.100:6969"  # HTTP announces (BEP 3) on the floating address's TCP port; only its holder accepts
 
         # --- cluster
         id = "1"                          # unique per node: 1, 2, 3 (the highest live id is master)

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Runs inside the client network namespace of vip_netns.py: a python3-libtorrent
-seeder and leechers that know the tracker only as udp://VIP:PORT. Talks to the
+seeder and leechers that know the tracker only as udp://VIP:PORT (or the tracker URL
+given instead, such as http://VIP:PORT/announce; a third argument moves the seeder's
+and leechers' ports from 41000 up to start there). Talks to the
 orchestrator over stdin/stdout: prints `READY <info hash> <.torrent path> <sha1 of the
 payload>` (the file is for the other clients), then for each `leech` line it reads,
 starts a fresh leecher and prints `DONE <seconds>` or `FAILED <why>` (`leech SECONDS`:
@@ -17,6 +19,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from common import lt_session, seeded_torrent  # noqa: E402
 
 CLIENT_IP, TRACKER = sys.argv[1], sys.argv[2]
+URL = TRACKER if "://" in TRACKER else f"udp://{TRACKER}/announce"
+BASE_PORT = int(sys.argv[3]) if len(sys.argv) > 3 else 41000
 
 
 def session(port):
@@ -26,8 +30,8 @@ def session(port):
 def main():
     work = tempfile.mkdtemp(prefix="lt-vip-")
     seed_dir = os.path.join(work, "seed")
-    info, payload = seeded_torrent(lt, seed_dir, f"udp://{TRACKER}/announce", v1_only=True)
-    seeder = session(41000)
+    info, payload = seeded_torrent(lt, seed_dir, URL, v1_only=True)
+    seeder = session(BASE_PORT)
     seeder.add_torrent({"ti": info, "save_path": seed_dir, "flags": lt.torrent_flags.seed_mode})
     torrent_path = os.path.join(work, "payload.torrent")
     with open(torrent_path, "wb") as f:
@@ -44,7 +48,7 @@ def main():
         leech_dir = os.path.join(work, f"leech{n}")
         os.makedirs(leech_dir)
         started = time.time()
-        leecher = session(41000 + n)
+        leecher = session(BASE_PORT + n)
         handle = leecher.add_torrent({"ti": lt.torrent_info(info), "save_path": leech_dir})
         deadline = started + limit
         while time.time() < deadline and not handle.status().is_seeding:

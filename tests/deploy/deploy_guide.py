@@ -17,9 +17,10 @@ the configuration the guide wrote.
 Checked:
 1. exactly one node answers /api/health with 200 and its host holds the floating address;
 2. libtorrent, aria2 and Transmission each complete a download through
-   udp://10.0.0.100:6969 before `kill -9` of the master, after it (the failover time is
-   measured with BEP 15 connects sent every 50 ms from the moment of the kill) and after
-   a restart of the broker;
+   udp://10.0.0.100:6969 before `kill -9` of the master and after a restart of the broker,
+   and through http://10.0.0.100:6969/announce (the HTTP tracker on the floating address)
+   before the kill and after it (the failover time is measured with BEP 15 connects sent
+   every 50 ms from the moment of the kill);
 3. a fourth node given a CA other than the broker's, by the same guide block, refuses
    the broker, says why in /api/node, stays alive and never joins.
 
@@ -299,12 +300,14 @@ def kill_master(master, hosts):
 
 
 class Downloads:
-    """A libtorrent seeder in the client host, and a round of three leechers."""
+    """A libtorrent seeder in the client host, of a torrent announcing to `url`, and a
+    round of three leechers."""
 
-    def __init__(self):
+    def __init__(self, url, base_port):
+        self.url = url
         self.peer = subprocess.Popen(["ip", "netns", "exec", CLIENT, "/usr/bin/python3",
                                       os.path.join(ROOT, "tests", "cluster", "_lt_vip_peer.py"),
-                                      ADDRESSES[CLIENT], f"{FLOATING}:{PORT}"],
+                                      ADDRESSES[CLIENT], url, str(base_port)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         ready = self.peer.stdout.readline().split()
         if not ready or ready[0] != "READY":
@@ -337,7 +340,7 @@ class Downloads:
             for c in others:
                 c.stop()
                 shutil.rmtree(c.work, ignore_errors=True)
-        log(f"{label}: " + ", ".join(f"{name} {t:.1f} s" for name, t in times.items()))
+        log(f"{label} through {self.url}: " + ", ".join(f"{name} {t:.1f} s" for name, t in times.items()))
         return times
 
     def stop(self):
@@ -405,7 +408,7 @@ def main(unicast=False):
 def run(deb, blocks, work):
     namespaces = [CLIENT, TRANSMISSION, ARIA2, BROKER, *NODES.values(), ROGUE, SWITCH]
     broker_env = None
-    hosts, rogue, downloads = [], None, None
+    hosts, rogue, downloads, http_downloads = [], None, None, None
     ok = False
     try:
         lan(namespaces)
@@ -432,14 +435,17 @@ def run(deb, blocks, work):
         checks = [run_block("check", blocks["check"], h.ns, h.root, h.copied).strip() for h in hosts]
         log(f"master {master.node_id} serves and holds {FLOATING}; the guide's check on each host: {checks}")
 
-        downloads = Downloads()
+        downloads = Downloads(f"udp://{FLOATING}:{PORT}/announce", 41000)
         downloads.round("before kill -9 of the master", hosts)
+        # The same three clients over the HTTP tracker on the floating address's TCP port.
+        http_downloads = Downloads(f"http://{FLOATING}:{PORT}/announce", 42000)
+        http_downloads.round("before kill -9 of the master", hosts)
 
         failover, new_master = kill_master(master, hosts)
         survivors = [h for h in hosts if h is not master]
         log(f"kill -9 of master {master.node_id}: first reply through {FLOATING} after {failover:.1f} s, "
             f"from the host of node {new_master.node_id}")
-        downloads.round("after kill -9 of the master", hosts)
+        http_downloads.round("after kill -9 of the master", hosts)
 
         log(activemq("restart", env=broker_env, netns=BROKER))
         deadline = time.time() + 30
@@ -478,8 +484,9 @@ def run(deb, blocks, work):
             f"holds nothing (role {node['role']})")
         ok = True
     finally:
-        if downloads:
-            downloads.stop()
+        for d in (downloads, http_downloads):
+            if d:
+                d.stop()
         tear_down_hosts(hosts + ([rogue] if rogue else []), ok, [(broker_env, BROKER)] if broker_env else [], namespaces, work)
 
 

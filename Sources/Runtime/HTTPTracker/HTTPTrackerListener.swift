@@ -78,7 +78,9 @@ public final class HTTPTrackerListener: Sendable {
         do {
             for endpoint in settings.binds {
                 let v4 = endpoint.ip.family == .v4
-                let bootstrap = ServerBootstrap(group: group)
+                // Beside an IPv4 address, `[::]` serves IPv6 alone (both bind, as `--udp` does).
+                let v6Only = !v4 && settings.binds.contains { $0.ip.family == .v4 }
+                var bootstrap = ServerBootstrap(group: group)
                     .serverChannelOption(.backlog, value: 1024)
                     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                     .serverChannelOption(.socket(SocketOptionLevel(v4 ? IPPROTO_IP : IPPROTO_IPV6),
@@ -93,6 +95,10 @@ public final class HTTPTrackerListener: Sendable {
                             try sync.addHandler(HTTPTrackerConnection(backend: backend, proxies: proxies, limits: limits, counters: counters))
                         }
                     }
+                if !v4 {
+                    bootstrap = bootstrap.serverChannelOption(.socket(SocketOptionLevel(IPPROTO_IPV6), SocketOptionName(IPV6_V6ONLY)),
+                                                              value: v6Only ? 1 : 0)
+                }
                 let channel = try await bootstrap.bind(to: endpoint.socketAddress()).get()
                 channels.append(channel)
                 bound.append(channel.localAddress.flatMap(PeerEndpoint.init) ?? endpoint)

@@ -88,6 +88,13 @@ public struct HTTPAnnounce: Hashable, Sendable {
     /// The address the client says it has (`ip`), used only from trusted sources.
     public var announcedIP: [UInt8]?
 
+    public init(infoHash: InfoHash, peerID: PeerID, port: UInt16, uploaded: Int64, downloaded: Int64, left: Int64,
+                event: AnnounceEvent, numWant: Int?, key: [UInt8]?, compact: Bool, noPeerID: Bool, announcedIP: [UInt8]?) {
+        self.infoHash = infoHash; self.peerID = peerID; self.port = port
+        self.uploaded = uploaded; self.downloaded = downloaded; self.left = left; self.event = event
+        self.numWant = numWant; self.key = key; self.compact = compact; self.noPeerID = noPeerID; self.announcedIP = announcedIP
+    }
+
     /// Decodes an announce's query; the error names the parameter.
     public static func decode(query: some Collection<UInt8>) -> Result<HTTPAnnounce, HTTPQueryError> {
         let pairs: [(name: [UInt8], value: [UInt8])]
