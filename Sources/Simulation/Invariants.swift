@@ -17,6 +17,9 @@ extension Simulator {
             for (s, gen) in checker.appliedBy[ref] ?? [:] { holders[s] = gen }
         }
         holders[slot] = slots[slot].generation
+        if checker.prematureAck(of: request, by: key, in: hash, recent: node.replica.retained.suffix(StateChecker.recentCommits)) {
+            return fail("s\(slot) answered p\(p)'s announce \(request.tid) before a transaction carrying it committed")
+        }
         if let (ref, announce) = carried {
             checker.acknowledged(key, infoHash: hash, ref: ref, at: announce.at, stopped: announce.event == .stopped,
                                  holders: holders, request: request, now: now)

@@ -59,6 +59,7 @@ public struct StateChecker: Sendable {
         }
 
         init(_ r: PeerRecord) { self.init(uploaded: r.uploaded, downloaded: r.downloaded, left: r.left, port: r.endpoint.port) }
+        init(_ a: Announce) { self.init(uploaded: a.uploaded, downloaded: a.downloaded, left: a.left, port: a.endpoint.port) }
     }
 
     let quorum: QuorumMode
@@ -101,6 +102,8 @@ public struct StateChecker: Sendable {
     /// Requests sent while no node served (first such send), and when each request was
     /// last answered by anyone.
     var unservedSends: [RequestKey: Instant] = [:]
+    /// The values each announce sent (`requestByValues` the other way).
+    var valuesSent: [RequestKey: AnnouncedValues] = [:]
     var answeredAt: [RequestKey: Instant] = [:]
     /// Which node process last answered each request (errors aside), and when.
     var answeredBy: [RequestKey: Answerer] = [:]
@@ -141,8 +144,26 @@ public struct StateChecker: Sendable {
     /// A peer sent an announce with these values.
     mutating func announceSent(by key: PeerKey, values: AnnouncedValues, request: RequestKey, at now: Instant) {
         requestByValues[key, default: [:]][values] = request
+        valuesSent[request] = values
         if sentTimes[request] == nil { sentTimes[request] = now }
     }
+
+    /// Whether acknowledging `request` now is premature: the announce the peer sent in it
+    /// is in none of the acknowledging master's last `recentCommits` transactions
+    /// (`recent`, newest last), which hold the one that carried it (its answer is
+    /// performed after the step that committed it, and a step commits few). An announce
+    /// answered before the transaction carrying it committed fails here, over either
+    /// protocol. Values not known (a request beyond this run's memory) are not judged.
+    func prematureAck(of request: RequestKey, by key: PeerKey, in infoHash: InfoHash, recent: ArraySlice<Transaction>) -> Bool {
+        guard let sent = valuesSent[request] else { return false }
+        return !recent.contains { tx in
+            tx.updates.contains { u in
+                if case .announce(let a) = u { a.infoHash == infoHash && a.key == key && AnnouncedValues(a) == sent } else { false }
+            }
+        }
+    }
+
+    static let recentCommits = 16
 
     /// A node read a peer's request (a copy, a retransmission or a duplicate: the last read
     /// is the latest time a node may have stamped it with).
