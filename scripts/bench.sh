@@ -6,11 +6,19 @@
 # response, peak RSS and the ratios.
 # Usage: scripts/bench.sh [--seconds S] [--rounds N] [--warmup S] [--broker-settle S] [--concurrency 64,256,1024,2048]
 #                         [--threads 1,2] [--smoke] [--json FILE] [--skip-cluster]
+#        scripts/bench.sh --http [--seconds S] [--rounds N] [--concurrency 64,256] [--threads 1,2] [--cluster] [--smoke]
+#   --http: the HTTP tracker against opentracker's HTTP listener, under `tracker bench --http`
+#   and wrk (tests/bench/http_bench.py); --cluster adds a 3-node cluster's CPU per announce
+#   over HTTP and UDP, each against standalone's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh  # opentracker and ActiveMQ among what it installs
 if [ -z "${TRACKER_BIN:-}" ]; then
   swift build -c release --product tracker >/dev/null
   export TRACKER_BIN="$PWD/.build/release/tracker"
+fi
+if [ "${1:-}" = --http ]; then
+  shift
+  exec /usr/bin/python3 tests/bench/http_bench.py "$@"
 fi
 exec /usr/bin/python3 tests/bench/suite.py "$@"

@@ -17,7 +17,7 @@
 # scripts/start.sh). --cluster: that and a local broker (scripts/cluster.sh).
 set -euo pipefail
 packages=(libsqlite3-dev python3-libtorrent activemq iproute2 curl nftables iptables libnetfilter-queue-dev gcc chromium chromium-driver
-          python3-selenium transmission-cli aria2 opentracker dpkg-dev lintian keepalived openssl prometheus)
+          python3-selenium transmission-cli aria2 opentracker wrk dpkg-dev lintian keepalived openssl prometheus)
 case "${1:-}" in
   --standalone) packages=(libsqlite3-dev) ;;
   --cluster) packages=(libsqlite3-dev activemq iproute2 curl) ;;

@@ -211,6 +211,7 @@ else
   run_test "scripts/nemesis.sh ${NEMESIS_MINUTES:-1.5} --commit" 900 scripts/nemesis.sh "${NEMESIS_MINUTES:-1.5}" --commit --no-record
   # The benchmark suite, seconds long: it must run, its figures are not judged here.
   run_test "scripts/bench.sh --smoke" 300 /usr/bin/python3 tests/bench/suite.py --smoke
+  run_test "scripts/bench.sh --http --smoke" 120 /usr/bin/python3 tests/bench/http_bench.py --smoke
 fi
 passed=0; failed=0
 [ -f "$results/passed" ] && passed=$(wc -l < "$results/passed")

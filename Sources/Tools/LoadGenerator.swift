@@ -99,6 +99,11 @@ public enum LoadGenerator {
             runs.append(try await future.get())
         }
         try await pool.shutdownGracefully()
+        return merge(runs, config: config, torrents: hashes.count)
+    }
+
+    /// The runs of a generator's threads as one result.
+    static func merge(_ runs: [SocketRun], config: BenchConfig, torrents: Int) -> BenchResult {
         var latencies = runs.flatMap(\.latencies)
         latencies.sort()
         func percentile(_ p: Double) -> Int {
@@ -108,7 +113,7 @@ public enum LoadGenerator {
             target: config.target.description, seconds: runs.map(\.seconds).max() ?? 0, sent: runs.map(\.sent).reduce(0, +),
             responses: latencies.count, errorReplies: runs.map(\.errorReplies).reduce(0, +),
             invalidReplies: runs.map(\.invalidReplies).reduce(0, +), timeouts: runs.map(\.timeouts).reduce(0, +),
-            p50Micros: percentile(0.5), p99Micros: percentile(0.99), concurrency: config.concurrency, torrents: hashes.count)
+            p50Micros: percentile(0.5), p99Micros: percentile(0.99), concurrency: config.concurrency, torrents: torrents)
     }
 }
 

@@ -6,9 +6,11 @@ import TrackerTools
 
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "BEP 15 load generator: keeps many announces in flight and reports responses/s and latency.")
+        abstract: "BEP 15 (or, with --http, HTTP) load generator: keeps many announces in flight and reports responses/s and latency.")
 
     @Option(help: "The tracker to load, e.g. 127.0.0.1:6969.") var target: String = "127.0.0.1:6969"
+    @Flag(help: "Load an HTTP tracker (--target HOST:PORT) over keep-alive connections, --concurrency of them, one request in flight on each, spread over --sockets threads.")
+    var http = false
     @Option(help: "Seconds to measure.") var duration: Double = 10
     @Option(help: "Distinct info hashes announced.") var torrents: Int = 10000
     @Option(help: "Requests kept in flight.") var concurrency: Int = 256
@@ -109,7 +111,7 @@ struct Bench: AsyncParsableCommand {
             for h in config.infoHashes() { print(h.hex) }
             return
         }
-        let result = try await LoadGenerator.run(config)
+        let result = try await (http ? HTTPLoadGenerator.run(config) : LoadGenerator.run(config))
         print(result)
         print(result.json)
         if result.responses == 0 { throw ExitCode(1) }
