@@ -56,6 +56,8 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
     /// The operator data of the service that stopped, put back when it starts again (on
     /// the loop). Swarms are soft state: they are not kept.
     var keptCatalogue: Catalogue?
+    /// The HTTP tracker, once listening (on the loop): the status reads its counts.
+    var httpListener: HTTPTrackerListener?
 
     init(binds: [PeerEndpoint], threads: Int, config: TrackerConfig, connectionIDKeys: [SipHash24], group: EventLoopGroup, logger: Logger,
          metrics: NodeMetrics, repository: SQLiteRepository? = nil) {
@@ -99,15 +101,12 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         let web = try await WebListeners.start(dashboard, metrics: monitoring.metricsEndpoint,
                                                   after: { try await host.startService() }, undo: { await host.stopService() },
                                                   backend: host, group: group, logger: logger)
-        let http: HTTPTrackerListener?
-        do {
-            http = try await HTTPTrackerListener.start(httpTracker, backend: host, threads: threads, logger: logger)
-        } catch {
-            await web.stop()
-            await host.stopService()
-            throw error
+        let http = try await HTTPTrackerListener.start(httpTracker, backend: host, threads: threads, logger: logger,
+                                                       undo: { await web.stop(); await host.stopService() })
+        host.loop.execute {
+            host.httpListener = http
+            host.startTimers()
         }
-        host.loop.execute { host.startTimers() }
         monitoring.notifier?.feed(on: host.loop)
         monitoring.notifier?.ready(status: "standalone, serving udp \(host.boundList)" + (http.map { " and \($0.bound.map(\.description).joined(separator: ", "))" } ?? ""))
         let stopped = host.loop.makePromise(of: Int32.self)
@@ -273,6 +272,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
             s.replyCounts = (service?.stats.traffic ?? PeerTraffic()).replyCounts
         }
         s.uptimeMs = (WallClock.now() - startedAt).value
+        s.httpTracker = httpListener?.counts.byOutcome ?? [:]
         return s
     }
 

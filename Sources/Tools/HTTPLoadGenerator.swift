@@ -16,23 +16,7 @@ import TrackerLogic
 public enum HTTPLoadGenerator {
     public static func run(_ config: BenchConfig) async throws -> BenchResult {
         let hashes = config.infoHashes()
-        let threads = max(1, min(config.sockets, config.concurrency, LoadGenerator.maxSockets))
-        var parts: [HTTPLoadThread] = []
-        for i in 0..<threads {
-            var part = config
-            part.concurrency = config.concurrency / threads + (i < config.concurrency % threads ? 1 : 0)
-            part.seed = config.seed &+ UInt64(i)
-            parts.append(HTTPLoadThread(config: part, hashes: hashes))
-        }
-        let pool = NIOThreadPool(numberOfThreads: threads)
-        pool.start()
-        let loop = MultiThreadedEventLoopGroup.singleton.next()
-        var runs: [SocketRun] = []
-        for future in parts.map({ part in pool.runIfActive(eventLoop: loop) { part.run() } }) {
-            runs.append(try await future.get())
-        }
-        try await pool.shutdownGracefully()
-        return LoadGenerator.merge(runs, config: config, torrents: hashes.count)
+        return try await LoadGenerator.run(config, hashes: hashes) { part in HTTPLoadThread(config: part, hashes: hashes) }
     }
 }
 
@@ -40,7 +24,7 @@ public enum HTTPLoadGenerator {
 ///
 /// Invariants: each connection has at most one request in flight; `run` is called once,
 /// on one thread, and closes every descriptor it opened.
-final class HTTPLoadThread: @unchecked Sendable {
+final class HTTPLoadThread: BenchThread, @unchecked Sendable {
     private struct Connection {
         var fd: Int32 = -1
         var sentAt: UInt64 = 0

@@ -82,14 +82,19 @@ public enum LoadGenerator {
 
     public static func run(_ config: BenchConfig) async throws -> BenchResult {
         let hashes = config.infoHashes()
+        return try await run(config, hashes: hashes) { part in try LoadSocket(config: part, hashes: hashes) }
+    }
+
+    /// Splits `config` over `config.sockets` threads (slots as evenly as they go; each
+    /// thread draws its own requests from a seed of its own), runs them, and merges them.
+    static func run<T: BenchThread>(_ config: BenchConfig, hashes: [InfoHash], making make: (BenchConfig) throws -> T) async throws -> BenchResult {
         let sockets = max(1, min(config.sockets, config.concurrency, maxSockets))
-        var parts: [LoadSocket] = []
+        var parts: [T] = []
         for i in 0..<sockets {
             var part = config
-            // Slots split as evenly as they go; each source draws its own requests.
             part.concurrency = config.concurrency / sockets + (i < config.concurrency % sockets ? 1 : 0)
             part.seed = config.seed &+ UInt64(i)
-            parts.append(try LoadSocket(config: part, hashes: hashes))
+            parts.append(try make(part))
         }
         let pool = NIOThreadPool(numberOfThreads: sockets)
         pool.start()
@@ -117,6 +122,11 @@ public enum LoadGenerator {
     }
 }
 
+/// One thread of a generator: `run` is called once, on a thread of its own.
+protocol BenchThread: Sendable {
+    func run() -> SocketRun
+}
+
 /// What one source socket measured; `LoadGenerator.run` merges them.
 struct SocketRun: Sendable {
     var seconds: Double
@@ -137,7 +147,7 @@ struct SocketRun: Sendable {
 /// two cores a generator that costs more than its target measures itself.
 ///
 /// Invariants: `run` is called once, on one thread; the socket is closed when it returns.
-final class LoadSocket: @unchecked Sendable {
+final class LoadSocket: BenchThread, @unchecked Sendable {
     private struct Slot {
         var generation: UInt32 = 0
         var sentAt: UInt64 = 0

@@ -250,7 +250,7 @@ enum ConfigFile {
         # --- peers: where they send their requests
         udp = ["0.0.0.0:6969", "[::]:6969"]   # every IPv4 and IPv6 address
         # threads = 2                         # serving threads, one SO_REUSEPORT socket each per address
-        # http-tracker = ["0.0.0.0:6969", "[::]:6969"]   # HTTP announces and scrapes (BEP 3, BEP 48) on TCP
+        http-tracker = ["0.0.0.0:6969", "[::]:6969"]     # HTTP announces and scrapes (BEP 3, BEP 48), on TCP
         # http-tracker-cert-file = "/etc/tracker/https.pem"   # HTTPS, read again on SIGHUP (with http-tracker-key-file)
         # trusted-proxies = "127.0.0.1"       # a reverse proxy whose X-Forwarded-For names the client
 

@@ -3,7 +3,9 @@
 --http-tracker` standalone, under the same load from two generators: `tracker bench --http`
 (keep-alive connections, one announce in flight on each, one scrape of 5 hashes per 100
 requests) and wrk (Debian's HTTP load generator, a Lua script drawing the same torrents and
-peers). Rounds alternate the targets; each figure is the median over the rounds. For each
+peers), wrk also with a connection per request (`Connection: close`): opentracker's
+listener closes every connection after its answer, so under keep-alive load its figures
+include a TCP handshake per response that ours do not. Rounds alternate the targets; each figure is the median over the rounds. For each
 target, generator and concurrency it prints responses/s, p50/p99 latency (tracker bench's;
 wrk's own) and CPU microseconds per response (utime + stime of the serving process from
 /proc), then the ratios the issue asks for: responses/s against opentracker, and CPU per
@@ -157,7 +159,8 @@ def measure(target, generator, seconds, concurrency, script):
         result = {"responses": r["responses"], "rps": r["responses_per_second"], "p50_us": r["p50_us"], "p99_us": r["p99_us"],
                   "failures": r["error_replies"] + r["invalid_replies"] + r["timeouts"]}
     else:
-        out = subprocess.run(["wrk", "-t", "1", "-c", str(concurrency), "-d", f"{max(1, round(seconds))}s", "--latency", "-s", script,
+        close = ["-H", "Connection: close"] if generator == "wrk, close" else []
+        out = subprocess.run(["wrk", "-t", "1", "-c", str(concurrency), "-d", f"{max(1, round(seconds))}s", "--latency", "-s", script, *close,
                               f"http://{host}:{target.port}"], capture_output=True, text=True, timeout=seconds + 60)
         m = re.search(r"(\d+) requests in ([\d.]+)s", out.stdout)
         if out.returncode != 0 or not m:
@@ -219,7 +222,9 @@ def main():
     if a.smoke:
         a.seconds, a.rounds, a.concurrency, a.threads = 2, 1, "64", "1"
     levels = [int(c) for c in a.concurrency.split(",")]
-    generators = ["tracker bench"] + (["wrk"] if shutil.which("wrk") else [])
+    # "wrk, close": a connection per request, as opentracker's listener (no keep-alive)
+    # serves every request anyway: both then pay a TCP handshake per response.
+    generators = ["tracker bench"] + (["wrk", "wrk, close"] if shutil.which("wrk") else [])
     if not shutil.which("wrk"):
         print("wrk is not installed (scripts/setup.sh installs it): tracker bench --http only", flush=True)
     work = tempfile.mkdtemp(prefix="http-bench-")
@@ -242,12 +247,12 @@ def main():
                         results.setdefault((t.name, generator, c), []).append(measure(t, generator, a.seconds, c, script))
         print(f"\nHTTP tracker benchmark: {TORRENTS} torrents × {PEERS_PER_TORRENT} peers, num_want 50, a scrape per 100 "
               f"requests; {a.seconds:g} s × {a.rounds} rounds (medians)", flush=True)
-        print(f"{'target':45} {'generator':14} {'conns':>5} {'responses/s':>12} {'p50 µs':>8} {'p99 µs':>8} {'CPU µs/resp':>12} {'failures':>8}")
+        print(f"{'target':45} {'generator':16} {'conns':>5} {'responses/s':>12} {'p50 µs':>8} {'p99 µs':>8} {'CPU µs/resp':>12} {'failures':>8}")
         summary = {}
         for (name, generator, c), runs in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
             med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
             summary[f"{name} / {generator} / {c}"] = med
-            print(f"{name:45} {generator:14} {c:>5} {int(med['rps']):>12} {int(med['p50_us']):>8} {int(med['p99_us']):>8} "
+            print(f"{name:45} {generator:16} {c:>5} {int(med['rps']):>12} {int(med['p50_us']):>8} {int(med['p99_us']):>8} "
                   f"{med['cpu_us_per_response']:>12.1f} {int(med['failures']):>8}")
         for generator in generators:
             for c in levels:

@@ -12,9 +12,11 @@
 4. behind a reverse proxy: X-Forwarded-For names the peer only from --trusted-proxies;
 5. HTTPS: a client with the CA announces, one without it is refused; SIGHUP reads a new
    certificate, which the next connection gets;
-6. python3-libtorrent downloads 1 MiB through http://127.0.0.1:PORT/announce."""
+6. python3-libtorrent downloads 1 MiB through http://127.0.0.1:PORT/announce;
+7. /api/node and /metrics count the HTTP requests by outcome."""
 import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -343,11 +345,27 @@ def libtorrent_download(http, work):
     print(f"libtorrent downloaded 1 MiB through http://127.0.0.1:{http}/announce in {time.time() - started:.1f} s", flush=True)
 
 
+def counted(dashboard):
+    import json
+    import urllib.request
+    node = json.load(urllib.request.urlopen(f"http://127.0.0.1:{dashboard}/api/node", timeout=5))
+    counts = node.get("httpTracker", {})
+    if counts.get("announce", 0) < 10 or counts.get("not-found", 0) < 1 or counts.get("idle-closed", 0) < 1:
+        fail(f"/api/node must count HTTP requests by outcome: {counts}")
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{dashboard}/metrics", timeout=5).read().decode()
+    exported = re.search(r'^tracker_http_requests_total\{outcome="announce"\} ([\d.]+)$', metrics, re.M)
+    if not exported or float(exported.group(1)) < counts["announce"]:
+        lines = [line for line in metrics.splitlines() if "http_requests" in line]
+        fail(f"/metrics must export the HTTP counts: {lines}")
+    print(f"counted: {counts}", flush=True)
+
+
 def main():
     work = tempfile.mkdtemp(prefix="http-tracker-")
-    udp, http = free_udp_port(), free_tcp_port()
+    udp, http, dashboard = free_udp_port(), free_tcp_port(), free_tcp_port()
     idle, cap = 2, 24
     tracker = start_tracker(["--udp", f"127.0.0.1:{udp}", "--http-tracker", f"127.0.0.1:{http}", "--interval", "5",
+                             "--http", f"127.0.0.1:{dashboard}",
                              "--http-tracker-idle-timeout", str(idle), "--http-tracker-max-connections", str(cap),
                              "--trusted-proxies", "127.0.0.2"], os.path.join(work, "tracker.log"))
     ok = False
@@ -358,6 +376,7 @@ def main():
         hostile(http, idle, cap)
         proxies(http)
         libtorrent_download(http, work)
+        counted(dashboard)
         https(work)
         if tracker.poll() is not None:
             fail("the tracker died")

@@ -26,6 +26,8 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
     let startedAt = WallClock.now()
     public let metrics: NodeMetrics
     let monitoring: MonitoringSettings
+    /// The HTTP tracker, once listening (on the loop): the status reads its counts.
+    var httpListener: HTTPTrackerListener?
     /// systemd has heard READY=1 (on the loop).
     var notifiedReady = false
 
@@ -51,15 +53,12 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         let web = try await WebListeners.start(dashboard, metrics: monitoring.metricsEndpoint,
                                                   after: { try await host.startService() }, undo: { await host.shutdown() },
                                                   backend: host, group: group, logger: logger)
-        let http: HTTPTrackerListener?
-        do {
-            http = try await HTTPTrackerListener.start(settings.httpTracker, backend: host, threads: HTTPTrackerListener.defaultThreads, logger: logger)
-        } catch {
-            await host.shutdown()
-            await web.stop()
-            throw error
+        let http = try await HTTPTrackerListener.start(settings.httpTracker, backend: host, threads: HTTPTrackerListener.defaultThreads,
+                                                       logger: logger, undo: { await host.shutdown(); await web.stop() })
+        host.loop.execute {
+            host.httpListener = http
+            host.startSampling()
         }
-        host.loop.execute { host.startSampling() }
         monitoring.notifier?.feed(on: host.loop)
         monitoring.notifier?.status("joining the cluster")
         let code = try await NodeLifecycle.run(logger: logger, reload: {
@@ -190,6 +189,7 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         await onLoop { [self] in
             var s = service?.status() ?? stoppedStatus()
             s.uptimeMs = (WallClock.now() - startedAt).value
+            s.httpTracker = httpListener?.counts.byOutcome ?? [:]
             return s
         } ?? stoppedStatus()
     }

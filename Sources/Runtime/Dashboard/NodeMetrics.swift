@@ -45,6 +45,10 @@ public final class NodeMetrics: Sendable {
         counters += Self.byTypeAndFamily(status.replyCounts).map {
             ("tracker_replies_total", $0.labels, $0.count, "Replies sent to peers, by type and address family")
         }
+        counters += status.httpTracker.sorted { $0.key < $1.key }.map {
+            ("tracker_http_requests_total", [("outcome", $0.key)], $0.value,
+             "HTTP tracker requests by outcome (closed connections included: idle-closed, flood-closed)")
+        }
         if cluster {
             counters += [
                 ("tracker_commits_total", [], status.commits, "Transactions committed as master"),

@@ -84,6 +84,9 @@ public struct NodeStatus: Codable, Sendable {
     /// (`ipv4`, `ipv6`): type → family → count.
     var requestCounts: [String: [String: Int]] = [:]
     var replyCounts: [String: [String: Int]] = [:]
+    /// The HTTP tracker's requests by outcome (`HTTPTrackerCounts.byOutcome`); empty
+    /// without `--http-tracker`.
+    var httpTracker: [String: Int] = [:]
     var commits = 0
     var aborts = 0
     /// Requests received while no master served that this node answered once it did.

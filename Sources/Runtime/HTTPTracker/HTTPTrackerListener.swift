@@ -18,6 +18,12 @@ public struct HTTPTrackerCounts: Sendable, Equatable {
     public var headsRefused = 0
     public var idleClosed = 0
     public var floodsClosed = 0
+
+    /// By outcome, as the status and `/metrics` name them.
+    public var byOutcome: [String: Int] {
+        ["announce": announces, "scrape": scrapes, "failure": failures, "not-found": notFound, "query-refused": queriesRefused,
+         "head-refused": headsRefused, "idle-closed": idleClosed, "flood-closed": floodsClosed]
+    }
 }
 
 final class HTTPTrackerCounters: Sendable {
@@ -52,11 +58,17 @@ public final class HTTPTrackerListener: Sendable {
 
     public var counts: HTTPTrackerCounts { counters.snapshot }
 
-    /// The listener `settings` asks for; nil without them.
-    package static func start(_ settings: HTTPTrackerSettings?, backend: HTTPTrackerBackend, threads: Int,
-                              logger: Logger) async throws -> HTTPTrackerListener? {
+    /// The listener `settings` asks for; nil without them. If it cannot listen, `undo`
+    /// (stopping what the host started before it) runs before the error is thrown.
+    package static func start(_ settings: HTTPTrackerSettings?, backend: HTTPTrackerBackend, threads: Int, logger: Logger,
+                              undo: () async -> Void) async throws -> HTTPTrackerListener? {
         guard let settings else { return nil }
-        return try await bind(settings, backend: backend, threads: threads, logger: logger)
+        do {
+            return try await bind(settings, backend: backend, threads: threads, logger: logger)
+        } catch {
+            await undo()
+            throw error
+        }
     }
 
     /// Binds every address of `settings` (IP_FREEBIND: a floating address may arrive
