@@ -385,11 +385,8 @@ extension StandaloneHost: HTTPTrackerBackend {
             service?.httpRequests &+= 1
             let exchange = HTTPExchangeID(service?.httpRequests ?? 0)
             guard let response = service?.tracker.receive(http: request, from: source, exchange: exchange, now: now) else { return refusal }
-            switch response {
-            case .error: service?.stats.errorReplies += 1
-            case .announce: service?.stats.replies += 1; service?.stats.announces += 1
-            default: service?.stats.replies += 1
-            }
+            // As a cluster node counts them (`ClusterService.answerHTTP`).
+            if case .announce = response { service?.stats.announces += 1 }
             return response
         }
         answer.succeed(response)

@@ -214,17 +214,19 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", default="64,256")
     parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--smoke", action="store_true", help="two seconds, one round, 64 connections: it must run")
+    parser.add_argument("--smoke", action="store_true", help="a second per measure, one round, 64 connections, keep-alive: it must run")
     parser.add_argument("--cluster", action="store_true",
                         help="also a 3-node cluster: its CPU per announce over HTTP and over UDP, each against standalone's")
     parser.add_argument("--json")
     a = parser.parse_args()
     if a.smoke:
-        a.seconds, a.rounds, a.concurrency, a.threads = 2, 1, "64", "1"
+        a.seconds, a.rounds, a.concurrency, a.threads = 1, 1, "64", "1"
     levels = [int(c) for c in a.concurrency.split(",")]
     # "wrk, close": a connection per request, as opentracker's listener (no keep-alive)
     # serves every request anyway: both then pay a TCP handshake per response.
     generators = ["tracker bench"] + (["wrk", "wrk, close"] if shutil.which("wrk") else [])
+    if a.smoke:
+        generators = generators[:2]
     if not shutil.which("wrk"):
         print("wrk is not installed (scripts/setup.sh installs it): tracker bench --http only", flush=True)
     work = tempfile.mkdtemp(prefix="http-bench-")

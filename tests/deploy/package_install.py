@@ -7,8 +7,8 @@ namespace, with apt and dpkg run in it for real.
    (`udp-tracker-cluster`, /usr/bin/tracker) install side by side: no file of one is in
    the other; apt does not take ours for an upgrade of theirs, nor theirs of ours.
 2. With no edit after `apt install`, the unit's ExecStart, as its User=, serves announces
-   on 127.0.0.1:6969 and [::1]:6969 (a network namespace of its own), the dashboard on
-   loopback.
+   on 127.0.0.1:6969 and [::1]:6969 (a network namespace of its own), and HTTP scrapes of
+   the same swarm on TCP 6969, the dashboard on loopback.
 3. The package's admin token (/etc/tracker/admin.token, root:tracker 0640) works for
    `tracker admin` run by a member of the group `tracker` without sudo and without naming
    it; a user outside the group cannot read it.
@@ -81,6 +81,8 @@ unshare --net sh -eu -c '
   h=0123456789abcdef0123456789abcdef01234567
   tracker client announce udp://127.0.0.1:6969 --info-hash $h --port 6881 | grep "seeders=1"
   tracker client announce "udp://[::1]:6969" --info-hash $h --port 6882 | grep "seeders=2"
+  echo "-- the HTTP tracker on TCP 6969, the same swarm"
+  curl -sf "http://127.0.0.1:6969/scrape?info_hash=%01%23%45%67%89%ab%cd%ef%01%23%45%67%89%ab%cd%ef%01%23%45%67" | grep -a "8:completei2e"
   echo "-- the admin token, as a member of the group tracker, without naming it"
   setpriv --reuid=opgroup --regid=tracker --init-groups tracker admin mode allow
   setpriv --reuid=opgroup --regid=tracker --init-groups tracker admin access | grep -qi "allow"

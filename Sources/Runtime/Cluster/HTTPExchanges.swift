@@ -69,11 +69,9 @@ extension ClusterService {
 
     package func answerHTTP(_ response: TrackerResponse, exchange: HTTPExchangeID) {
         guard let promise = httpExchanges.close(exchange) else { return }
-        switch response {
-        case .error: stats.errorReplies += 1
-        case .announce: stats.replies += 1; stats.announces += 1
-        default: stats.replies += 1
-        }
+        // Announces answered, over either protocol; the rest of HTTP's outcomes are the
+        // listener's counts (`tracker_http_requests_total`), not the datagrams'.
+        if case .announce = response { stats.announces += 1 }
         promise.succeed(response)
     }
 
