@@ -58,6 +58,13 @@ struct OfferProgress: Sendable {
 /// aborted).
 struct Master: NodeRole, Sendable {
     var queue = UpdateQueue()
+    /// Set while a master that just recovered takes the requests held while nobody served
+    /// (`TrackerNode.answerHeld`), so that they join the first transaction with what
+    /// recovery carried. Queued behind it instead, they waited its whole vote window, and
+    /// a first transaction that could not commit (28 % loss, a PREPARE in 121-byte
+    /// fragments) held them past the held-request bound until the one after it aborted
+    /// too (seed 14118223377148111).
+    var preparesDeferred = false
     var batchDeadline: Instant?
     var retryAfter: Instant?
     var inFlight: InFlight?
@@ -231,7 +238,7 @@ struct Master: NodeRole, Sendable {
     }
 
     mutating func tryPrepare(in ctx: inout NodeContext, _ now: Instant) {
-        guard inFlight == nil, !queue.isEmpty else { return }
+        guard inFlight == nil, !queue.isEmpty, !preparesDeferred else { return }
         if let r = retryAfter, now < r { return }
         guard queue.count >= ctx.config.batchMaxUpdates || now >= (batchDeadline ?? now) else { return }
         let items = queue.take(upTo: ctx.config.batchMaxUpdates)

@@ -400,9 +400,16 @@ public struct TrackerNode: Sendable {
             state = .recovering(Recovery.start(in: &ctx, now))
             dispatch(.tick, now)
         case .serve(var master, let syncing):
-            state = .modifying
-            master.begin(syncing: syncing, in: &ctx, now)
+            // What arrived while nobody served goes into the first transaction, beside
+            // what recovery carried (`Master.preparesDeferred`), rather than behind it.
+            master.preparesDeferred = true
             state = .master(master)
+            answerHeld(now)
+            guard case .master(var serving) = state else { return }
+            state = .modifying
+            serving.preparesDeferred = false
+            serving.begin(syncing: syncing, in: &ctx, now)
+            state = .master(serving)
         case .recoverAgain(let missed):
             guard case .master(var master) = state else { return }
             state = .modifying
