@@ -383,6 +383,13 @@ struct RandomizedScenarioTests {
         "seed=14118223377148111 nodes=5 quorum=live loss=0.28 dup=0.09 delay=4-24 peers=7 torrents=2 until=19000 settle=25000 "
             + "drift=0,0,0,141,0 interval=1800 timeout=3600000 fragments=121 corrupt=0.05 liveness=0+1+2+3+4 "
             + "faults=9501:partition:0+1,12118:heal,12752:partition:1+3,14867:join:4,17732:heal operator=",
+        // The same class, open since the sweep of 54920b2 (the line its generator drew): a
+        // 2-node live cluster under 15 % loss, a slowed node's held request past its bound
+        // behind the new master's first transaction.
+        "seed=97220440088151577 nodes=2 quorum=live loss=0.15 dup=0.1 delay=2-114 peers=7 torrents=3 until=23000 "
+            + "settle=25000 drift=-145,342 interval=1800 timeout=3600000 fragments=70 corrupt=0.0 liveness=0+1 "
+            + "faults=7293:store-fails:1,7862:store-heals:1,9883:slow:1:403,13053:partition:1,14844:slow:1:190,21994:heal "
+            + "operator=5658:register:1:0,8614:register:0:1",
     ])
     func formerFailureLines(line: String) throws {
         var sim = Simulator(scenario: try Scenario(line: line))
