@@ -82,7 +82,8 @@ unshare --net sh -eu -c '
   tracker client announce udp://127.0.0.1:6969 --info-hash $h --port 6881 | grep "seeders=1"
   tracker client announce "udp://[::1]:6969" --info-hash $h --port 6882 | grep "seeders=2"
   echo "-- the HTTP tracker on TCP 6969, the same swarm"
-  curl -sf "http://127.0.0.1:6969/scrape?info_hash=%01%23%45%67%89%ab%cd%ef%01%23%45%67%89%ab%cd%ef%01%23%45%67" | grep -a "8:completei2e"
+  curl -sf "http://127.0.0.1:6969/scrape?info_hash=%01%23%45%67%89%ab%cd%ef%01%23%45%67%89%ab%cd%ef%01%23%45%67" | grep -aq "8:completei2e"
+  echo "HTTP scrape on TCP 6969: complete 2"
   echo "-- the admin token, as a member of the group tracker, without naming it"
   setpriv --reuid=opgroup --regid=tracker --init-groups tracker admin mode allow
   setpriv --reuid=opgroup --regid=tracker --init-groups tracker admin access | grep -qi "allow"
