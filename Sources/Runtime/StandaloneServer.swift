@@ -313,6 +313,11 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         return await AccessListing.offLoop(catalogue, offset: offset, limit: limit)
     }
 
+    public func users(offset: Int, limit: Int) async -> UserListing? {
+        guard let access = service.withLockedValue({ $0?.tracker.store.catalogue.access }) else { return nil }
+        return await Task.detached { UserListing(access, offset: offset, limit: limit) }.value
+    }
+
     /// Applied on the loop, then (with `--db`) written before the operator is told it is
     /// done, by the one writer thread: queued from the loop right after the change applied,
     /// so changes reach the disk in the order they took effect, each with the catalogue as

@@ -175,7 +175,7 @@ public struct Coverage: Sendable, Equatable {
                                     .cutMasterSteppedDown, .claimLeftToLinkedNode, .silentVotersAwaitedEcho,
                                     .undecidedVoteRepeated, .lateVoteAnswered, .latePreparedReproposed, .mutedMasterSteppedDown,
                                     .silentLinkedVoterCountedNo, .divergedStateSetAside, .mergeSwarmsAlreadyHeld, .answeredWhileStartingRan,
-                                    .httpRequestServed, .httpRefusedNotServing, .httpRefusedLeavingOffice]
+                                    .httpRequestServed, .httpRefusedNotServing, .httpRefusedLeavingOffice, .userRefusedAtCommit]
         return node.map { ($0.description, 20) } + [(ProtocolPath.notInSyncVoteCounted.description, 1)]
             + SimPath.allCases.filter { ![.liveness3To6s, .liveness6To10s, .liveness10To15s].contains($0) }.map { ($0.description, 20) }
             + faultRolePairs.filter { required($0.0, $0.1) }.map { (name($0.0, $0.1), rare($0.0, $0.1) ? 5 : 20) }

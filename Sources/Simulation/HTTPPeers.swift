@@ -26,12 +26,13 @@ extension SimPeer {
     /// The request for this turn: an announce (its lifecycle as a BEP 15 peer's), or now
     /// and then a scrape.
     mutating func httpRequest(_ rng: inout SeededGenerator) -> HTTPTrackerRequest {
-        if started, rng.chance(0.15) { return .scrape([infoHash]) }
+        if started, rng.chance(0.15) { return .scrape([infoHash], key: trackerKey) }
         let event = nextEvent(&rng)
-        return .announce(HTTPAnnounce(infoHash: infoHash, peerID: peerID, port: endpoint.port, uploaded: Int64(rng.below(1000)),
-                                      downloaded: Int64(rng.below(1000)), left: left, event: event,
-                                      numWant: rng.chance(0.2) ? nil : rng.below(60), key: nil, compact: true, noPeerID: false,
-                                      announcedIP: nil))
+        var a = HTTPAnnounce(infoHash: infoHash, peerID: peerID, port: endpoint.port, uploaded: Int64(rng.below(1000)),
+                             downloaded: Int64(rng.below(1000)), left: left, event: event,
+                             numWant: rng.chance(0.2) ? nil : rng.below(60), key: nil, compact: true, noPeerID: false, announcedIP: nil)
+        a.trackerKey = trackerKey
+        return .announce(a)
     }
 
     /// The answer to exchange `exchange` (nil: the connection failed): a violation, or nil.
@@ -45,11 +46,11 @@ extension SimPeer {
         switch (o.request, response) {
         case (.announce(let a), .announce(let r)):
             return announceAnswered(a.event, r, now: now)
-        case (.scrape(let hashes), .scrape(let r)):
+        case (.scrape(let hashes, _), .scrape(let r)):
             return r.entries.count == hashes.count ? nil : "HTTP scrape reply to p\(index) has \(r.entries.count) entries"
         case (_, .error(let e)):
             errors.append(e.message)
-            if e.message == AccessPolicy.notAllowedMessage || e.message == AccessPolicy.deniedMessage || ClientFilter.isRefusal(e.message) {
+            if SimPeer.isPolicyRefusal(e.message) {
                 lastAnnounceReply = now
             } else {
                 // Not served here (or not now): the next node.

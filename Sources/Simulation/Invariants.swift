@@ -20,6 +20,11 @@ extension Simulator {
         if checker.prematureAck(of: request, by: key, in: hash, recent: node.replica.retained.suffix(StateChecker.recentCommits)) {
             return fail("s\(slot) answered p\(p)'s announce \(request.tid) before a transaction carrying it committed")
         }
+        // Private mode: no announce is acknowledged under a key the master's committed
+        // state refuses, even one it read before the commit that disabled the user.
+        if let refused = node.replica.store.catalogue.access.userRefusal(key: workload.peers[p].trackerKey) {
+            return fail("s\(slot) acknowledged p\(p)'s announce \(request.tid) though its key is refused (\(refused))")
+        }
         if let (ref, announce) = carried {
             checker.acknowledged(key, infoHash: hash, ref: ref, at: announce.at, stopped: announce.event == .stopped,
                                  holders: holders, request: request, now: now)

@@ -20,6 +20,17 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
         /// The client of the scenario's peer `k` (`Workload.clientPrefix`) given a client
         /// rule, or its rule removed (nil).
         case clientRule(peer: Int, AccessRule?)
+        /// The user of the scenario's peer `k` (`SimPeer.trackerKey`) changed.
+        case user(peer: Int, UserOperation)
+    }
+
+    /// What the operator does to a peer's user.
+    public enum UserOperation: String, Sendable, Hashable, CaseIterable {
+        /// Added, with the peer's key.
+        case add
+        case disable, enable, remove
+        /// Its key taken away: the peer's key is unknown from then on.
+        case dropKey = "dropkey"
     }
 
     public var at: Instant
@@ -39,6 +50,7 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
         case .accessRule(let k, nil): "s\(slot) removes swarm \(k)'s rule"
         case .clientRule(let k, let rule?): "s\(slot) gives peer \(k)'s client rule \(rule)"
         case .clientRule(let k, nil): "s\(slot) removes peer \(k)'s client rule"
+        case .user(let k, let op): "s\(slot) \(op.rawValue)s peer \(k)'s user"
         }
     }
 
@@ -66,6 +78,7 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
         }
         out += accessChanges(seed: seed, nodes: nodes, faultEnd: faultEnd, swarms: swarms)
         out += clientChanges(seed: seed, nodes: nodes, faultEnd: faultEnd, peers: peers)
+        out += userChanges(seed: seed, nodes: nodes, faultEnd: faultEnd, peers: peers)
         out.sort { $0.at < $1.at }
         return out
     }
@@ -106,6 +119,34 @@ public struct OperatorAction: Sendable, Hashable, CustomStringConvertible {
             }
             out.append(OperatorAction(at: t, slot: rng.below(nodes), change: .clientRule(peer: rng.below(peers), rule)))
             t = t + Milliseconds(Int64(300 + rng.below(5000)))
+        }
+        return out
+    }
+
+    /// Users changed while the faults happen, and (mostly) private mode set: the peers
+    /// whose users are added are served, the others refused (`unknown key`), a disabled
+    /// or removed user's peer refused from the commit on, whichever node it reaches.
+    static func userChanges(seed: UInt64, nodes: Int, faultEnd: Instant, peers: Int) -> [OperatorAction] {
+        var rng = ScenarioStream.named(seed, "operator.users")
+        guard rng.chance(0.15), peers > 0 else { return [] }
+        var out: [OperatorAction] = []
+        var t = Scenario.start + Milliseconds(Int64(1500 + rng.below(3000)))
+        var added: [Int] = []
+        for _ in 0..<(2 + rng.below(6)) where t < faultEnd {
+            let slot = rng.below(nodes)
+            if added.isEmpty || rng.chance(0.5) {
+                let k = rng.below(peers)
+                out.append(OperatorAction(at: t, slot: slot, change: .user(peer: k, .add)))
+                added.append(k)
+            } else {
+                let op: UserOperation = [.disable, .disable, .enable, .remove, .dropKey][rng.below(5)]
+                out.append(OperatorAction(at: t, slot: slot, change: .user(peer: added[rng.below(added.count)], op)))
+            }
+            t = t + Milliseconds(Int64(200 + rng.below(3000)))
+        }
+        if rng.chance(0.8) {
+            let at = Scenario.start + Milliseconds(Int64(2000 + rng.below(Int(max(1, (faultEnd - Scenario.start).value)))))
+            out.append(OperatorAction(at: at, slot: rng.below(nodes), change: .accessMode(.private)))
         }
         return out
     }

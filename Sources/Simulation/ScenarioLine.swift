@@ -43,6 +43,7 @@ extension Scenario {
             case .accessRule(let k, nil): return "\(ms(a.at)):unrule:\(a.slot):\(k)"
             case .clientRule(let k, let rule?): return "\(ms(a.at)):client-\(rule):\(a.slot):\(k)"
             case .clientRule(let k, nil): return "\(ms(a.at)):unclient:\(a.slot):\(k)"
+            case .user(let k, let op): return "\(ms(a.at)):user-\(op.rawValue):\(a.slot):\(k)"
             }
         }.joined(separator: ","))
         return words.joined(separator: " ")
@@ -167,6 +168,11 @@ extension Scenario {
                     case "client-allow": return OperatorAction(at: at, slot: slot, change: .clientRule(peer: k, .allow))
                     case "client-deny": return OperatorAction(at: at, slot: slot, change: .clientRule(peer: k, .deny))
                     case "unclient": return OperatorAction(at: at, slot: slot, change: .clientRule(peer: k, nil))
+                    case let word where word.hasPrefix("user-"):
+                        guard let op = OperatorAction.UserOperation(rawValue: String(word.dropFirst(5))) else {
+                            throw ScenarioLineError("bad operator action '\(t)'")
+                        }
+                        return OperatorAction(at: at, slot: slot, change: .user(peer: k, op))
 
                     default: throw ScenarioLineError("bad operator action '\(t)'")
                     }

@@ -7,6 +7,7 @@ struct SimPeer {
     let index: Int
     let endpoint: PeerEndpoint
     let peerID: PeerID
+    let trackerKey: TrackerKey
     let infoHash: InfoHash
     var left: Int64 = 1 << 20
     var started = false
@@ -53,6 +54,23 @@ struct SimPeer {
         self.peerID = PeerID(a: 0x2D53_4930_3030_312D, b: rng.next(), c: UInt32(index))
         self.infoHash = infoHash
         self.nextTID = UInt32(truncatingIfNeeded: rng.next())
+        self.trackerKey = Self.trackerKey(index)
+    }
+
+    /// The key of peer `k`'s user (`OperatorAction.Change.user`): every request carries it,
+    /// as a private torrent's URL does, whatever the mode. Derived from the index, so no
+    /// draw of the world's stream changes.
+    static func trackerKey(_ k: Int) -> TrackerKey {
+        var rng = SeededGenerator(seed: 0x5EC2_E7 &+ UInt64(k))
+        return TrackerKey.random(using: &rng)
+    }
+
+    /// A refusal of the peer's announce that is an answer: the access policy refused the
+    /// swarm, the client filter the peer, or private mode its key.
+    static func isPolicyRefusal(_ message: String) -> Bool {
+        message == AccessPolicy.notAllowedMessage || message == AccessPolicy.deniedMessage || ClientFilter.isRefusal(message)
+            || message == UserDirectory.keyMissingMessage || message == UserDirectory.keyUnknownMessage
+            || message == UserDirectory.userDisabledMessage
     }
 
     static func retransmitAfter(_ attempt: Int) -> Milliseconds { Milliseconds(1000 << min(attempt, 8)) }
@@ -87,7 +105,7 @@ struct SimPeer {
                 request = .announce(AnnounceRequest(
                     connectionID: cid, transactionID: tid, infoHash: infoHash, peerID: peerID,
                     downloaded: Int64(rng.below(1000)), left: left, uploaded: Int64(rng.below(1000)), event: event,
-                    key: UInt32(index), numWant: Int32(rng.below(60)) - 5, port: endpoint.port))
+                    key: UInt32(index), numWant: Int32(rng.below(60)) - 5, port: endpoint.port, trackerKey: trackerKey))
             }
         } else {
             connectionID = nil
@@ -145,10 +163,9 @@ struct SimPeer {
             if let v = announceAnswered(a.event, r, now: now) { return v }
         case (.scrape(let s), .scrape(let r)):
             if r.entries.count != s.infoHashes.count { return "scrape reply to p\(index) has \(r.entries.count) entries" }
-        case (.announce, .error(let e)) where e.message == AccessPolicy.notAllowedMessage || e.message == AccessPolicy.deniedMessage
-            || ClientFilter.isRefusal(e.message):
-            // The access policy refused the swarm, or the client filter the peer: the
-            // tracker answered, as it should.
+        case (.announce, .error(let e)) where Self.isPolicyRefusal(e.message):
+            // The access policy refused the swarm, the client filter the peer, or private
+            // mode its key: the tracker answered, as it should.
 
             errors.append(e.message)
             lastAnnounceReply = now

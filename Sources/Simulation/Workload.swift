@@ -147,6 +147,16 @@ extension Simulator {
         case .clientRule(let k, let rule):
             guard let prefix = workload.clientPrefix(peer: k) else { return }
             step(action.slot, .submit(rule.map { .setClientRule($0, [prefix]) } ?? .removeClientRules([prefix])), label: "OPERATOR \(action)")
+        case .user(let k, let op):
+            guard let name = UserName("p\(k)") else { return }
+            let change: CatalogueChange = switch op {
+            case .add: .addUser(User(name: name, role: .peer, key: SimPeer.trackerKey(k)))
+            case .disable: .editUser(name, .enabled(false))
+            case .enable: .editUser(name, .enabled(true))
+            case .remove: .removeUser(name)
+            case .dropKey: .editUser(name, .key(nil))
+            }
+            step(action.slot, .submit(change), label: "OPERATOR \(action)")
 
         }
     }

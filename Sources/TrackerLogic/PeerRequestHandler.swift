@@ -39,6 +39,7 @@ public struct PeerRequestHandler: Sendable {
     }
 
     public static let invalidConnectionIDMessage = "invalid or expired connection id"
+    public static let privateScrapeMessage = "this is a private tracker: scrape over HTTP with your key in the URL"
 
     /// A reloaded configuration: its live settings (`TrackerConfig.takingLiveSettings`)
     /// replace this handler's, and `limiter`'s limits follow them.
@@ -106,6 +107,10 @@ public struct PeerRequestHandler: Sendable {
                 return Self.unproven(.error(ErrorResponse(transactionID: r.transactionID, message: Self.invalidConnectionIDMessage)),
                                      within: size, or: Self.invalidID(r.transactionID))
             }
+            // BEP 41 options follow only an announce: a UDP scrape carries no key.
+            if store.catalogue.access.mode == .private {
+                return .reply(.error(ErrorResponse(transactionID: r.transactionID, message: Self.privateScrapeMessage)))
+            }
             let hashes = r.infoHashes.prefix(config.maxScrapeHashes)
             return .reply(.scrape(ScrapeResponse(transactionID: r.transactionID, entries: hashes.map(store.scrape))))
         }
@@ -123,16 +128,18 @@ public struct PeerRequestHandler: Sendable {
         var ip = source.ip
         if config.trustAnnouncedIP, r.ip != 0, source.ip.family == .v4 { ip = .v4(r.ip) }
         let update = Announce(infoHash: r.infoHash, peerID: r.peerID, endpoint: PeerEndpoint(ip: ip, port: r.port),
-                              uploaded: r.uploaded, downloaded: r.downloaded, left: r.left, event: r.event, at: receivedAt)
+                              uploaded: r.uploaded, downloaded: r.downloaded, left: r.left, event: r.event, at: receivedAt,
+                              trackerKey: store.catalogue.access.mode == .private ? r.trackerKey : nil)
         return .commit(PendingAnnounce(replyTo: source, transactionID: r.transactionID, update: update,
                                        peersWanted: config.peersWanted(r.numWant, family: ip.family), exchange: exchange))
     }
 
     /// Why an announce from a proven source is refused at once, with no commit: port 0,
-    /// the access policy, the client filter, or (unless whoever applies it checks) a full
-    /// tracker or swarm.
+    /// the user's key (private mode), the access policy, the client filter, or (unless
+    /// whoever applies it checks) a full tracker or swarm.
     func refusal(of r: AnnounceRequest, source: PeerEndpoint, store: SwarmStore, capacityCheckedAtApply: Bool) -> String? {
         guard r.port != 0 || r.event == .stopped else { return "invalid port 0" }
+        if let refused = store.catalogue.access.userRefusal(key: r.trackerKey) { return refused }
         if !store.catalogue.admits(r.infoHash) { return store.catalogue.access.refusalMessage }
         if let refused = store.catalogue.access.clients.refusal(of: r.peerID) { return refused }
         guard !capacityCheckedAtApply, r.event != .stopped else { return nil }

@@ -20,7 +20,7 @@ struct Admin: AsyncParsableCommand {
               tracker admin mode allow --token-file ./other-cluster.token
             """,
         subcommands: [Status.self, Torrents.self, Register.self, Unregister.self,
-                      Access.self, Mode.self, Allow.self, Deny.self, Remove.self, ImportList.self, Clients.self, Export.self, Import.self])
+                      Access.self, Mode.self, Allow.self, Deny.self, Remove.self, ImportList.self, Clients.self, Users.self, Export.self, Import.self])
 
     /// Where the node is and who we are to it.
     struct Connection: ParsableArguments {
@@ -146,11 +146,11 @@ struct Admin: AsyncParsableCommand {
 
     struct Mode: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Set the cluster's access mode: open (every hash), allow (registered torrents and allowed hashes), deny (all but denied hashes).")
+            abstract: "Set the cluster's access mode: open (every hash), allow (registered torrents and allowed hashes), deny (all but denied hashes), private (as allow, to enabled users' keys only).")
         @OptionGroup var connection: Connection
-        @Argument(help: "open, allow or deny.") var mode: String
+        @Argument(help: "open, allow, deny or private.") var mode: String
         func run() async throws {
-            guard let mode = AccessMode(mode) else { throw ValidationError("mode: open, allow or deny (not \(mode))") }
+            guard let mode = AccessMode(mode) else { throw ValidationError("mode: open, allow, deny or private (not \(mode))") }
             try await Admin.setMode(mode, try connection.client())
         }
     }
@@ -324,13 +324,17 @@ struct Admin: AsyncParsableCommand {
             }
             let access = try await Admin.accessPolicy(client)
             let clients = access.first["clients"] as? [[String: Any]] ?? []
+            let users = try await Admin.users(client).map { u in
+                ["name": u["name"] ?? "", "role": u["role"] ?? "", "enabled": u["enabled"] ?? true, "key": u["key"] ?? NSNull()]
+            }
             let backup: [String: Any] = ["format": OperatorBackup.format, "torrents": torrents,
-                                         "access": ["mode": access.mode, "rules": access.rules, "clients": clients]]
+                                         "access": ["mode": access.mode, "rules": access.rules, "clients": clients, "users": users]]
             let data = try JSONSerialization.data(withJSONObject: backup, options: [.sortedKeys])
             guard FileManager.default.createFile(atPath: file, contents: data, attributes: [.posixPermissions: 0o600]) else {
                 throw ValidationError("cannot write \(file)")
             }
-            print("exported \(torrents.count) torrents, access mode \(access.mode), \(access.rules.count) rules and \(clients.count) client rules to \(file)")
+            print("exported \(torrents.count) torrents, access mode \(access.mode), \(access.rules.count) rules, \(clients.count) client rules "
+                  + "and \(users.count) users to \(file)")
         }
     }
 
@@ -366,6 +370,17 @@ struct Admin: AsyncParsableCommand {
                 let prefixes = backup.clients.filter { $0.rule == rule }.map(\.prefix)
                 if !prefixes.isEmpty { try await Admin.setClients(rule.description, prefixes, client) }
             }
+            // Users before the mode, so a private tracker's users are back before it refuses
+            // anyone; each keeps its key, so the URLs handed out keep working.
+            let held = Set(try await Admin.users(client).compactMap { $0["name"] as? String })
+            for u in backup.users where !held.contains(u.name.text) {
+                let body: [String: Any] = ["action": "add", "name": u.name.text, "role": u.role.description, "key": u.key.map { $0.description as Any } ?? false]
+                _ = try await send(client, .post, "/api/users", body: Array(try JSONSerialization.data(withJSONObject: body)))
+                if !u.enabled {
+                    _ = try await send(client, .post, "/api/users", body: Array(try JSONSerialization.data(withJSONObject: ["action": "disable", "name": u.name.text])))
+                }
+            }
+            print("users: \(backup.users.filter { !held.contains($0.name.text) }.count) added, \(backup.users.filter { held.contains($0.name.text) }.count) already were")
             try await Admin.setMode(backup.mode, client)
         }
     }
@@ -388,6 +403,7 @@ struct OperatorBackup {
     var mode = AccessMode.open
     var rules: [AccessEntry] = []
     var clients: [ClientRuleEntry] = []
+    var users: [User] = []
 
     struct Problem: Error, CustomStringConvertible {
         var description: String
@@ -429,6 +445,20 @@ struct OperatorBackup {
             clients.append(ClientRuleEntry(prefix: prefix, rule: rule))
         }
         guard clients.count <= ClientFilter.maxRules else { throw Problem(description: "more than \(ClientFilter.maxRules) client rules") }
+        var keys = Set<TrackerKey>()
+        for (i, entry) in ((access["users"] as? [Any]) ?? []).enumerated() {
+            guard let object = entry as? [String: Any], let name = (object["name"] as? String).flatMap(UserName.init),
+                  let role = (object["role"] as? String).flatMap(UserRole.init), let enabled = object["enabled"] as? Bool else {
+                throw Problem(description: "user \(i + 1): needs a name (\(UserName.rule)), a role (admin, viewer or peer) and enabled")
+            }
+            var key: TrackerKey?
+            if let text = object["key"] as? String {
+                guard let k = TrackerKey(text), keys.insert(k).inserted else { throw Problem(description: "user \(name): a bad or repeated key") }
+                key = k
+            }
+            users.append(User(name: name, role: role, key: key, enabled: enabled))
+        }
+        guard users.count <= UserDirectory.maxUsers else { throw Problem(description: "more than \(UserDirectory.maxUsers) users") }
 
     }
 }

@@ -22,6 +22,7 @@ import TrackerLogic
         let vectors: [(CatalogueChange, String)] = [
             (.setAccessMode(.deny), "06 02"),
             (.setAccessMode(.open), "06 00"),
+            (.setAccessMode(.private), "06 03"),
             (.setAccessRule(.allow, [h1, h2]), "07 01 00000002 0102030405060708090a0b0c0d0e0f1011121314 ffeeddccbbaa99887766554433221100ffeeddcc"),
             (.setAccessRule(.deny, [h2]), "07 02 00000001 ffeeddccbbaa99887766554433221100ffeeddcc"),
             (.removeAccessRules([h1]), "07 00 00000001 0102030405060708090a0b0c0d0e0f1011121314"),
@@ -32,7 +33,7 @@ import TrackerLogic
             #expect(try ClusterCodec.decode(ByteBuffer(bytes: expected)).get() == submit(change))
         }
         // A mode or rule no version defines, and lists no change may carry, are refused.
-        for bad in ["06 03", "07 03 00000001 0102030405060708090a0b0c0d0e0f1011121314", "07 01 00000000"] {
+        for bad in ["06 04", "07 03 00000001 0102030405060708090a0b0c0d0e0f1011121314", "07 01 00000000"] {
             #expect(throws: ClusterDecodingError.self) { try ClusterCodec.decode(ByteBuffer(bytes: bytes(header + " " + bad))).get() }
         }
     }

@@ -160,7 +160,7 @@ struct HTTPTrackerTests: MasterFixture {
         }
         #expect(a.seeders == 1 && a.leechers == 1)
         #expect(a.compactPeers.endpoints == [udpPeer])
-        guard case .scrape(let s) = tracker.receive(http: .scrape([hash]), from: peer, exchange: HTTPExchangeID(2), now: t0) else {
+        guard case .scrape(let s) = tracker.receive(http: .scrape([hash], key: nil), from: peer, exchange: HTTPExchangeID(2), now: t0) else {
             Issue.record("no scrape"); return
         }
         #expect(s.entries == [ScrapeEntry(seeders: 1, completed: 0, leechers: 1)])

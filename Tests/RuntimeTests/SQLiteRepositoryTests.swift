@@ -669,6 +669,14 @@ import TrackerRuntime
             try commit(.removeClientRules(part))
         }
         try commit(.setClientRule(.allow, [ClientPrefix("-UT")!, ClientPrefix(bytes: [0, 0xFF])!]))
+        // Users: a key, a password hash, a disabled one, a removed one (a tombstone).
+        let key = TrackerKey(String(repeating: "k", count: 32))!, password = PasswordHash(encoded: [1, 15, 8, 1] + Array(repeating: 9, count: 48))!
+        try commit(.addUser(User(name: UserName("alice")!, role: .peer, key: key)))
+        try commit(.addUser(User(name: UserName("bob")!, role: .admin, password: password)))
+        try commit(.addUser(User(name: UserName("carol")!, role: .viewer)))
+        try commit(.editUser(UserName("bob")!, .enabled(false)))
+        try commit(.removeUser(UserName("carol")!))
+        #expect(try repo.load().snapshot?.access.users == replica.store.catalogue.access.users, "users reach the file")
         try commit(.setAccessRule(.deny, [hash(1), hash(2)]))
         try commit(.setAccessMode(.deny))
         let t = try torrent("counted")
@@ -705,7 +713,10 @@ import TrackerRuntime
                                           .setAccessRule(.deny, [hash(3)]), .setAccessMode(.allow), .removeAccessRules([hash(2)]),
                                           .unregister(gone.infoHash), .setAccessRule(.deny, [hash(1)]),
                                           .setClientRule(.allow, [ClientPrefix("-UT")!, ClientPrefix("-TR")!]),
-                                          .setClientRule(.deny, [ClientPrefix("-UT2210")!]), .removeClientRules([ClientPrefix("-TR")!])]
+                                          .setClientRule(.deny, [ClientPrefix("-UT2210")!]), .removeClientRules([ClientPrefix("-TR")!]),
+                                          .addUser(User(name: UserName("alice")!, role: .peer, key: TrackerKey(String(repeating: "k", count: 32))!)),
+                                          .addUser(User(name: UserName("bob")!, role: .peer)), .editUser(UserName("alice")!, .enabled(false)),
+                                          .removeUser(UserName("bob")!), .setAccessMode(.private)]
         var catalogue = Catalogue()
         do {
             let repo = try SQLiteRepository(path: path)
@@ -717,7 +728,8 @@ import TrackerRuntime
         }
         let read = try SQLiteRepository(path: path).operatorData()
         #expect(read == catalogue)
-        #expect(read.torrents.keys.sorted() == [kept.infoHash] && read.access.mode == .allow)
+        #expect(read.torrents.keys.sorted() == [kept.infoHash] && read.access.mode == .private)
+        #expect(read.access.users.sorted.map(\.name.text) == ["alice"] && read.access.users[UserName("alice")!]?.enabled == false)
         let expectedRules: [InfoHash: AccessRule] = [hash(1): .deny, hash(3): .deny]
         #expect(read.access.rules == expectedRules)
         #expect(read.access.clients.rules == [ClientPrefix("-UT")!: .allow, ClientPrefix("-UT2210")!: .deny])

@@ -398,9 +398,11 @@ class GroupClient:
                 return self.connection_id
         return None
 
-    def announce_packet(self, tid, info_hash, peer_id, port, left=100, event=0, downloaded=0):
+    def announce_packet(self, tid, info_hash, peer_id, port, left=100, event=0, downloaded=0, url_data=b""):
+        """`url_data`: the URL's path (`/announce/KEY`) as BEP 41 options after the 98 bytes."""
+        options = b"".join(bytes([2, len(url_data[i:i + 255])]) + url_data[i:i + 255] for i in range(0, len(url_data), 255))
         return struct.pack(">QII20s20sQQQIIIiH", self.connection_id, 1, tid, info_hash, peer_id, downloaded, left, 0,
-                           event, 0, 0, -1, port)
+                           event, 0, 0, -1, port) + (options + b"\0" if url_data else b"")
 
     def announce(self, info_hash, peer_id, port, timeout=1.0, **kw):
         """Returns the replies to one announce (a list: the test checks there is one)."""

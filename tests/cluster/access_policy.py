@@ -12,7 +12,11 @@ lo), managed with `tracker admin` only.
 4. `export FILE` through one node, then the data lost (torrent unregistered, rules
    removed, mode open), then `import FILE` through another: every node holds the
    exported torrent, rules and mode again; a tampered export is refused whole.
-5. `--only-registered`, gone, stops a node from starting with a message that says what
+5. Users: `user add` through a slave prints a key every node holds; in `mode private` an
+   announce is tracked with that key as BEP 41 URL data and refused without one, with an
+   unknown one, and once `user disable` through another node returns; an export carries
+   the users with their keys, and an import puts a removed user back with the same key.
+6. `--only-registered`, gone, stops a node from starting with a message that says what
    replaces it.
 """
 import json
@@ -36,9 +40,9 @@ def policy(node):
     return body["mode"], {r["infoHash"]: r["rule"] for r in body["rules"]}
 
 
-def outcome(client, info_hash, port):
+def outcome(client, info_hash, port, **kw):
     """'tracked', the BEP 15 error's message, or what went wrong."""
-    replies = client.announce(bytes.fromhex(info_hash), os.urandom(20), port)
+    replies = client.announce(bytes.fromhex(info_hash), os.urandom(20), port, **kw)
     if len(replies) != 1:
         return f"{len(replies)} replies"
     action = struct.unpack(">I", replies[0][:4])[0]
@@ -65,6 +69,64 @@ def caught_up(cluster, timeout):
                 return again
         time.sleep(0.2)
     fail(f"the cluster did not catch up within {timeout} s")
+
+def user_key(out):
+    for line in out.splitlines():
+        if line.startswith("key "):
+            return line.split()[1]
+    fail(f"no key printed: {out!r}")
+
+
+def users_round(cluster, client, registered, token, work):
+    master = caught_up(cluster, 30)
+    others = [n for n in cluster.live() if n is not master]
+    code, out, err = admin(others[0].http, "user", "add", "alice", token_file=token)
+    if code != 0 or "added user alice" not in out:
+        fail(f"admin user add: {code} {out!r} {err!r}")
+    key = user_key(out)
+    for n in cluster.live():
+        code, out, err = admin(n.http, "user", "list", token_file=token)
+        if code != 0 or f"alice peer enabled {key}" not in out:
+            fail(f"node {n.node_id} does not list alice with her key: {code} {out!r} {err!r}")
+    code, out, err = admin(master.http, "mode", "private", token_file=token)
+    if code != 0 or "access mode private" not in out:
+        fail(f"admin mode private: {code} {out!r} {err!r}")
+    client.connect() or fail("no reply to connect")
+    with_key = ("/announce/" + key).encode()
+    got = [outcome(client, registered, 7200, url_data=with_key), outcome(client, registered, 7201),
+           outcome(client, registered, 7202, url_data=b"/announce/" + b"x" * 32),
+           outcome(client, os.urandom(20).hex(), 7203, url_data=with_key)]
+    if got != ["tracked", "this is a private tracker: announce with your key in the URL", "unknown key",
+               "torrent not registered with this tracker"]:
+        fail(f"private mode: with the key, without, unknown key, unregistered torrent gave {got}")
+    code, out, err = admin(others[1].http, "user", "disable", "alice", token_file=token)
+    if code != 0 or "user alice disabled" not in out:
+        fail(f"admin user disable: {code} {out!r} {err!r}")
+    if (got := outcome(client, registered, 7204, url_data=with_key)) != "user disabled":
+        fail(f"a disabled user's next announce gave {got}")
+    log("users: added through a slave, listed with the key on every node; private mode tracks the key (BEP 41 URL data), "
+        "refuses none, an unknown one, and the user once disabled through another node")
+
+    backup = os.path.join(work, "users.json")
+    code, out, err = admin(others[0].http, "export", backup, token_file=token)
+    if code != 0 or "and 1 users" not in out:
+        fail(f"admin export with users: {code} {out!r} {err!r}")
+    code, out, err = admin(master.http, "user", "remove", "alice", token_file=token)
+    code2, out2, err2 = admin(master.http, "mode", "open", token_file=token)
+    if (code, code2) != (0, 0):
+        fail(f"could not remove alice before the import: {err} {err2}")
+    code, out, err = admin(others[1].http, "import", backup, token_file=token)
+    if code != 0 or "users: 1 added" not in out:
+        fail(f"admin import with users: {code} {out!r} {err!r}")
+    for n in cluster.live():
+        code, out, err = admin(n.http, "user", "list", token_file=token)
+        if f"alice peer disabled {key}" not in out:
+            fail(f"node {n.node_id} after the import: {out!r} {err!r}")
+    code, out, err = admin(master.http, "user", "enable", "alice", token_file=token)
+    if code != 0 or (got := outcome(client, registered, 7205, url_data=with_key)) != "tracked":
+        fail(f"alice enabled again after the import: {code} {err!r} {got}")
+    log("an export carries the users; an import puts a removed one back, disabled as she was, with the same key")
+
 
 def main():
     cluster = Cluster(f"access{os.getpid()}", free_udp_port())
@@ -144,7 +206,7 @@ def main():
         backup = os.path.join(work, "backup.json")
         exporter = next(n for n in cluster.live() if n is not master)
         code, out, err = admin(exporter.http, "export", backup, token_file=token)
-        if code != 0 or "exported 1 torrents, access mode deny, 1500 rules and 0 client rules" not in out:
+        if code != 0 or "exported 1 torrents, access mode deny, 1500 rules, 0 client rules and 0 users" not in out:
             fail(f"admin export: {code} {out!r} {err!r}")
         if os.stat(backup).st_mode & 0o777 != 0o600:
             fail("an export holds the operator's data: it must be written 0600")
@@ -177,6 +239,8 @@ def main():
                 fail(f"node {n.node_id} after the import: torrents {rows}")
         log("export through one node, data lost, import through another: every node holds it again; a tampered export "
             "is refused whole")
+
+        users_round(cluster, client, registered, token, work)
 
         run = subprocess.run([tracker_binary(), "run", "--only-registered"], capture_output=True, text=True, timeout=30)
         if run.returncode == 0 or "tracker admin mode allow" not in run.stderr:

@@ -21,8 +21,8 @@ from common import tracker_binary  # noqa: E402
 
 
 def admin(node_http, *args, token_file=None, env=None):
-    # `clients` is a group: its options follow the subcommand (`clients deny --node …`).
-    words = 2 if args[:1] == ("clients",) else 1
+    # `clients` and `user` are groups: their options follow the subcommand (`clients deny --node …`).
+    words = 2 if args[:1] in (("clients",), ("user",)) else 1
     command = [tracker_binary(), "admin", *args[:words], "--node", f"127.0.0.1:{node_http}", *args[words:]]
     if token_file:
         command += ["--token-file", token_file]

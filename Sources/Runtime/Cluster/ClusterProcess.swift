@@ -268,6 +268,11 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         return await AccessListing.offLoop(catalogue, offset: offset, limit: limit)
     }
 
+    public func users(offset: Int, limit: Int) async -> UserListing? {
+        guard let access = await onLoop({ [self] in service?.node.replica.store.catalogue.access }) ?? nil else { return nil }
+        return await Task.detached { UserListing(access, offset: offset, limit: limit) }.value
+    }
+
     /// The master commits the change; a slave forwards it to the master. Either way this
     /// node's own replica shows it once committed, which is what the caller waits for.
     public func change(_ change: CatalogueChange) async throws(ControlRefusal) -> String {

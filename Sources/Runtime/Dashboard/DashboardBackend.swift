@@ -37,6 +37,8 @@ public protocol DashboardBackend: AnyObject, Sendable {
     func torrent(_ infoHash: InfoHash) async -> RegisteredTorrent?
     /// The access policy, one page of its rules (nil: the service is stopped).
     func access(offset: Int, limit: Int) async -> AccessListing?
+    /// The users, one page in name order, keys included (nil: the service is stopped).
+    func users(offset: Int, limit: Int) async -> UserListing?
     /// Registers or removes a torrent and returns once this node's replica holds the
     /// change (committed), or refuses.
     func change(_ change: CatalogueChange) async throws(ControlRefusal) -> String
@@ -78,6 +80,12 @@ extension CatalogueChange {
         case .removeAccessRules(let hashes): "rule removed for \(Self.count(hashes))"
         case .setClientRule(let rule, let prefixes): "\(rule) rule for client \(prefixes.map(\.description).joined(separator: ", "))"
         case .removeClientRules(let prefixes): "rule removed for client \(prefixes.map(\.description).joined(separator: ", "))"
+        case .addUser(let u): "added user \(u.name) (\(u.role))"
+        case .editUser(let n, .role(let r)): "user \(n) is now \(r)"
+        case .editUser(let n, .key(let k)): k == nil ? "user \(n) holds no key" : "user \(n) holds a new key"
+        case .editUser(let n, .enabled(let e)): "user \(n) \(e ? "enabled" : "disabled")"
+        case .editUser(let n, .password(let p)): p == nil ? "user \(n) can no longer sign in" : "password of user \(n) set"
+        case .removeUser(let n): "removed user \(n)"
         case .restore(let entries): "restored \(entries.count) kept entries"
         }
     }

@@ -90,13 +90,17 @@ struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
-/// Control requests (anything that is not GET or HEAD) carry the admin token.
+/// Control requests (anything that is not GET or HEAD) carry the admin token, and so do
+/// reads of the users (`/api/users`: their keys are secrets).
 struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
     let token: AdminToken
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if request.method != .get && request.method != .head && !token.accepts(authorization: request.headers[.authorization]) {
             throw APIError(.unauthorized, "control requests need the admin token (Authorization: Bearer TOKEN)")
+        }
+        if request.uri.path.hasPrefix("/api/users") && !token.accepts(authorization: request.headers[.authorization]) {
+            throw APIError(.unauthorized, "users and their keys need the admin token (Authorization: Bearer TOKEN)")
         }
         return try await next(request, context)
     }
@@ -253,7 +257,7 @@ enum DashboardRoutes {
             let body = try await requestBody(request, upTo: 1024, within: limits.bodyTimeout)
             guard let object = try? JSONDecoder().decode([String: String].self, from: Data(buffer: body)),
                   let text = object["mode"], let mode = AccessMode(text) else {
-                throw APIError(.badRequest, "the body must be {\"mode\": \"open\" | \"allow\" | \"deny\"}")
+                throw APIError(.badRequest, "the body must be {\"mode\": \"open\" | \"allow\" | \"deny\" | \"private\"}")
             }
             do { return json(["result": try await backend.change(.setAccessMode(mode))]) } catch { throw APIError(.conflict, "\(error)") }
         }
@@ -277,6 +281,27 @@ enum DashboardRoutes {
                                + "without spaces or 0x and hex digits")
             }
             do { return json(["result": try await backend.change(change)]) } catch { throw APIError(.conflict, "\(error)") }
+        }
+        // Users and their keys (`UsersRequest`); ?offset=N&limit=N pages them (name order).
+        router.get("/api/users") { request, _ in
+            let offset = request.uri.queryParameters.get("offset", as: Int.self) ?? 0
+            let limit = request.uri.queryParameters.get("limit", as: Int.self) ?? 1000
+            guard let listing = await backend.users(offset: offset, limit: limit) else { throw APIError(.conflict, "the tracker service is stopped") }
+            return json(listing)
+        }
+        router.post("/api/users") { request, context in
+            let body = try await requestBody(request, upTo: 4096, within: limits.bodyTimeout)
+            var rng = SystemRandomNumberGenerator()
+            let change: CatalogueChange
+            do { change = try UsersRequest.change(Data(buffer: body), using: &rng) } catch { throw APIError(.badRequest, "\(error)") }
+            let result: String
+            do { result = try await backend.change(change) } catch { throw APIError(.conflict, "\(error)") }
+            // The key drawn for the user, for the operator to hand on.
+            switch change {
+            case .addUser(let u): return json(["result": result, "key": u.key?.description ?? ""])
+            case .editUser(_, .key(let k)): return json(["result": result, "key": k?.description ?? ""])
+            default: return json(["result": result])
+            }
         }
         router.delete("/api/torrents/:infohash") { _, context in
             let hash = try infoHash(context)

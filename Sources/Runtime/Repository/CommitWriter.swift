@@ -70,7 +70,7 @@ extension SQLiteRepository {
                 try run(db, "DELETE FROM peer_base WHERE last_announce < ?", [before.milliseconds])
                 try run(db, "DELETE FROM peer_stops WHERE at < ?", [before.milliseconds])
             case .torrent, .accessMode, .accessRule, .torrentStamp, .ruleStamp, .modeStamp, .pruneTombstones, .completedBase,
-                 .clientRule, .clientStamp:
+                 .clientRule, .clientStamp, .user, .userStamp:
                 try writeCatalogue(change, db)
             }
         }
@@ -157,6 +157,8 @@ extension SQLiteRepository {
         for (hash, stamp) in snapshot.stamps.rules { try writeStamp(kind: ruleStamps, hash, stamp, db) }
         for e in snapshot.access.clients.sortedRules { try writeCatalogue(.clientRule(e.prefix, e.rule), db) }
         for (prefix, stamp) in snapshot.stamps.clients { try writeCatalogue(.clientStamp(prefix, stamp), db) }
+        for u in snapshot.access.users.sorted { try writeCatalogue(.user(u.name, u), db) }
+        for (name, stamp) in snapshot.stamps.users { try writeCatalogue(.userStamp(name, stamp), db) }
         try writeCatalogue(.modeStamp(snapshot.stamps.mode), db)
         for (hash, count) in snapshot.completedBase { try writeCatalogue(.completedBase(hash, count), db) }
         try setLastCommitted(snapshot.lastCommitted, history: snapshot.history, db)
@@ -164,7 +166,7 @@ extension SQLiteRepository {
 
     static func wipe(_ db: Database, keepEpoch: Bool) throws {
         let epoch = try meta("epoch", db)
-        try db.execute(sql: "DELETE FROM peer_base; DELETE FROM peer_log; DELETE FROM completions; DELETE FROM peer_stops; DELETE FROM swarms; DELETE FROM torrents; DELETE FROM access_rules; DELETE FROM client_rules; DELETE FROM catalogue_stamps; DELETE FROM completed_bases; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
+        try db.execute(sql: "DELETE FROM peer_base; DELETE FROM peer_log; DELETE FROM completions; DELETE FROM peer_stops; DELETE FROM swarms; DELETE FROM torrents; DELETE FROM access_rules; DELETE FROM client_rules; DELETE FROM users; DELETE FROM catalogue_stamps; DELETE FROM completed_bases; DELETE FROM epoch_runs; DELETE FROM cluster_meta;")
         if keepEpoch, let epoch { try setMeta("epoch", epoch, db) }
     }
 

@@ -41,8 +41,17 @@ extension SQLiteRepository {
             }
         case .clientStamp(let prefix, let stamp):
             try writeStamp(kind: clientStamps, key: hex(prefix.bytes), stamp, db)
+        case .user(let name, let user):
+            if let user {
+                try run(db, "INSERT OR REPLACE INTO users(name, role, tracker_key, enabled, password) VALUES (?, ?, ?, ?, ?)",
+                        [name.text, Int64(user.role.rawValue), user.key?.description, user.enabled ? 1 : 0, user.password.map { Data($0.encoded) }])
+            } else {
+                try run(db, "DELETE FROM users WHERE name = ?", [name.text])
+            }
+        case .userStamp(let name, let stamp):
+            try writeStamp(kind: userStamps, key: name.text, stamp, db)
         case .pruneTombstones:
-            for kind in [torrentStamps, ruleStamps, clientStamps] { try pruneTombstones(kind: kind, db) }
+            for kind in [torrentStamps, ruleStamps, clientStamps, userStamps] { try pruneTombstones(kind: kind, db) }
         case .completedBase(let hash, let count):
             if let count {
                 try run(db, "INSERT OR REPLACE INTO completed_bases(info_hash, count) VALUES (?, ?)", [hash.hex, Int64(count)])
@@ -55,8 +64,9 @@ extension SQLiteRepository {
     }
 
     /// A client rule's stamp is keyed by its prefix in hex, which sorts as the bytes do
-    /// (two digits a byte), so pruning drops the tombstones memory drops.
-    static let torrentStamps: Int64 = 1, ruleStamps: Int64 = 2, clientStamps: Int64 = 3
+    /// (two digits a byte), so pruning drops the tombstones memory drops; a user's by its
+    /// name, whose ASCII sorts in SQLite as in memory.
+    static let torrentStamps: Int64 = 1, ruleStamps: Int64 = 2, clientStamps: Int64 = 3, userStamps: Int64 = 4
 
     static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
@@ -112,7 +122,8 @@ extension SQLiteRepository {
             let (torrents, access, bases) = try db.read { db in (try Self.torrents(db), try Self.access(db), try Self.completedBases(db)) }
             var catalogue = Catalogue()
             for t in torrents where catalogue.refusal(t) == nil { catalogue.apply(.register(t)) }
-            for change in AccessPolicy().missing(access.sortedRules) + ClientFilter().missing(access.clients.sortedRules) {
+            for change in AccessPolicy().missing(access.sortedRules) + ClientFilter().missing(access.clients.sortedRules)
+                + UserDirectory().missing(access.users.sorted) {
                 catalogue.apply(change)
             }
             catalogue.apply(.setAccessMode(access.mode))

@@ -89,6 +89,12 @@ enum RepositorySchema {
             CREATE TABLE IF NOT EXISTS client_rules(
                 prefix BLOB PRIMARY KEY NOT NULL,
                 rule INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS users(
+                name TEXT PRIMARY KEY NOT NULL,
+                role INTEGER NOT NULL,
+                tracker_key TEXT,
+                enabled INTEGER NOT NULL,
+                password BLOB);
             CREATE TABLE IF NOT EXISTS completed_bases(
                 info_hash TEXT PRIMARY KEY NOT NULL,
                 count INTEGER NOT NULL);

@@ -100,7 +100,7 @@ extension SQLiteRepository {
             return r.isWellFormed ? r : nil
         }
         var torrents: [InfoHash: CatalogueStamp] = [:], rules: [InfoHash: CatalogueStamp] = [:]
-        var clients: [ClientPrefix: CatalogueStamp] = [:]
+        var clients: [ClientPrefix: CatalogueStamp] = [:], users: [UserName: CatalogueStamp] = [:]
         for row in try Row.fetchAll(db, sql: "SELECT kind, info_hash, term, master, txid, removed FROM catalogue_stamps") {
             let key = try row.decode(String?.self, forColumn: "info_hash")
             if try row.decode(Int64?.self, forColumn: "kind") == clientStamps {
@@ -111,6 +111,16 @@ extension SQLiteRepository {
                     throw RepositoryError("corrupt client rule stamp \(key ?? "?")")
                 }
                 clients[prefix] = CatalogueStamp(ref: r, removed: removed == 1)
+                continue
+            }
+            if try row.decode(Int64?.self, forColumn: "kind") == userStamps {
+                guard let name = key.flatMap(UserName.init),
+                      let r = ref(try row.decode(Int64?.self, forColumn: "term"), try row.decode(Int64?.self, forColumn: "master"),
+                                  try row.decode(Int64?.self, forColumn: "txid")),
+                      let removed = try row.decode(Int64?.self, forColumn: "removed"), removed == 0 || removed == 1 else {
+                    throw RepositoryError("corrupt user stamp \(key ?? "?")")
+                }
+                users[name] = CatalogueStamp(ref: r, removed: removed == 1)
                 continue
             }
             guard let hash = key.flatMap({ InfoHash(hex: $0) }), let kind = try row.decode(Int64?.self, forColumn: "kind"),
@@ -133,7 +143,7 @@ extension SQLiteRepository {
             }
             mode = r
         }
-        return CatalogueStamps(torrents: torrents, rules: rules, mode: mode, clients: clients)
+        return CatalogueStamps(torrents: torrents, rules: rules, mode: mode, clients: clients, users: users)
     }
 
     /// The access mode, rules and client rules; a mode or rule no version wrote, a key that
@@ -160,7 +170,27 @@ extension SQLiteRepository {
             return ClientRuleEntry(prefix: prefix, rule: rule)
         }
         guard clients.count <= ClientFilter.maxRules else { throw RepositoryError("corrupt client list of \(clients.count) rules") }
-        return AccessPolicy(mode: mode, rules: rules, clients: clients)
+        let users = try Row.fetchAll(db, sql: "SELECT name, role, tracker_key, enabled, password FROM users ORDER BY name").map { row in
+            let text = try row.decode(String?.self, forColumn: "name")
+            let keyText = try row.decode(String?.self, forColumn: "tracker_key")
+            let password = try row.decode(Data?.self, forColumn: "password")
+            guard let name = text.flatMap(UserName.init), let raw = try row.decode(Int64?.self, forColumn: "role"),
+                  let role = UInt8(exactly: raw).flatMap(UserRole.init(rawValue:)),
+                  let enabled = try row.decode(Int64?.self, forColumn: "enabled"), enabled == 0 || enabled == 1 else {
+                throw RepositoryError("corrupt user \(text ?? "?")")
+            }
+            let key = try keyText.map { text in
+                guard let k = TrackerKey(text) else { throw RepositoryError("corrupt key of user \(name)") }
+                return k
+            }
+            let hash = try password.map { bytes in
+                guard let p = PasswordHash(encoded: Array(bytes)) else { throw RepositoryError("corrupt password hash of user \(name)") }
+                return p
+            }
+            return User(name: name, role: role, key: key, enabled: enabled == 1, password: hash)
+        }
+        guard users.count <= UserDirectory.maxUsers else { throw RepositoryError("corrupt user list of \(users.count) users") }
+        return AccessPolicy(mode: mode, rules: rules, clients: clients, users: users)
     }
 
     static func content(_ db: Database) throws -> [SwarmMerge] {

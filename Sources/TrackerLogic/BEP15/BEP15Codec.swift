@@ -71,9 +71,9 @@ public enum BEP15Codec {
                 BigEndianFields.u32(bytes, 12))
     }
 
-    /// Trailing bytes after an announce's 98 (BEP 41 URL-data options, which libtorrent
-    /// sends) are accepted and ignored; so are bytes after a connect's 16, and a partial
-    /// trailing hash in a scrape.
+    /// Trailing bytes after an announce's 98 are BEP 41 options, read only for a tracker
+    /// key in the URL data's path (`URLDataOption`); bytes after a connect's 16, and a
+    /// partial trailing hash in a scrape, are ignored.
     public static func decodeRequest(_ datagram: ByteBuffer) -> Result<TrackerRequest, RequestDecodingError> {
         let bytes = datagram.readableBytesSpan
         let length = bytes.byteCount
@@ -100,7 +100,9 @@ public enum BEP15Codec {
                 downloaded: BigEndianFields.i64(bytes, 56), left: BigEndianFields.i64(bytes, 64),
                 uploaded: BigEndianFields.i64(bytes, 72), event: event, ip: BigEndianFields.u32(bytes, 84),
                 key: BigEndianFields.u32(bytes, 88), numWant: Int32(bitPattern: BigEndianFields.u32(bytes, 92)),
-                port: BigEndianFields.u16(bytes, 96))))
+                port: BigEndianFields.u16(bytes, 96),
+                trackerKey: length > announceRequestSize
+                    ? URLDataOption.trackerKey(inPath: URLDataOption.urlData(bytes, from: announceRequestSize)) : nil)))
         case .scrape:
             let count = (length - scrapeRequestHeaderSize) / 20
             guard count > 0 else { return fail(.emptyScrape) }
@@ -134,6 +136,7 @@ public enum BEP15Codec {
             buffer.writeInteger(r.key)
             buffer.writeInteger(r.numWant)
             buffer.writeInteger(r.port)
+            if let k = r.trackerKey { URLDataOption.encode(path: Array("/announce/".utf8) + k.bytes, into: &buffer) }
         case .scrape(let r):
             buffer.writeInteger(r.connectionID)
             buffer.writeInteger(TrackerAction.scrape.rawValue)

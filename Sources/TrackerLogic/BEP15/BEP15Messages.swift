@@ -41,14 +41,18 @@ public struct AnnounceRequest: Hashable, Sendable {
     /// -1 (or any value ≤ 0) asks for the tracker's default.
     public var numWant: Int32
     public var port: UInt16
+    /// A user's key from the URL's path (BEP 41 URL data; HTTP: `/announce/<key>`), for a
+    /// private tracker.
+    public var trackerKey: TrackerKey?
 
     public init(connectionID: UInt64, transactionID: UInt32, infoHash: InfoHash, peerID: PeerID,
                 downloaded: Int64, left: Int64, uploaded: Int64, event: AnnounceEvent,
-                ip: UInt32 = 0, key: UInt32 = 0, numWant: Int32 = -1, port: UInt16) {
+                ip: UInt32 = 0, key: UInt32 = 0, numWant: Int32 = -1, port: UInt16, trackerKey: TrackerKey? = nil) {
         self.connectionID = connectionID; self.transactionID = transactionID
         self.infoHash = infoHash; self.peerID = peerID
         self.downloaded = downloaded; self.left = left; self.uploaded = uploaded
         self.event = event; self.ip = ip; self.key = key; self.numWant = numWant; self.port = port
+        self.trackerKey = trackerKey
     }
 }
 

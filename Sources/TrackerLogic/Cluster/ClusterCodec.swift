@@ -101,11 +101,19 @@ public enum ClusterCodec {
             write(s.access, &b)
             write(s.stamps, &b)
             writeList(s.completedBase.sorted { $0.key < $1.key }, &b) { e, b in e.key.write(to: &b); b.writeInteger(UInt64(clamping: e.value)) }
-            // Client rules came later, and only a snapshot that holds some carries them, so
-            // an older node reads any other.
-            if !s.access.clients.isEmpty || !s.stamps.clients.isEmpty {
+            // Client rules, then users, came later, and only a snapshot that holds some
+            // carries them (users only after the client rules, empty or not), so an older
+            // node reads any other.
+            let hasUsers = !s.access.users.isEmpty || !s.stamps.users.isEmpty
+            if hasUsers || !s.access.clients.isEmpty || !s.stamps.clients.isEmpty {
                 writeList(s.access.clients.sortedRules, &b, write)
                 writeList(s.stamps.clients.sorted { $0.key < $1.key }, &b) { entry, b in
+                    write(entry.key, &b); write(entry.value.ref, &b); b.writeInteger(entry.value.removed ? 1 : 0 as UInt8)
+                }
+            }
+            if hasUsers {
+                writeList(s.access.users.sorted, &b, write)
+                writeList(s.stamps.users.sorted { $0.key < $1.key }, &b) { entry, b in
                     write(entry.key, &b); write(entry.value.ref, &b); b.writeInteger(entry.value.removed ? 1 : 0 as UInt8)
                 }
             }
@@ -114,7 +122,8 @@ public enum ClusterCodec {
             writeList(o.swarms, &b, write)
             writeList(o.torrents, &b, write)
             writeList(o.access, &b, write)
-            if !o.clients.isEmpty { writeList(o.clients, &b, write) }
+            if !o.clients.isEmpty || !o.users.isEmpty { writeList(o.clients, &b, write) }
+            if !o.users.isEmpty { writeList(o.users, &b, write) }
         case .mergeDone(let id):
             b.writeInteger(id)
         case .submit(let change):
@@ -209,7 +218,7 @@ public enum ClusterCodec {
         writeList(m.stops, &b) { s, b in write(s.key, &b); b.writeInteger(s.at.milliseconds) }
     }
 
-    static func write(_ u: SwarmUpdate, _ b: inout ByteBuffer) {
+    package static func write(_ u: SwarmUpdate, _ b: inout ByteBuffer) {
         switch u {
         case .announce(let a):
             writeCompact(a, &b)
@@ -233,7 +242,42 @@ public enum ClusterCodec {
             b.writeInteger(10 as UInt8); b.writeInteger(rule.rawValue); writeList(prefixes, &b, write)
         case .catalogue(.removeClientRules(let prefixes)):
             b.writeInteger(10 as UInt8); b.writeInteger(0 as UInt8); writeList(prefixes, &b, write)
+        case .catalogue(.addUser(let u)):
+            b.writeInteger(12 as UInt8); b.writeInteger(1 as UInt8); write(u, &b)
+        case .catalogue(.editUser(let n, let edit)):
+            b.writeInteger(12 as UInt8); b.writeInteger(2 as UInt8); write(n, &b)
+            switch edit {
+            case .role(let r): b.writeInteger(1 as UInt8); b.writeInteger(r.rawValue)
+            case .key(let k): b.writeInteger(2 as UInt8); writeOptional(k?.bytes, &b)
+            case .enabled(let e): b.writeInteger(3 as UInt8); b.writeInteger(e ? 1 : 0 as UInt8)
+            case .password(let p): b.writeInteger(4 as UInt8); writeOptional(p?.encoded, &b)
+            }
+        case .catalogue(.removeUser(let n)):
+            b.writeInteger(12 as UInt8); b.writeInteger(3 as UInt8); write(n, &b)
         }
+    }
+
+    /// A length byte (1–32), then the name's bytes.
+    static func write(_ n: UserName, _ b: inout ByteBuffer) {
+        let bytes = Array(n.text.utf8)
+        b.writeInteger(UInt8(truncatingIfNeeded: bytes.count)); b.writeBytes(bytes)
+    }
+
+    /// A flag byte (0 or 1), then the bytes when there are some (their length is fixed by
+    /// what they are: a key or a password hash).
+    static func writeOptional(_ bytes: [UInt8]?, _ b: inout ByteBuffer) {
+        b.writeInteger(bytes == nil ? 0 : 1 as UInt8)
+        if let bytes { b.writeBytes(bytes) }
+    }
+
+    /// Name, role, then a flag byte (1: enabled, 2: a key follows, 4: a password hash
+    /// follows), then the key and the hash.
+    static func write(_ u: User, _ b: inout ByteBuffer) {
+        write(u.name, &b)
+        b.writeInteger(u.role.rawValue)
+        b.writeInteger((u.enabled ? 1 : 0) | (u.key == nil ? 0 : 2) | (u.password == nil ? 0 : 4) as UInt8)
+        if let k = u.key { b.writeBytes(k.bytes) }
+        if let p = u.password { b.writeBytes(p.encoded) }
     }
 
     /// A length byte (1–20), then the prefix's bytes.
@@ -257,6 +301,7 @@ public enum ClusterCodec {
     /// captured its index paid a dynamic exclusivity check for every byte (`tracker
     /// bench --replica`'s seal stage).
     static func writeCompact(_ a: Announce, _ b: inout ByteBuffer) {
+        let start = b.writerIndex
         b.writeBigEndian(atMost: compactAnnounceBytes) { w in
             w.put(9 as UInt8)
             w.put(a.infoHash)
@@ -269,6 +314,12 @@ public enum ClusterCodec {
             w.putVarint(UInt64(bitPattern: a.downloaded))
             w.putVarint(UInt64(bitPattern: a.left))
             w.putVarint(UInt64(bitPattern: a.at.milliseconds))
+        }
+        // Kind 11: a compact announce and the user's key (private mode). Only such an
+        // announce carries one, so an older node reads every other PREPARE.
+        if let k = a.trackerKey {
+            b.setInteger(11 as UInt8, at: start)
+            b.writeBytes(k.bytes)
         }
     }
 
@@ -286,6 +337,8 @@ public enum ClusterCodec {
         case .mode(let mode, _): b.writeInteger(5 as UInt8); b.writeInteger(mode.rawValue)
         case .client(let p, let rule, _): b.writeInteger(7 as UInt8); write(p, &b); b.writeInteger(rule.rawValue)
         case .clientRemoved(let p, _): b.writeInteger(8 as UInt8); write(p, &b)
+        case .user(let u, _): b.writeInteger(9 as UInt8); write(u, &b)
+        case .userRemoved(let n, _): b.writeInteger(10 as UInt8); write(n, &b)
         case .completed(let hash, let count):
             // Counts carry no stamp: the highest wins.
             b.writeInteger(6 as UInt8); hash.write(to: &b); b.writeInteger(UInt64(clamping: count))
@@ -533,8 +586,70 @@ public enum ClusterCodec {
                 let p = try clientPrefix()
                 return .client(p, try accessRule(), try ref())
             case 8: let p = try clientPrefix(); return .clientRemoved(p, try ref())
+            case 9: let u = try user(); return .user(u, try ref())
+            case 10: let n = try userName(); return .userRemoved(n, try ref())
             default: throw ClusterDecodingError("bad kept entry kind \(kind)")
             }
+        }
+
+        mutating func userName() throws -> UserName {
+            let n: UInt8 = try int()
+            guard n >= 1, Int(n) <= UserName.maxLength, let name = UserName(String(decoding: try take(Int(n)), as: UTF8.self)),
+                  name.text.utf8.count == Int(n)
+            else { throw ClusterDecodingError("bad user name of \(n) bytes") }
+            return name
+        }
+
+        mutating func trackerKey() throws -> TrackerKey {
+            guard let k = TrackerKey(bytes: try take(TrackerKey.length)) else { throw ClusterDecodingError("bad tracker key") }
+            return k
+        }
+
+        mutating func passwordHash() throws -> PasswordHash {
+            guard let p = PasswordHash(encoded: try take(PasswordHash.length)) else { throw ClusterDecodingError("bad password hash") }
+            return p
+        }
+
+        mutating func userRole() throws -> UserRole {
+            let raw: UInt8 = try int()
+            guard let role = UserRole(rawValue: raw) else { throw ClusterDecodingError("bad user role \(raw)") }
+            return role
+        }
+
+        /// A flag byte: 0, or 1 and then what `read` reads.
+        mutating func optional<T>(_ read: (inout Reader) throws -> T) throws -> T? {
+            let flag: UInt8 = try int()
+            guard flag <= 1 else { throw ClusterDecodingError("bad flag \(flag)") }
+            return flag == 1 ? try read(&self) : nil
+        }
+
+        mutating func user() throws -> User {
+            let name = try userName()
+            let role = try userRole()
+            let flags: UInt8 = try int()
+            guard flags & ~7 == 0 else { throw ClusterDecodingError("bad user flags \(flags)") }
+            let key = flags & 2 != 0 ? try trackerKey() : nil
+            let password = flags & 4 != 0 ? try passwordHash() : nil
+            return User(name: name, role: role, key: key, enabled: flags & 1 != 0, password: password)
+        }
+
+        mutating func users() throws -> [User] {
+            let users = try list(minItemSize: 4) { try $0.user() }
+            guard users.count <= UserDirectory.maxUsers else { throw ClusterDecodingError("\(users.count) users") }
+            return users
+        }
+
+        /// The users' stamps: at most a full directory and a full set of tombstones.
+        mutating func userStamps() throws -> [UserName: CatalogueStamp] {
+            let rows = try list(minItemSize: 19) { r -> (UserName, CatalogueStamp) in
+                let n = try r.userName()
+                let ref = try r.ref()
+                let removed: UInt8 = try r.int()
+                guard removed <= 1 else { throw ClusterDecodingError("bad stamp flag \(removed)") }
+                return (n, CatalogueStamp(ref: ref, removed: removed == 1))
+            }
+            guard rows.count <= UserDirectory.maxUsers + CatalogueStamps.maxTombstones else { throw ClusterDecodingError("\(rows.count) user stamps") }
+            return Dictionary(rows, uniquingKeysWith: { _, last in last })
         }
 
         mutating func accessRule() throws -> AccessRule {
@@ -604,7 +719,7 @@ public enum ClusterCodec {
                 let r = try record()
                 return .announce(Announce(infoHash: hash, peerID: r.peerID, endpoint: r.endpoint, uploaded: r.uploaded,
                                           downloaded: r.downloaded, left: r.left, event: event, at: r.lastAnnounce))
-            case 9:
+            case let kind where kind == 9 || kind == 11:
                 let hash = try bytes20()
                 guard let event = AnnounceEvent(rawValue: UInt32(try int(UInt8.self))) else { throw ClusterDecodingError("bad event") }
                 let id = try bytes20()
@@ -612,9 +727,10 @@ public enum ClusterCodec {
                 let port: UInt16 = try int()
                 let uploaded = Int64(bitPattern: try varint()), downloaded = Int64(bitPattern: try varint())
                 let left = Int64(bitPattern: try varint())
+                let at = Instant(milliseconds: Int64(bitPattern: try varint()))
                 return .announce(Announce(infoHash: hash, peerID: id, endpoint: PeerEndpoint(ip: ip, port: port), uploaded: uploaded,
-                                          downloaded: downloaded, left: left, event: event,
-                                          at: Instant(milliseconds: Int64(bitPattern: try varint()))))
+                                          downloaded: downloaded, left: left, event: event, at: at,
+                                          trackerKey: kind == 11 ? try trackerKey() : nil))
             case 2: return .expire(before: Instant(milliseconds: try int()))
             case 3: return .merge(try merge())
             case 4: return .catalogue(.register(try torrent()))
@@ -644,6 +760,22 @@ public enum ClusterCodec {
                 if raw == 0 { return .catalogue(.removeClientRules(prefixes)) }
                 guard let rule = AccessRule(rawValue: raw) else { throw ClusterDecodingError("bad access rule \(raw)") }
                 return .catalogue(.setClientRule(rule, prefixes))
+            case 12:
+                switch try int(UInt8.self) {
+                case 1: return .catalogue(.addUser(try user()))
+                case 2:
+                    let name = try userName()
+                    let edit: UserEdit = switch try int(UInt8.self) {
+                    case 1: .role(try userRole())
+                    case 2: .key(try optional { try $0.trackerKey() })
+                    case 3: .enabled(try bool())
+                    case 4: .password(try optional { try $0.passwordHash() })
+                    case let e: throw ClusterDecodingError("bad user edit \(e)")
+                    }
+                    return .catalogue(.editUser(name, edit))
+                case 3: return .catalogue(.removeUser(try userName()))
+                case let k: throw ClusterDecodingError("bad user change \(k)")
+                }
             case let t: throw ClusterDecodingError("bad update kind \(t)")
             }
         }
@@ -718,8 +850,11 @@ public enum ClusterCodec {
                 }
                 guard bases.count <= 2 * Catalogue.maxTorrents else { throw ClusterDecodingError("\(bases.count) completion counts") }
                 if remaining > 0 {
-                    access = AccessPolicy(mode: access.mode, rules: access.sortedRules, clients: try clientEntries())
-                    stamps = CatalogueStamps(torrents: stamps.torrents, rules: stamps.rules, mode: stamps.mode, clients: try clientStamps())
+                    let clients = try clientEntries(), clientStamps = try clientStamps()
+                    let users = remaining > 0 ? try users() : [], userStamps = remaining > 0 ? try userStamps() : [:]
+                    access = AccessPolicy(mode: access.mode, rules: access.sortedRules, clients: clients, users: users)
+                    stamps = CatalogueStamps(torrents: stamps.torrents, rules: stamps.rules, mode: stamps.mode, clients: clientStamps,
+                                             users: userStamps)
                 }
                 let snapshot = Snapshot(lastCommitted: last, history: EpochHistory(runs: runs), content: content, torrents: torrents,
                                         access: access, stamps: stamps, completedBase: Dictionary(bases, uniquingKeysWith: { _, b in b }),
@@ -731,10 +866,12 @@ public enum ClusterCodec {
             case .mergeOffer:
                 let offerID: UInt64 = try int(), part: UInt32 = try int(), parts: UInt32 = try int()
                 guard part < parts, parts <= ClusterCodec.maxOfferParts else { throw ClusterDecodingError("merge offer part \(part) of \(parts)") }
-                message = .mergeOffer(MergeOffer(offerID: offerID, part: part, parts: parts,
-                                                 swarms: try list(minItemSize: 32) { try $0.merge() },
-                                                 torrents: try list(minItemSize: 12) { try $0.torrent() },
-                                                 access: try accessEntries(), clients: remaining > 0 ? try clientEntries() : []))
+                let swarms = try list(minItemSize: 32) { try $0.merge() }
+                let torrents = try list(minItemSize: 12) { try $0.torrent() }
+                let access = try accessEntries()
+                let clients = remaining > 0 ? try clientEntries() : []
+                message = .mergeOffer(MergeOffer(offerID: offerID, part: part, parts: parts, swarms: swarms, torrents: torrents,
+                                                 access: access, clients: clients, users: remaining > 0 ? try users() : []))
             case .mergeDone: message = .mergeDone(offerID: try int())
             case .leaving: message = .leaving
             case .submit:

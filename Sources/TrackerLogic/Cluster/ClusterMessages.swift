@@ -127,16 +127,17 @@ public struct MergeOffer: Hashable, Sendable {
     public var part: UInt32
     public var parts: UInt32
     public var swarms: [SwarmMerge]
-    /// The diverged node's registered torrents, access rules and client rules (in part 0): what a
+    /// The diverged node's registered torrents, access rules, client rules and users (in part 0): what a
     /// partitioned minority's operator committed is kept like its announces.
     public var torrents: [RegisteredTorrent]
     public var access: [AccessEntry]
     public var clients: [ClientRuleEntry]
+    public var users: [User]
 
     public init(offerID: UInt64, part: UInt32, parts: UInt32, swarms: [SwarmMerge], torrents: [RegisteredTorrent] = [],
-                access: [AccessEntry] = [], clients: [ClientRuleEntry] = []) {
+                access: [AccessEntry] = [], clients: [ClientRuleEntry] = [], users: [User] = []) {
         self.offerID = offerID; self.part = part; self.parts = parts; self.swarms = swarms; self.torrents = torrents
-        self.access = access; self.clients = clients
+        self.access = access; self.clients = clients; self.users = users
     }
 }
 

@@ -32,6 +32,7 @@ public struct Digest: Sendable {
             add(1, UInt64(a.event.rawValue))
             add(a.infoHash)
             add(PeerRecord(a))
+            if let k = a.trackerKey { add(bytes: k.bytes) }
         case .expire(let before):
             add(2, UInt64(bitPattern: before.milliseconds))
         case .merge(let m):
@@ -62,6 +63,21 @@ public struct Digest: Sendable {
         case .catalogue(.removeClientRules(let prefixes)):
             add(9, 0, UInt64(prefixes.count))
             for p in prefixes { add(p) }
+        case .catalogue(.addUser(let u)):
+            add(10, 1)
+            add(u)
+        case .catalogue(.editUser(let n, let edit)):
+            add(10, 2)
+            add(bytes: Array(n.text.utf8))
+            switch edit {
+            case .role(let r): add(1, UInt64(r.rawValue))
+            case .key(let k): add(2, k == nil ? 0 : 1); add(bytes: k?.bytes ?? [])
+            case .enabled(let e): add(3, e ? 1 : 0)
+            case .password(let p): add(4, p == nil ? 0 : 1); add(bytes: p?.encoded ?? [])
+            }
+        case .catalogue(.removeUser(let n)):
+            add(10, 3)
+            add(bytes: Array(n.text.utf8))
         case .catalogue(.restore(let entries)):
             add(8, UInt64(entries.count))
             for e in entries {
@@ -77,6 +93,8 @@ public struct Digest: Sendable {
                 case .completed(let h, let count): add(6, UInt64(clamping: count)); add(h)
                 case .client(let p, let rule, _): add(7, UInt64(rule.rawValue)); add(p)
                 case .clientRemoved(let p, _): add(8); add(p)
+                case .user(let u, _): add(9); add(u)
+                case .userRemoved(let n, _): add(10); add(bytes: Array(n.text.utf8))
                 }
                 add(e.ref.epoch.packed, e.ref.txid)
             }
@@ -90,6 +108,17 @@ public struct Digest: Sendable {
         add(UInt64(prefix.bytes.count), words[0], words[1])
         add(words[2])
     }
+
+    /// A user whole: name, role, enabled flag, key and password hash.
+    mutating func add(_ user: User) {
+        add(bytes: Array(user.name.text.utf8))
+        add(UInt64(user.role.rawValue), user.enabled ? 1 : 0, (user.key == nil ? 0 : 2) | (user.password == nil ? 0 : 1))
+        add(bytes: user.key?.bytes ?? [])
+        add(bytes: user.password?.encoded ?? [])
+    }
+
+    /// Bytes of any length: the length, then the bytes folded (`fileDigest`).
+    mutating func add(bytes: [UInt8]) { add(UInt64(bytes.count), Self.fileDigest(bytes)) }
 
     /// The file's bytes, folded eight at a time.
     static func fileDigest(_ file: [UInt8]) -> UInt64 {
@@ -192,6 +221,14 @@ public struct Digest: Sendable {
         return d.value
     }
 
+    /// What one user adds.
+    static func element(_ user: User) -> UInt64 {
+        var d = Digest()
+        d.add(0x05E4)
+        d.add(user)
+        return d.value
+    }
+
     /// The sum and count of the catalogue's elements a change touches, as they stand (a
     /// hash named twice is one element).
     static func elements(touchedBy change: CatalogueChange, in catalogue: Catalogue) -> (sum: UInt64, count: Int) {
@@ -203,6 +240,7 @@ public struct Digest: Sendable {
         for h in Set(touched.completedBases) { add(catalogue.completedBase[h].map { element(h, completedBase: $0) }) }
         if touched.mode { add(element(catalogue.access.mode)) }
         for p in Set(touched.clients) { add(catalogue.access.clients.rules[p].map { element(p, $0) }) }
+        for n in Set(touched.users) { add(catalogue.access.users[n].map(element)) }
         return (sum, count)
     }
 
@@ -212,6 +250,7 @@ public struct Digest: Sendable {
         if let m = element(access.mode) { sum &+= m; count += 1 }
         for (h, rule) in access.rules { sum &+= element(h, rule); count += 1 }
         for (p, rule) in access.clients.rules { sum &+= element(p, rule); count += 1 }
+        for u in access.users.users.values { sum &+= element(u); count += 1 }
         return (sum, count)
     }
 

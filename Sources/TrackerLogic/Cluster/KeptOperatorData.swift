@@ -73,7 +73,7 @@ extension KeptEntry {
     struct Key: Hashable, Comparable {
         var kind: UInt8
         var hash: InfoHash
-        /// A client rule's prefix (empty for other kinds).
+        /// A client rule's prefix or a user's name (empty for other kinds).
         var prefix: [UInt8] = []
         static func < (l: Key, r: Key) -> Bool {
             (l.kind, l.hash) != (r.kind, r.hash) ? (l.kind, l.hash) < (r.kind, r.hash) : l.prefix.lexicographicallyPrecedes(r.prefix)
@@ -88,6 +88,8 @@ extension KeptEntry {
         case .mode: Key(kind: 3, hash: InfoHash(a: 0, b: 0, c: 0))
         case .completed(let h, _): Key(kind: 4, hash: h)
         case .client(let p, _, _), .clientRemoved(let p, _): Key(kind: 5, hash: InfoHash(a: 0, b: 0, c: 0), prefix: p.bytes)
+        case .user(let u, _): Key(kind: 6, hash: InfoHash(a: 0, b: 0, c: 0), prefix: Array(u.name.text.utf8))
+        case .userRemoved(let n, _): Key(kind: 6, hash: InfoHash(a: 0, b: 0, c: 0), prefix: Array(n.text.utf8))
         }
     }
 }

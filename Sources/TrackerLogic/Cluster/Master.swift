@@ -401,6 +401,13 @@ struct Master: NodeRole, Sendable {
         for item in f.items {
             switch item.origin {
             case .peer(let pending):
+                // Private mode: a user disabled or removed while the announce waited, or the
+                // mode switched to private; its apply was a no-op (`SwarmStore.apply`).
+                if let refused = ctx.repo.replica.store.catalogue.access.userRefusal(key: pending.update.trackerKey) {
+                    ctx.meters.paths.count(.userRefusedAtCommit)
+                    ctx.answer(pending, with: ctx.handler.refusal(pending, reason: refused))
+                    continue
+                }
                 let swarm = ctx.repo.replica.answer(for: pending.update, wanting: ctx.handler.peersToPick(for: pending), rng: &ctx.rng)
                 ctx.answer(pending, with: ctx.handler.answer(pending, swarm: swarm))
             case .merge(let key):
@@ -500,6 +507,7 @@ struct Master: NodeRole, Sendable {
         let missing = offer.torrents.filter { ctx.repo.replica.store.catalogue.torrents[$0.infoHash] == nil }
         let rules = ctx.repo.replica.store.catalogue.access.missing(offer.access)
             + ctx.repo.replica.store.catalogue.access.clients.missing(offer.clients)
+            + ctx.repo.replica.store.catalogue.access.users.missing(offer.users)
         // Swarms that would change nothing are not committed: the offer is done sooner,
         // and a diverged node whose state we already hold is in sync without a commit it
         // cannot vote for (in `strict`, the quorum may need its vote).

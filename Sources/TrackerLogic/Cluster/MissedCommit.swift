@@ -80,6 +80,7 @@ extension Recovery {
             recovery.ownDivergedTorrents = diverged.store.catalogue.sorted
             recovery.ownDivergedRules = diverged.store.catalogue.access.sortedRules
             recovery.ownDivergedClients = diverged.store.catalogue.access.clients.sortedRules
+            recovery.ownDivergedUsers = diverged.store.catalogue.access.users.sorted
         }
         ctx.broadcast(.coordinator(lastCommitted: ctx.repo.replica.lastCommitted))
         ctx.liveness.nextKeepalive = now

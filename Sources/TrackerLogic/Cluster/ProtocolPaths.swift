@@ -145,6 +145,9 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
     case httpRefusedNotServing
     /// A master leaving office refused the HTTP announces it had taken and not answered.
     case httpRefusedLeavingOffice
+    /// Private mode: a committed announce refused at its commit, its user disabled,
+    /// removed or re-keyed by a commit since the master read it (its apply a no-op).
+    case userRefusedAtCommit
 
     public var description: String {
         switch self {
@@ -207,6 +210,7 @@ public enum ProtocolPath: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .httpRequestServed: return "HTTP tracker request decided by the serving master"
         case .httpRefusedNotServing: return "HTTP tracker request refused by a node not serving"
         case .httpRefusedLeavingOffice: return "HTTP announces refused by a master leaving office"
+        case .userRefusedAtCommit: return "announce refused at its commit: its user's key refused since"
         }
     }
 }

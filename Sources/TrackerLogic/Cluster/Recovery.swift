@@ -19,6 +19,7 @@ struct Recovery: NodeRole, Sendable {
     var ownDivergedTorrents: [RegisteredTorrent] = []
     var ownDivergedRules: [AccessEntry] = []
     var ownDivergedClients: [ClientRuleEntry] = []
+    var ownDivergedUsers: [User] = []
     /// Our own state, kept on disk while we serve the fetched one (`DivergedOnDisk`).
     var divergedOnDisk = DivergedOnDisk()
     /// Recovering again (`MissedCommit.swift`): the commit that sent us back, and the
@@ -137,13 +138,15 @@ struct Recovery: NodeRole, Sendable {
             recovered += tx.updates
             ctx.meters.paths.count(.preparedReproposed)
         }
-        if !ownDivergedContent.isEmpty || !ownDivergedTorrents.isEmpty || !ownDivergedRules.isEmpty || !ownDivergedClients.isEmpty {
+        if !ownDivergedContent.isEmpty || !ownDivergedTorrents.isEmpty || !ownDivergedRules.isEmpty || !ownDivergedClients.isEmpty
+            || !ownDivergedUsers.isEmpty {
             ctx.meters.paths.count(.recoveryMergedOwnState)
         }
         recovered += ownDivergedContent.map { .merge(ctx.unexpired($0, now)) }
         recovered += ownDivergedTorrents.filter { ctx.repo.replica.store.catalogue.torrents[$0.infoHash] == nil }.map { .catalogue(.register($0)) }
         recovered += ctx.repo.replica.store.catalogue.access.missing(ownDivergedRules).map { .catalogue($0) }
         recovered += ctx.repo.replica.store.catalogue.access.clients.missing(ownDivergedClients).map { .catalogue($0) }
+        recovered += ctx.repo.replica.store.catalogue.access.users.missing(ownDivergedUsers).map { .catalogue($0) }
         // What we kept through a clean stop, first of all that we answer peers by.
         let catalogue = ctx.repo.replica.store.catalogue
         recovered += Catalogue.restoring(ctx.repo.kept.filter { !catalogue.dominates($0) }).map { .catalogue($0) }
@@ -185,6 +188,7 @@ struct Recovery: NodeRole, Sendable {
             ownDivergedTorrents += ctx.repo.replica.store.catalogue.sorted
             ownDivergedRules += ctx.repo.replica.store.catalogue.access.sortedRules
             ownDivergedClients += ctx.repo.replica.store.catalogue.access.clients.sortedRules
+            ownDivergedUsers += ctx.repo.replica.store.catalogue.access.users.sorted
         }
         // Our diverged state stays on disk until its merge commits.
         if diverged { divergedOnDisk.keep(ctx.repo.replica) }

@@ -27,10 +27,10 @@ struct SetAside: Sendable, Equatable {
     /// A merge offer carries at most this many swarms per part.
     static let partSwarms = 64
 
-    /// `content`, torrents, access rules and client rules as offer parts of at most
+    /// `content`, torrents, access rules, client rules and users as offer parts of at most
     /// `partSwarms` swarms each, under `offerID`.
     static func parts(offerID: UInt64, swarms content: [SwarmMerge], torrents: [RegisteredTorrent],
-                      access: [AccessEntry], clients: [ClientRuleEntry] = []) -> [MergeOffer] {
+                      access: [AccessEntry], clients: [ClientRuleEntry] = [], users: [User] = []) -> [MergeOffer] {
         var chunks = stride(from: 0, to: content.count, by: SetAside.partSwarms).map {
             Array(content[$0..<min($0 + SetAside.partSwarms, content.count)])
         }
@@ -38,7 +38,7 @@ struct SetAside: Sendable, Equatable {
         return chunks.enumerated().map {
             MergeOffer(offerID: offerID, part: UInt32(truncatingIfNeeded: $0.offset), parts: UInt32(truncatingIfNeeded: chunks.count),
                        swarms: $0.element, torrents: $0.offset == 0 ? torrents : [], access: $0.offset == 0 ? access : [],
-                       clients: $0.offset == 0 ? clients : [])
+                       clients: $0.offset == 0 ? clients : [], users: $0.offset == 0 ? users : [])
         }
     }
 
@@ -57,12 +57,12 @@ extension NodeContext {
     mutating func setAsideDivergedReplica(_ now: Instant) {
         let store = repo.replica.store
         var swarms = store.content(), torrents = store.catalogue.sorted, access = store.catalogue.access.sortedRules
-        var clients = store.catalogue.access.clients.sortedRules
+        var clients = store.catalogue.access.clients.sortedRules, users = store.catalogue.access.users.sorted
         for part in repo.setAside?.parts ?? [] {
-            swarms += part.swarms; torrents += part.torrents; access += part.access; clients += part.clients
+            swarms += part.swarms; torrents += part.torrents; access += part.access; clients += part.clients; users += part.users
         }
-        if !swarms.isEmpty || !torrents.isEmpty || !access.isEmpty || !clients.isEmpty {
-            let parts = SetAside.parts(offerID: rng.next(), swarms: swarms, torrents: torrents, access: access, clients: clients)
+        if !swarms.isEmpty || !torrents.isEmpty || !access.isEmpty || !clients.isEmpty || !users.isEmpty {
+            let parts = SetAside.parts(offerID: rng.next(), swarms: swarms, torrents: torrents, access: access, clients: clients, users: users)
             repo.setAside = SetAside(parts: parts, resendAt: now)
             outbox.actions.append(.setAside(parts))
             meters.paths.count(.divergedStateSetAside)

@@ -87,6 +87,8 @@ public struct HTTPAnnounce: Hashable, Sendable {
     public var noPeerID: Bool
     /// The address the client says it has (`ip`), used only from trusted sources.
     public var announcedIP: [UInt8]?
+    /// The user's key from the path (`/announce/<key>`), for a private tracker.
+    public var trackerKey: TrackerKey?
 
     public init(infoHash: InfoHash, peerID: PeerID, port: UInt16, uploaded: Int64, downloaded: Int64, left: Int64,
                 event: AnnounceEvent, numWant: Int?, key: [UInt8]?, compact: Bool, noPeerID: Bool, announcedIP: [UInt8]?) {

@@ -10,7 +10,8 @@ public struct HTTPExchangeID: Hashable, Sendable, CustomStringConvertible {
 /// What an HTTP tracker request asks, routed by its path.
 public enum HTTPTrackerRequest: Hashable, Sendable {
     case announce(HTTPAnnounce)
-    case scrape([InfoHash])
+    /// The hashes, and the user's key from the path (`/scrape/<key>`).
+    case scrape([InfoHash], key: TrackerKey?)
 
     /// Why a request is not one the tracker serves.
     public enum Refusal: Error, Hashable, Sendable {
@@ -23,22 +24,49 @@ public enum HTTPTrackerRequest: Hashable, Sendable {
     public static let announcePath = Array("/announce".utf8)
     public static let scrapePath = Array("/scrape".utf8)
 
+    /// `/announce` and `/scrape`, each bare or with one more segment: a user's key, as a
+    /// private tracker's URLs carry it (`/announce/<key>`). A segment that is no key's
+    /// shape gets a `failure reason` saying so, not a 404: it is a user's typo.
     public static func decode(_ head: HTTPRequestHead) -> Result<HTTPTrackerRequest, Refusal> {
         let path = head.path
-        if path.elementsEqual(announcePath) {
-            return HTTPAnnounce.decode(query: head.query).map(HTTPTrackerRequest.announce).mapError(Refusal.query)
+        if let key = keySegment(path, after: announcePath) {
+            return HTTPAnnounce.decode(query: head.query).flatMap { a in
+                var a = a
+                return trackerKey(key).map { a.trackerKey = $0; return HTTPTrackerRequest.announce(a) }
+            }.mapError(Refusal.query)
         }
-        if path.elementsEqual(scrapePath) {
-            return HTTPScrape.decode(query: head.query).map(HTTPTrackerRequest.scrape).mapError(Refusal.query)
+        if let key = keySegment(path, after: scrapePath) {
+            return HTTPScrape.decode(query: head.query).flatMap { hashes in
+                trackerKey(key).map { HTTPTrackerRequest.scrape(hashes, key: $0) }
+            }.mapError(Refusal.query)
         }
         return .failure(.notFound)
+    }
+
+    /// What follows `route` in `path`: nil when the path is not the route; an empty
+    /// segment for the bare route; else the one segment after a `/`.
+    static func keySegment(_ path: some Collection<UInt8>, after route: [UInt8]) -> ArraySlice<UInt8>? {
+        let path = Array(path)
+        guard path.starts(with: route) else { return nil }
+        let rest = path[route.count...]
+        if rest.isEmpty { return rest }
+        guard rest.first == UInt8(ascii: "/"), !rest.dropFirst().contains(UInt8(ascii: "/")) else { return nil }
+        return rest.dropFirst()
+    }
+
+    static func trackerKey(_ segment: ArraySlice<UInt8>) -> Result<TrackerKey?, HTTPQueryError> {
+        if segment.isEmpty { return .success(nil) }
+        guard let key = TrackerKey(bytes: segment) else {
+            return .failure(.invalid("the key in the path", "is not a tracker key (\(TrackerKey.length) of A-Z, a-z, 0-9, '-', '_')"))
+        }
+        return .success(key)
     }
 
     /// How its answer is written.
     public var shape: HTTPTrackerReply.Shape {
         switch self {
         case .announce(let a): HTTPTrackerReply.Shape(compact: a.compact)
-        case .scrape(let hashes): HTTPTrackerReply.Shape(scraped: hashes)
+        case .scrape(let hashes, _): HTTPTrackerReply.Shape(scraped: hashes)
         }
     }
 }
@@ -47,12 +75,12 @@ extension HTTPAnnounce {
     /// As the BEP 15 announce it asks the same of, so both protocols are decided by one
     /// core (`PeerRequestHandler.decideAnnounce`). `ip` counts when it is an IPv4 address,
     /// as BEP 15's field can only be (and is used only when trusted).
-    func asBEP15(transactionID: UInt32) -> AnnounceRequest {
+    package func asBEP15(transactionID: UInt32) -> AnnounceRequest {
         var ip: UInt32 = 0
         if let text = announcedIP, case .v4(let v)? = IPAddress(String(decoding: text, as: UTF8.self)) { ip = v }
         return AnnounceRequest(connectionID: 0, transactionID: transactionID, infoHash: infoHash, peerID: peerID,
                                downloaded: downloaded, left: left, uploaded: uploaded, event: event, ip: ip,
-                               numWant: numWant.map { Int32(clamping: $0) } ?? -1, port: port)
+                               numWant: numWant.map { Int32(clamping: $0) } ?? -1, port: port, trackerKey: trackerKey)
     }
 }
 
@@ -80,7 +108,10 @@ extension PeerRequestHandler {
                                           exchange: exchange)
             guard case .drop = decision else { return decision }
             return .reply(.error(ErrorResponse(transactionID: tid, message: Self.httpRateLimitedMessage)))
-        case .scrape(let hashes):
+        case .scrape(let hashes, let key):
+            if let refused = store.catalogue.access.userRefusal(key: key) {
+                return .reply(.error(ErrorResponse(transactionID: tid, message: refused)))
+            }
             return .reply(.scrape(ScrapeResponse(transactionID: tid, entries: hashes.prefix(config.maxScrapeHashes).map(store.scrape))))
         }
     }

@@ -32,6 +32,9 @@ public struct CommitRows: Hashable, Sendable {
         /// A client rule and its stamp as memory holds them after the transaction.
         case clientRule(ClientPrefix, AccessRule?)
         case clientStamp(ClientPrefix, CatalogueStamp?)
+        /// A user and its stamp as memory holds them after the transaction.
+        case user(UserName, User?)
+        case userStamp(UserName, CatalogueStamp?)
         /// The end of one catalogue change: drop the tombstones memory dropped, by the
         /// same rule (`CatalogueStamps.pruneTombstones`).
         case pruneTombstones
@@ -82,7 +85,11 @@ public struct CommitRows: Hashable, Sendable {
                 let record = announcesOnly ? (a.event == .stopped ? nil : PeerRecord(a)) : replica.store.peer(a.key, in: a.infoHash)
                 changes.append(.peer(a.infoHash, a.key, record))
                 peerRows += 1
-                if a.event == .completed { changes.append(.completion(a.infoHash, a.key)) }
+                // A completion is counted whenever its announce applies, so memory holds it;
+                // not when the announce applied nothing (its key refused, private mode).
+                if a.event == .completed && (announcesOnly || replica.store.hasCompleted(a.key, in: a.infoHash)) {
+                    changes.append(.completion(a.infoHash, a.key))
+                }
                 if a.event == .stopped { changes.append(.stop(a.infoHash, a.key, replica.store.stops.at(a.key, in: a.infoHash))) }
                 if record == nil || a.event == .completed { recount.insert(a.infoHash) }
             case .merge(let m):
@@ -109,6 +116,7 @@ public struct CommitRows: Hashable, Sendable {
         if touched.mode { out += [.accessMode(catalogue.access.mode), .modeStamp(catalogue.stamps.mode)] }
         for h in touched.completedBases { out.append(.completedBase(h, catalogue.completedBase[h])) }
         for p in touched.clients { out += [.clientRule(p, catalogue.access.clients.rules[p]), .clientStamp(p, catalogue.stamps.clients[p])] }
+        for n in touched.users { out += [.user(n, catalogue.access.users[n]), .userStamp(n, catalogue.stamps.users[n])] }
         out.append(.pruneTombstones)
         return out
     }

@@ -14,6 +14,7 @@ public struct RepositoryRows: Sendable, Equatable {
     public private(set) var accessMode = AccessMode.open
     public private(set) var accessRules: [InfoHash: AccessRule] = [:]
     public private(set) var clientRules: [ClientPrefix: AccessRule] = [:]
+    public private(set) var users: [UserName: User] = [:]
     public private(set) var stamps = CatalogueStamps()
     public private(set) var completedBase: [InfoHash: Int] = [:]
     public private(set) var lastCommitted = TxRef.zero
@@ -62,6 +63,10 @@ public struct RepositoryRows: Sendable, Equatable {
                 clientRules[prefix] = rule
             case .clientStamp(let prefix, let stamp):
                 stamps.setClient(prefix, stamp)
+            case .user(let name, let user):
+                users[name] = user
+            case .userStamp(let name, let stamp):
+                stamps.setUser(name, stamp)
             case .pruneTombstones:
                 stamps.pruneTombstones()
             case .completedBase(let hash, let count):
@@ -80,6 +85,7 @@ public struct RepositoryRows: Sendable, Equatable {
         accessMode = snapshot.access.mode
         accessRules = snapshot.access.rules
         clientRules = snapshot.access.clients.rules
+        users = snapshot.access.users.users
         stamps = snapshot.stamps
         completedBase = snapshot.completedBase
         lastCommitted = snapshot.lastCommitted
@@ -105,7 +111,8 @@ public struct RepositoryRows: Sendable, Equatable {
         }
         return Snapshot(restoredAt: lastCommitted, history: history, content: content, torrents: Array(torrents.values),
                         access: AccessPolicy(mode: accessMode, rules: accessRules.map { AccessEntry(infoHash: $0.key, rule: $0.value) },
-                                             clients: clientRules.map { ClientRuleEntry(prefix: $0.key, rule: $0.value) }),
+                                             clients: clientRules.map { ClientRuleEntry(prefix: $0.key, rule: $0.value) },
+                                             users: Array(users.values)),
                         stamps: stamps, completedBase: completedBase)
     }
 }

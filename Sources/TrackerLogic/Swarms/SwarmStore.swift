@@ -10,8 +10,9 @@ public struct SwarmStore: Sendable {
     private(set) var digestSum: UInt64 = 0
     private(set) var digestCount: UInt64 = 0
     public private(set) var peerCount = 0
-    /// Announces that changed no record, a later request of the peer being held
-    /// (`Swarm`): counted so a commit's rows know when an announce is not its record.
+    /// Announces that changed no record, a later request of the peer being held (`Swarm`)
+    /// or its key refused (private mode): counted so a commit's rows know when an
+    /// announce is not its record.
     public private(set) var superseded: UInt64 = 0
     /// Never below the peer count of any swarm held: every change raises it to its swarm's
     /// count, and an expiry (a pass over every swarm) sets it to the largest. A capacity
@@ -43,6 +44,13 @@ public struct SwarmStore: Sendable {
     public mutating func apply(_ update: SwarmUpdate, stamp: TxRef? = nil) {
         switch update {
         case .announce(let a):
+            // Private mode: what a commit before this one disabled or removed, or a mode
+            // switched to private since the announce was decided, applies nothing.
+            // Counted as superseded: a commit's rows then read the record from memory.
+            if catalogue.access.mode == .private, catalogue.access.users.refusal(ofKey: a.trackerKey) != nil {
+                superseded &+= 1
+                return
+            }
             if a.event == .stopped {
                 // A replica keeps the stop even for a swarm it does not hold: a merge may
                 // bring the peer's older record.
@@ -143,6 +151,12 @@ public struct SwarmStore: Sendable {
     public func peer(_ key: PeerKey, in infoHash: InfoHash) -> PeerRecord? {
         guard let i = swarms.index(forKey: infoHash) else { return nil }
         return swarms.values[i].peer(key)
+    }
+
+    /// Whether the swarm counts `key`'s completion, read in place.
+    public func hasCompleted(_ key: PeerKey, in infoHash: InfoHash) -> Bool {
+        guard let i = swarms.index(forKey: infoHash) else { return false }
+        return swarms.values[i].completedPeers.contains(key)
     }
 
     /// What an announce the store already holds is answered from, read in place.

@@ -26,12 +26,16 @@ public struct Announce: Hashable, Sendable {
     /// election keeps the time it arrived, not the time it was committed. Drives expiry,
     /// and orders a peer's requests wherever they were committed (`Swarm`).
     public var at: Instant
+    /// The user's key the request carried (private mode), checked again where the
+    /// announce is applied: a key disabled or removed by an earlier commit makes it a
+    /// no-op on every replica alike (`SwarmStore.apply`).
+    public var trackerKey: TrackerKey?
 
     public init(infoHash: InfoHash, peerID: PeerID, endpoint: PeerEndpoint, uploaded: Int64,
-                downloaded: Int64, left: Int64, event: AnnounceEvent, at: Instant) {
+                downloaded: Int64, left: Int64, event: AnnounceEvent, at: Instant, trackerKey: TrackerKey? = nil) {
         self.infoHash = infoHash; self.peerID = peerID; self.endpoint = endpoint
         self.uploaded = uploaded; self.downloaded = downloaded; self.left = left
-        self.event = event; self.at = at
+        self.event = event; self.at = at; self.trackerKey = trackerKey
     }
 
     public var key: PeerKey { PeerKey(peerID: peerID, ip: endpoint.ip) }

@@ -5,17 +5,20 @@
 /// - `allow`: registered torrents and hashes with an `allow` rule; other announces get
 ///   a BEP 15 error.
 /// - `deny`: every info hash but those with a `deny` rule.
+/// - `private`: the swarms `allow` serves, and only to announces that carry an enabled
+///   user's key (`UserDirectory`); scrapes need one too.
 ///
 /// The mode picks which rules count: `deny` rules mean nothing in `allow` mode and the
 /// reverse, so switching modes never needs the list rewritten.
 public enum AccessMode: UInt8, Sendable, CaseIterable, CustomStringConvertible {
-    case open = 0, allow = 1, deny = 2
+    case open = 0, allow = 1, deny = 2, `private` = 3
 
     public var description: String {
         switch self {
         case .open: "open"
         case .allow: "allow"
         case .deny: "deny"
+        case .private: "private"
         }
     }
 
@@ -48,6 +51,9 @@ public struct AccessPolicy: Hashable, Sendable {
     public private(set) var rules: [InfoHash: AccessRule] = [:]
     /// Which clients are served (`ClientFilter`): replicated, stamped and kept with the rest.
     public private(set) var clients = ClientFilter()
+    /// Who may announce in `private` mode, and who may sign in: replicated, stamped and
+    /// kept with the rest.
+    public private(set) var users = UserDirectory()
 
     /// Bounds what a snapshot carries (about 21 bytes a rule: 2 MiB at most).
     public static let maxRules = 100_000
@@ -58,19 +64,26 @@ public struct AccessPolicy: Hashable, Sendable {
     public init() {}
 
     /// As a snapshot or a store carries it; rules beyond `maxRules` are not kept.
-    public init(mode: AccessMode, rules: [AccessEntry], clients: [ClientRuleEntry] = []) {
+    public init(mode: AccessMode, rules: [AccessEntry], clients: [ClientRuleEntry] = [], users: [User] = []) {
         self.mode = mode
         for e in rules.prefix(Self.maxRules) { self.rules[e.infoHash] = e.rule }
         self.clients = ClientFilter(clients)
+        self.users = UserDirectory(users)
     }
 
     /// Whether an announce for `hash` is served; `registered`: a registered torrent's swarm.
     public func admits(_ hash: InfoHash, registered: Bool) -> Bool {
         switch mode {
         case .open: true
-        case .allow: registered || rules[hash] == .allow
+        case .allow, .private: registered || rules[hash] == .allow
         case .deny: rules[hash] != .deny
         }
+    }
+
+    /// Why a request carrying `key` (nil: none) is refused for want of a user, if it is:
+    /// only in `private` mode.
+    public func userRefusal(key: TrackerKey?) -> String? {
+        mode == .private ? users.refusal(ofKey: key) : nil
     }
 
     /// The BEP 15 error for an announce this policy refuses.
@@ -84,6 +97,10 @@ public struct AccessPolicy: Hashable, Sendable {
     mutating func set(_ mode: AccessMode) { self.mode = mode }
 
     mutating func set(_ rule: AccessRule?, forClients prefixes: [ClientPrefix]) { clients.set(rule, for: prefixes) }
+
+    mutating func put(_ user: User) { users.put(user) }
+
+    mutating func removeUser(_ name: UserName) { users.remove(name) }
 
     mutating func set(_ rule: AccessRule?, for hashes: [InfoHash]) {
         for hash in hashes {

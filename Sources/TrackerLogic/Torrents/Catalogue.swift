@@ -32,6 +32,11 @@ public enum CatalogueChange: Hashable, Sendable {
     case setClientRule(AccessRule, [ClientPrefix])
     /// Removes each client prefix's rule.
     case removeClientRules([ClientPrefix])
+    /// A new user (`UserDirectory`).
+    case addUser(User)
+    /// One field of a user that exists.
+    case editUser(UserName, UserEdit)
+    case removeUser(UserName)
     /// Data a node kept through a clean stop, offered back: each entry applies only if
     /// it is newer than what stands in its place (`Catalogue.dominates`), with its own
     /// stamp, so the newest change to each entry wins whatever order the offers come in.
@@ -43,6 +48,7 @@ public enum CatalogueChange: Hashable, Sendable {
 struct TouchedEntries {
     var torrents: [InfoHash] = [], rules: [InfoHash] = [], completedBases: [InfoHash] = []
     var clients: [ClientPrefix] = []
+    var users: [UserName] = []
     var mode = false
 }
 
@@ -55,6 +61,8 @@ extension CatalogueChange {
         case .setAccessMode: t.mode = true
         case .setAccessRule(_, let hashes), .removeAccessRules(let hashes): t.rules = hashes
         case .setClientRule(_, let prefixes), .removeClientRules(let prefixes): t.clients = prefixes
+        case .addUser(let u): t.users = [u.name]
+        case .editUser(let n, _), .removeUser(let n): t.users = [n]
         case .restore(let entries):
             for e in entries {
                 switch e {
@@ -64,6 +72,8 @@ extension CatalogueChange {
                 case .mode: t.mode = true
                 case .completed(let h, _): t.completedBases.append(h)
                 case .client(let p, _, _), .clientRemoved(let p, _): t.clients.append(p)
+                case .user(let u, _): t.users.append(u.name)
+                case .userRemoved(let n, _): t.users.append(n)
                 }
             }
         }
@@ -93,6 +103,9 @@ extension CatalogueChange {
         case .removeClientRules(let prefixes):
             Self.clientListRefusal(prefixes)
                 ?? (prefixes.contains { catalogue.access.clients.rules[$0] != nil } ? nil : "none of these prefixes is in the client list")
+        case .addUser(let u): catalogue.access.users.refusal(adding: u)
+        case .editUser(let n, let edit): catalogue.access.users.refusal(editing: n, edit)
+        case .removeUser(let n): catalogue.access.users[n] == nil ? "no user \(n)" : nil
         case .restore(let entries):
             if entries.isEmpty || entries.count > AccessPolicy.maxHashesPerChange {
                 "a restore carries 1 to \(AccessPolicy.maxHashesPerChange) entries"
@@ -126,6 +139,9 @@ extension CatalogueChange {
         case .removeAccessRules(let hashes): hashes.allSatisfy { catalogue.access.rules[$0] == nil }
         case .setClientRule(let rule, let prefixes): prefixes.allSatisfy { catalogue.access.clients.rules[$0] == rule }
         case .removeClientRules(let prefixes): prefixes.allSatisfy { catalogue.access.clients.rules[$0] == nil }
+        case .addUser(let u): catalogue.access.users[u.name] == u
+        case .editUser(let n, let edit): catalogue.access.users[n].map { edit.applied(to: $0) == $0 } ?? false
+        case .removeUser(let n): catalogue.access.users[n] == nil
         case .restore(let entries): entries.allSatisfy(catalogue.dominates)
         }
     }
@@ -180,6 +196,17 @@ public struct Catalogue: Hashable, Sendable {
         case .removeClientRules(let prefixes):
             access.set(nil, forClients: prefixes)
             if let stamp { for p in prefixes { stamps.setClient(p, CatalogueStamp(ref: stamp, removed: true)) } }
+        case .addUser(let u):
+            guard access.users[u.name] == nil else { break }
+            access.put(u)
+            if let stamp, access.users[u.name] != nil { stamps.setUser(u.name, CatalogueStamp(ref: stamp, removed: false)) }
+        case .editUser(let n, let edit):
+            guard let old = access.users[n], access.users.refusal(editing: n, edit) == nil else { break }
+            access.put(edit.applied(to: old))
+            if let stamp { stamps.setUser(n, CatalogueStamp(ref: stamp, removed: false)) }
+        case .removeUser(let n):
+            access.removeUser(n)
+            if let stamp { stamps.setUser(n, CatalogueStamp(ref: stamp, removed: true)) }
         case .restore(let entries):
             for entry in entries where !dominates(entry) { restore(entry) }
         }
@@ -216,6 +243,14 @@ public struct Catalogue: Hashable, Sendable {
         case .clientRemoved(let prefix, let ref):
             access.set(nil, forClients: [prefix])
             stamps.setClient(prefix, CatalogueStamp(ref: ref, removed: true))
+        case .user(let u, let ref):
+            // A key another user holds stays with that user (`UserDirectory.put`).
+            access.put(u)
+            guard access.users[u.name] != nil else { return }
+            stamps.setUser(u.name, CatalogueStamp(ref: ref, removed: false))
+        case .userRemoved(let name, let ref):
+            access.removeUser(name)
+            stamps.setUser(name, CatalogueStamp(ref: ref, removed: true))
         }
     }
 
@@ -272,11 +307,12 @@ public struct Catalogue: Hashable, Sendable {
     public var sorted: [RegisteredTorrent] { torrents.values.sorted { $0.infoHash < $1.infoHash } }
 
     /// The changes that build this catalogue from an empty one, in a canonical order:
-    /// registrations, the rules and client rules (`AccessPolicy.maxHashesPerChange` a change), then the
+    /// registrations, the rules and client rules (`AccessPolicy.maxHashesPerChange` a change), the users, then the
     /// mode, last, so no announce is refused for a rule not yet there. What a standalone
     /// node's kept operator data is put back with when its service starts.
     public var rebuildingChanges: [CatalogueChange] {
         sorted.map(CatalogueChange.register) + AccessPolicy().missing(access.sortedRules) + ClientFilter().missing(access.clients.sortedRules)
+            + access.users.sorted.map(CatalogueChange.addUser)
             + (access.mode == .open ? [] : [.setAccessMode(access.mode)]) + Catalogue.restoring(keptCompletionBases)
     }
 

@@ -13,7 +13,8 @@ public struct CatalogueStamp: Hashable, Sendable {
 }
 
 /// The stamps of a catalogue's entries: each registered or removed torrent, each rule or
-/// removed rule, each client rule or removed client rule, and the mode.
+/// removed rule, each client rule or removed client rule, each user or removed user, and
+/// the mode.
 ///
 /// Invariant: a live entry of a cluster's catalogue has a stamp that is not removed;
 /// between changes, at most `maxTombstones` removed stamps of each kind are kept, the
@@ -22,21 +23,29 @@ public struct CatalogueStamps: Hashable, Sendable {
     public private(set) var torrents: [InfoHash: CatalogueStamp] = [:]
     public private(set) var rules: [InfoHash: CatalogueStamp] = [:]
     public private(set) var clients: [ClientPrefix: CatalogueStamp] = [:]
+    public private(set) var users: [UserName: CatalogueStamp] = [:]
     /// Nil until the mode is first set.
     public internal(set) var mode: TxRef?
-    /// How many of `torrents` and of `rules` are tombstones.
-    private var removedTorrents = 0, removedRules = 0, removedClients = 0
+    /// How many of each table are tombstones.
+    private var removedTorrents = 0, removedRules = 0, removedClients = 0, removedUsers = 0
 
     public static let maxTombstones = 10_000
 
     public init() {}
 
     public init(torrents: [InfoHash: CatalogueStamp], rules: [InfoHash: CatalogueStamp], mode: TxRef?,
-                clients: [ClientPrefix: CatalogueStamp] = [:]) {
+                clients: [ClientPrefix: CatalogueStamp] = [:], users: [UserName: CatalogueStamp] = [:]) {
         self.mode = mode
         for (h, s) in torrents { setTorrent(h, s) }
         for (h, s) in rules { setRule(h, s) }
         for (p, s) in clients { setClient(p, s) }
+        for (n, s) in users { setUser(n, s) }
+    }
+
+    public mutating func setUser(_ name: UserName, _ stamp: CatalogueStamp?) {
+        if users[name]?.removed == true { removedUsers -= 1 }
+        if stamp?.removed == true { removedUsers += 1 }
+        users[name] = stamp
     }
 
     public mutating func setClient(_ prefix: ClientPrefix, _ stamp: CatalogueStamp?) {
@@ -64,6 +73,7 @@ public struct CatalogueStamps: Hashable, Sendable {
         if removedTorrents > Self.maxTombstones { Self.prune(&torrents, &removedTorrents) }
         if removedRules > Self.maxTombstones { Self.prune(&rules, &removedRules) }
         if removedClients > Self.maxTombstones { Self.prune(&clients, &removedClients) }
+        if removedUsers > Self.maxTombstones { Self.prune(&users, &removedUsers) }
     }
 
     /// What a pruned kind keeps of its tombstones.
@@ -88,6 +98,8 @@ public enum KeptEntry: Hashable, Sendable {
     case mode(AccessMode, TxRef)
     case client(ClientPrefix, AccessRule, TxRef)
     case clientRemoved(ClientPrefix, TxRef)
+    case user(User, TxRef)
+    case userRemoved(UserName, TxRef)
     /// A registered torrent's swarm had been completed this many times: it stays the
     /// swarm's count at least (counts only grow, so the highest one kept wins).
     case completed(InfoHash, Int)
@@ -95,7 +107,7 @@ public enum KeptEntry: Hashable, Sendable {
     public var ref: TxRef {
         switch self {
         case .torrent(_, let r), .torrentRemoved(_, let r), .rule(_, _, let r), .ruleRemoved(_, let r), .mode(_, let r),
-             .client(_, _, let r), .clientRemoved(_, let r): r
+             .client(_, _, let r), .clientRemoved(_, let r), .user(_, let r), .userRemoved(_, let r): r
         case .completed: .zero
         }
     }
@@ -124,6 +136,9 @@ extension Catalogue {
         for (prefix, stamp) in stamps.clients.sorted(by: { $0.key < $1.key }) {
             if stamp.removed { out.append(.clientRemoved(prefix, stamp.ref)) } else if let r = access.clients.rules[prefix] { out.append(.client(prefix, r, stamp.ref)) }
         }
+        for (name, stamp) in stamps.users.sorted(by: { $0.key < $1.key }) {
+            if stamp.removed { out.append(.userRemoved(name, stamp.ref)) } else if let u = access.users[name] { out.append(.user(u, stamp.ref)) }
+        }
         return out
     }
 
@@ -135,6 +150,8 @@ extension Catalogue {
         case .rule(let hash, _, _), .ruleRemoved(let hash, _): stamps.rules[hash]?.ref
         case .mode: stamps.mode
         case .client(let p, _, _), .clientRemoved(let p, _): stamps.clients[p]?.ref
+        case .user(let u, _): stamps.users[u.name]?.ref
+        case .userRemoved(let n, _): stamps.users[n]?.ref
         case .completed: nil
         }
     }

@@ -70,6 +70,7 @@ function refreshTab() {
   if (state.tab === "swarms") { loadSwarms(); if (state.detail) loadPeers(); }
   if (state.tab === "activity") loadHistory();
   if (state.tab === "torrents") loadTorrents();
+  if (state.tab === "users") loadUsers();
 }
 
 // ---------- live status (server-sent events)
@@ -278,6 +279,31 @@ async function loadAccess() {
     }));
   } catch (e) { $("access-result").textContent = "cannot read the access policy: " + e.message; }
 }
+// The users and their keys: read with the admin token only (keys are secrets).
+async function loadUsers() {
+  try {
+    const u = await getJSON("/api/users?limit=500");
+    $("users-summary").textContent = `${u.count} users; access mode ${u.mode}` +
+      (u.mode === "private" ? ": announces need an enabled user's key" : ": keys are not asked for") +
+      (u.count > u.users.length ? ` (first ${u.users.length} shown)` : "");
+    fill($("users").tBodies[0], u.users.map((x) => {
+      const act = (action, label) => {
+        const b = el("button", label);
+        b.onclick = async () => { if (await userChange({ action, name: x.name })) loadUsers(); };
+        return b;
+      };
+      const actions = el("span", "");
+      actions.append(act(x.enabled ? "disable" : "enable", x.enabled ? "disable" : "enable"), act("key", "new key"), act("remove", "remove"));
+      return row([x.name, x.role, x.enabled ? "enabled" : "disabled", el("span", x.key || "-", "mono"), actions]);
+    }));
+  } catch (e) { $("users-summary").textContent = "cannot list users: " + e.message; }
+}
+function userChange(body) { return authorized("POST", "/api/users", JSON.stringify(body), $("user-result")); }
+async function addUser() {
+  const name = $("user-name").value.trim();
+  if (!name) { $("user-result").textContent = "enter a name first"; return; }
+  if (await userChange({ action: "add", name, role: $("user-role").value })) { $("user-name").value = ""; loadUsers(); }
+}
 async function setClients(rule, prefixes) {
   return authorized("POST", "/api/access/clients", JSON.stringify({ rule, prefixes }), $("client-result"));
 }
@@ -369,6 +395,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("torrent-upload").onclick = uploadTorrent;
   $("access-apply").onclick = applyRules;
   $("client-apply").onclick = applyClients;
+  $("user-add").onclick = addUser;
   $("access-mode-save").onclick = async () => {
     if (await authorized("PUT", "/api/access/mode", JSON.stringify({ mode: $("access-mode").value }), $("access-result"))) loadAccess();
   };
