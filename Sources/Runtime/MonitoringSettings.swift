@@ -12,6 +12,9 @@ public struct MonitoringSettings: Sendable {
     public var log: LogContext
     /// systemd's readiness, status and watchdog, under `Type=notify` (`SystemdNotifier`).
     public var notifier: SystemdNotifier?
+    /// `--metrics-users N`: `/metrics` exports the totals of the N users with the most
+    /// announces (0: none, the default; a label per user is a series per user).
+    public var metricsUsers = 0
 
     public init(version: String, commit: String, metricsEndpoint: PeerEndpoint? = nil, log: LogContext,
                 notifier: SystemdNotifier? = SystemdNotifier()) {

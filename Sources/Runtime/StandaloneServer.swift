@@ -95,7 +95,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         guard !binds.isEmpty else { throw ConfigurationError("a standalone node needs an address to serve peers on") }
         let host = StandaloneHost(binds: binds, threads: threads, config: config, connectionIDKeys: keys, group: group, logger: logger,
-                                  metrics: NodeMetrics(version: monitoring.version, commit: monitoring.commit), repository: repository)
+                                  metrics: NodeMetrics(version: monitoring.version, commit: monitoring.commit, topUsers: monitoring.metricsUsers), repository: repository)
         host.keptCatalogue = kept
         host.reload = reload
         let web = try await WebListeners.start(dashboard, metrics: monitoring.metricsEndpoint,
@@ -202,10 +202,10 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
             try? await served.get()
             socket.close()
         }
-        // With --db, the completion counts of registered torrents go to the file too (the
-        // catalogue's other entries were written as they changed).
+        // With --db, the completion counts of registered torrents and the users' totals go
+        // to the file too (the catalogue's other entries were written as they changed).
         guard let writer, let kept = try? await loop.submit({ [self] in keptCatalogue }).get() else { return }
-        for change in Catalogue.restoring(kept.keptCompletionBases) {
+        for change in Catalogue.restoring(kept.keptCompletionBases + kept.keptUserTotals) {
             do {
                 try await writer.run(on: loop) { try $0.record(change, in: kept) }.get()
             } catch {
@@ -313,9 +313,8 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
         return await AccessListing.offLoop(catalogue, offset: offset, limit: limit)
     }
 
-    public func users(offset: Int, limit: Int) async -> UserListing? {
-        guard let access = service.withLockedValue({ $0?.tracker.store.catalogue.access }) else { return nil }
-        return await Task.detached { UserListing(access, offset: offset, limit: limit) }.value
+    public func accessPolicy() async -> AccessPolicy? {
+        service.withLockedValue { $0?.tracker.store.catalogue.access }
     }
 
     /// Applied on the loop, then (with `--db`) written before the operator is told it is

@@ -22,14 +22,15 @@ extension Admin {
             subcommands: [List.self, Add.self, Key.self, Role.self, Enable.self, Disable.self, Remove.self], defaultSubcommand: List.self)
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Every user: name, role, enabled or not, key.")
+            static let configuration = CommandConfiguration(abstract: "Every user: name, role, enabled or not, key, then its totals.")
             @OptionGroup var connection: Connection
             func run() async throws {
                 let users = try await Admin.users(try connection.client())
                 if users.isEmpty { print("no users") }
                 for u in users {
                     print("\(u["name"] ?? "?") \(u["role"] ?? "?") \((u["enabled"] as? Bool) == false ? "disabled" : "enabled") "
-                          + "\((u["key"] as? String) ?? "-")")
+                          + "\((u["key"] as? String) ?? "-") announces=\(u["announces"] ?? 0) completed=\(u["completed"] ?? 0) "
+                          + "uploaded=\(u["uploaded"] ?? 0) downloaded=\(u["downloaded"] ?? 0)")
                 }
             }
         }

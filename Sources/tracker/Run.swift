@@ -176,6 +176,9 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Serve /metrics alone on HOST:PORT (or PORT, on 127.0.0.1): a listener with no peer data and no controls, for Prometheus.")
     var metrics: String?
 
+    @Option(name: .customLong("metrics-users"), help: "Export the totals of the N users with the most announces on /metrics, a series per user (0: none; at most 1000).")
+    var metricsUsers: Int = 0
+
     @Option(name: .customLong("http-host-name"), help: "A host name the dashboard answers to besides IP addresses and localhost (repeat for more). Requests naming another host get a 421: a page of another site cannot read the dashboard through DNS rebinding.")
     var httpHostNames: [String] = []
 
@@ -378,7 +381,10 @@ struct Run: AsyncParsableCommand {
     }
 
     func monitoring(log: LogContext) throws -> MonitoringSettings {
-        MonitoringSettings(version: BuildInfo.version, commit: BuildInfo.commit, metricsEndpoint: try metricsEndpoint(), log: log)
+        guard (0...1000).contains(metricsUsers) else { throw ValidationError("--metrics-users must be 0 to 1000 (got \(metricsUsers))") }
+        var settings = MonitoringSettings(version: BuildInfo.version, commit: BuildInfo.commit, metricsEndpoint: try metricsEndpoint(), log: log)
+        settings.metricsUsers = metricsUsers
+        return settings
     }
 
     /// `--metrics`: HOST:PORT, or PORT on loopback, as `--http`.

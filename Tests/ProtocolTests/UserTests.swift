@@ -134,6 +134,7 @@ import TrackerLogic
         #expect(e.message == UserDirectory.keyMissingMessage)
         guard case .announce(let served) = try httpAnswer("/announce/\(keyA)", announceQuery) else { Issue.record("refused"); return }
         #expect(served.leechers == 3, "the open-mode peer, the UDP one with the key, and this one")
+        #expect(t.store.catalogue.access.users[alice]?.totals.announces == 2, "a standalone tracker counts its users' announces too")
 
         guard case .error(let s)? = t.receive(BEP15Codec.encode(.scrape(ScrapeRequest(connectionID: cid, transactionID: 9, infoHashes: [hashA]))),
                                               from: peer, now: now) else { Issue.record("a UDP scrape served"); return }
@@ -313,6 +314,67 @@ import TrackerLogic
         commit([completed(3, keyA)])
         #expect(replica.store.peerCount == 1 && replica.store.completed(in: hashA) == 1)
         #expect(try #require(rows.snapshot) == replica.snapshot(), "the rows hold what memory holds")
+    }
+
+    /// Per-user totals: derived from each committed keyed announce as every replica
+    /// applies it, against the peer's record before it; in the digest, snapshots, rows and
+    /// kept data; hostile counters add nothing and totals saturate.
+    @Test func totalsFollowTheCommittedAnnounces() throws {
+        var replica = Replica()
+        var rows = RepositoryRows()
+        func commit(_ updates: [SwarmUpdate]) {
+            let tx = Transaction(ref: TxRef(epoch: epoch, txid: replica.lastCommitted.txid + 1), updates: updates)
+            let applied = replica.commit(tx)
+            #expect(applied)
+            rows.apply(CommitRows(tx, replica: replica))
+            #expect(replica.digest == Digest.recomputed(replica.store))
+        }
+        func announce(_ n: UInt32, _ event: AnnounceEvent, up: Int64, down: Int64, at ms: Int64, key: TrackerKey? = nil) -> SwarmUpdate {
+            .announce(Announce(infoHash: hashA, peerID: PeerID(a: 8, b: 8, c: n), endpoint: peer, uploaded: up, downloaded: down,
+                               left: event == .completed ? 0 : 10, event: event, at: t0 + Milliseconds(ms), trackerKey: key ?? keyA))
+        }
+        commit([.catalogue(.addUser(User(name: alice, role: .peer, key: keyA))), .catalogue(.setAccessMode(.private)),
+                .catalogue(.setAccessRule(.allow, [hashA]))])
+        commit([announce(1, .started, up: 0, down: 0, at: 1), announce(2, .started, up: 40, down: 5, at: 1)])
+        commit([announce(1, .none, up: 100, down: 50, at: 2)])
+        commit([announce(1, .completed, up: 90, down: 70, at: 3), announce(2, .none, up: -7, down: -1, at: 2)])
+        // An older request of peer 1, superseded by the record it holds: counts nothing.
+        commit([announce(1, .none, up: 1_000, down: 1_000, at: 0)])
+        // Another key's announce is not alice's.
+        commit([.catalogue(.addUser(User(name: bob, role: .peer, key: keyB))), announce(3, .started, up: 5, down: 5, at: 1, key: keyB)])
+        let totals = try #require(replica.store.catalogue.access.users[alice]?.totals)
+        #expect(totals == UserTotals(announces: 5, completed: 1, uploaded: 140, downloaded: 75),
+                "two peers' five announces; 40 + 100 (nothing for 90 < 100, or a negative counter); 5 + 50 + 20")
+        #expect(replica.store.catalogue.access.users[bob]?.totals == UserTotals(announces: 1, completed: 0, uploaded: 5, downloaded: 5))
+        #expect(try #require(rows.snapshot) == replica.snapshot(), "the rows hold the totals")
+        let snapshot = replica.snapshot()
+        let env = ClusterEnvelope(from: NodeID(2), incarnation: 9, epoch: epoch, to: NodeID(1), message: .snapshot(snapshot))
+        guard case .snapshot(let decoded) = try ClusterCodec.decode(ClusterCodec.encode(env)).get().message else { Issue.record("no snapshot"); return }
+        #expect(decoded == snapshot && decoded.isIntact)
+        var tampered = snapshot
+        var users = snapshot.access.users.sorted
+        users[0].totals.uploaded += 1
+        tampered.access = AccessPolicy(mode: .private, rules: snapshot.access.sortedRules, users: users)
+        #expect(!tampered.isIntact, "the digest covers the totals")
+
+        // Kept through a clean stop: the same version of the user keeps the higher totals.
+        let kept = replica.store.catalogue.keptEntries
+        for e in kept { #expect(ClusterCodec.decodeKeptEntry(ClusterCodec.encode(e)) == .success(e)) }
+        var back = Replica()
+        let later = Epoch(term: 4, master: NodeID(1))
+        var lower = kept
+        for (i, e) in lower.enumerated() { if case .user(var u, let ref) = e { u.totals = UserTotals(announces: 1); lower[i] = .user(u, ref) } }
+        _ = back.commit(Transaction(ref: TxRef(epoch: later, txid: 1), updates: [.catalogue(.restore(lower))]))
+        let aliceKept = try #require(kept.first { if case .user(let u, _) = $0 { u.name == alice } else { false } })
+        #expect(!back.store.catalogue.dominates(aliceKept), "a higher total of the same version is news")
+        _ = back.commit(Transaction(ref: TxRef(epoch: later, txid: 2), updates: [.catalogue(.restore(kept))]))
+        #expect(back.store.catalogue.access.users[alice]?.totals == totals)
+        #expect(back.digest == Digest.recomputed(back.store))
+
+        var saturated = UserTotals(uploaded: .max - 1)
+        saturated.add(Announce(infoHash: hashA, peerID: PeerID(a: 1, b: 1, c: 1), endpoint: peer, uploaded: .max, downloaded: .min, left: 0,
+                               event: .none, at: t0), previous: nil)
+        #expect(saturated.uploaded == .max && saturated.downloaded == 0 && saturated.announces == 1)
     }
 
     /// The rule: a user disabled by a commit is refused from then on, on every replica,

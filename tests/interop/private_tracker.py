@@ -12,7 +12,9 @@ managed with `tracker admin user`, over real sockets and with python3-libtorrent
    bob's); a leecher with a wrong key gets the tracker's refusal as its tracker error;
 4. `user disable bob`: bob's next announce (libtorrent's, forced) is refused
    "user disabled", alice's still served;
-5. the users outlive a restart (`--db`), bob still disabled, keys unchanged.
+5. per-user totals: alice's reported upload and bob's download (1 MiB each) in `user
+   list` and on /metrics (`--metrics-users 5`);
+6. the users outlive a restart (`--db`), bob still disabled, keys and totals kept.
 """
 import os
 import shutil
@@ -175,11 +177,39 @@ def clients(http, work, dashboard, token, alice, bob):
     print(f"bob disabled: his next announce got {said!r}; alice's is still answered", flush=True)
 
 
+def totals(dashboard, token):
+    """{name: {announces, uploaded, downloaded}} from `tracker admin user list`."""
+    out = {}
+    for line in admin(dashboard, token, "user", "list").splitlines():
+        words = line.split()
+        out[words[0]] = {k: int(v) for k, v in (w.split("=") for w in words[4:])}
+    return out
+
+
+def metered(dashboard, token):
+    import re
+    import urllib.request
+    deadline = time.time() + 10
+    while True:
+        t = totals(dashboard, token)
+        if t["alice"]["uploaded"] >= 1 << 20 and t["bob"]["downloaded"] >= 1 << 20:
+            break
+        if time.time() > deadline:
+            fail(f"the users' totals must count alice's upload and bob's download: {t}")
+        time.sleep(0.5)
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{dashboard}/metrics", timeout=5).read().decode()
+    found = re.search(r'^tracker_user_uploaded_bytes_total\{user="alice"\} ([\d.e+]+)$', metrics, re.M)
+    if not found or float(found.group(1)) < 1 << 20:
+        fail(f"/metrics must export alice's upload: {[line for line in metrics.splitlines() if 'tracker_user' in line]}")
+    print(f"totals: alice {t['alice']}, bob {t['bob']}; exported on /metrics", flush=True)
+    return t
+
+
 def main():
     work = tempfile.mkdtemp(prefix="private-tracker-")
     udp, dashboard, token, args = standalone_with_db(work)
     http = free_tcp_port()
-    args += ["--http-tracker", f"127.0.0.1:{http}"]
+    args += ["--http-tracker", f"127.0.0.1:{http}", "--metrics-users", "5"]
     tracker = start_tracker(args, os.path.join(work, "tracker.log"))
     ok = False
     try:
@@ -191,6 +221,7 @@ def main():
         admin(dashboard, token, "allow", info_hash.hex())
         raw_requests(udp, http, info_hash, alice)
         clients(http, work, dashboard, token, alice, bob)
+        before = metered(dashboard, token)
 
         stop(tracker)
         tracker = start_tracker(args, os.path.join(work, "tracker2.log"))
@@ -198,10 +229,13 @@ def main():
         listed = admin(dashboard, token, "user", "list")
         if f"alice peer enabled {alice}" not in listed or f"bob peer disabled {bob}" not in listed:
             fail(f"the users after a restart: {listed!r}")
+        after = totals(dashboard, token)
+        if after["bob"] != before["bob"] or after["alice"]["uploaded"] < before["alice"]["uploaded"]:
+            fail(f"the totals after a restart: {after}, before {before}")
         reply = http_announce(http, f"/announce/{alice}", info_hash, b"-RQ0001-000000000009", 7009)
         if b"failure reason" in reply:
             fail(f"alice's key after a restart: {reply}")
-        print("a restart keeps the users (--db): bob still disabled, keys unchanged", flush=True)
+        print("a restart keeps the users (--db): bob still disabled, keys and totals kept", flush=True)
         ok = True
     finally:
         code = stop(tracker)

@@ -35,7 +35,7 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
          reload: (@Sendable () throws -> ClusterNodeSettings)?) {
         self.settings = settings
         self.monitoring = monitoring
-        metrics = NodeMetrics(version: monitoring.version, commit: monitoring.commit)
+        metrics = NodeMetrics(version: monitoring.version, commit: monitoring.commit, topUsers: monitoring.metricsUsers)
         self.reload = reload
         self.loop = loop
         self.logger = logger
@@ -268,9 +268,8 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
         return await AccessListing.offLoop(catalogue, offset: offset, limit: limit)
     }
 
-    public func users(offset: Int, limit: Int) async -> UserListing? {
-        guard let access = await onLoop({ [self] in service?.node.replica.store.catalogue.access }) ?? nil else { return nil }
-        return await Task.detached { UserListing(access, offset: offset, limit: limit) }.value
+    public func accessPolicy() async -> AccessPolicy? {
+        await onLoop({ [self] in service?.node.replica.store.catalogue.access }) ?? nil
     }
 
     /// The master commits the change; a slave forwards it to the master. Either way this

@@ -37,8 +37,9 @@ public protocol DashboardBackend: AnyObject, Sendable {
     func torrent(_ infoHash: InfoHash) async -> RegisteredTorrent?
     /// The access policy, one page of its rules (nil: the service is stopped).
     func access(offset: Int, limit: Int) async -> AccessListing?
-    /// The users, one page in name order, keys included (nil: the service is stopped).
-    func users(offset: Int, limit: Int) async -> UserListing?
+    /// The access policy as this node's replica holds it, users included (nil: the
+    /// service is stopped).
+    func accessPolicy() async -> AccessPolicy?
     /// Registers or removes a torrent and returns once this node's replica holds the
     /// change (committed), or refuses.
     func change(_ change: CatalogueChange) async throws(ControlRefusal) -> String

@@ -286,8 +286,8 @@ enum DashboardRoutes {
         router.get("/api/users") { request, _ in
             let offset = request.uri.queryParameters.get("offset", as: Int.self) ?? 0
             let limit = request.uri.queryParameters.get("limit", as: Int.self) ?? 1000
-            guard let listing = await backend.users(offset: offset, limit: limit) else { throw APIError(.conflict, "the tracker service is stopped") }
-            return json(listing)
+            guard let access = await backend.accessPolicy() else { throw APIError(.conflict, "the tracker service is stopped") }
+            return json(await Task.detached { UserListing(access, offset: offset, limit: limit) }.value)
         }
         router.post("/api/users") { request, context in
             let body = try await requestBody(request, upTo: 4096, within: limits.bodyTimeout)
@@ -332,7 +332,11 @@ enum DashboardRoutes {
 
     static func metrics(_ backend: DashboardBackend) async -> Response {
         let status = await backend.status()
-        let text = backend.metrics.render(status, torrents: await backend.torrents().count)
+        var users: [User] = []
+        if backend.metrics.topUsers > 0, let access = await backend.accessPolicy() {
+            users = await Task.detached { UserListing.top(backend.metrics.topUsers, of: access) }.value
+        }
+        let text = backend.metrics.render(status, torrents: await backend.torrents().count, users: users)
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))

@@ -11,8 +11,11 @@ public final class NodeMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     let commitLatency: DurationHistogram
     let lastCounts = NIOLockedValueBox<[String: Int]>([:])
+    /// How many users' totals `/metrics` exports (`MonitoringSettings.metricsUsers`).
+    let topUsers: Int
 
-    public init(version: String, commit: String) {
+    public init(version: String, commit: String, topUsers: Int = 0) {
+        self.topUsers = topUsers
         registry.makeGauge(descriptor: Self.metric("tracker_build_info", "1, labelled with this binary's version and commit"),
                            labels: [("version", version), ("commit", commit)]).set(to: 1)
         commitLatency = registry.makeDurationHistogram(
@@ -31,7 +34,7 @@ public final class NodeMetrics: Sendable {
     }
 
     /// Renders the exposition text for `status`.
-    func render(_ status: NodeStatus, torrents: Int) -> [UInt8] {
+    func render(_ status: NodeStatus, torrents: Int, users: [User] = []) -> [UInt8] {
         let cluster = status.mode == "cluster"
         var counters: [(String, [(String, String)], Int, String)] = [
             ("tracker_datagrams_total", [], status.datagrams, "Peer datagrams received"),
@@ -48,6 +51,15 @@ public final class NodeMetrics: Sendable {
         counters += status.httpTracker.sorted { $0.key < $1.key }.map {
             ("tracker_http_requests_total", [("outcome", $0.key)], $0.value,
              "HTTP tracker requests by outcome (closed connections included: idle-closed, flood-closed)")
+        }
+        for u in users {
+            let label = [("user", u.name.text)]
+            counters += [
+                ("tracker_user_announces_total", label, Int(clamping: u.totals.announces), "Committed announces with the user's key (private mode)"),
+                ("tracker_user_completed_total", label, Int(clamping: u.totals.completed), "Completed events the user's peers announced"),
+                ("tracker_user_uploaded_bytes_total", label, Int(clamping: u.totals.uploaded), "Bytes the user's peers reported uploading"),
+                ("tracker_user_downloaded_bytes_total", label, Int(clamping: u.totals.downloaded), "Bytes the user's peers reported downloading"),
+            ]
         }
         if cluster {
             counters += [

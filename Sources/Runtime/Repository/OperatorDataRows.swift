@@ -43,8 +43,13 @@ extension SQLiteRepository {
             try writeStamp(kind: clientStamps, key: hex(prefix.bytes), stamp, db)
         case .user(let name, let user):
             if let user {
-                try run(db, "INSERT OR REPLACE INTO users(name, role, tracker_key, enabled, password) VALUES (?, ?, ?, ?, ?)",
-                        [name.text, Int64(user.role.rawValue), user.key?.description, user.enabled ? 1 : 0, user.password.map { Data($0.encoded) }])
+                // Totals are unsigned 64-bit: stored as their bit pattern.
+                let t = user.totals
+                try run(db, "INSERT OR REPLACE INTO users(name, role, tracker_key, enabled, password, announces, completed, uploaded, downloaded) "
+                        + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [name.text, Int64(user.role.rawValue), user.key?.description, user.enabled ? 1 : 0, user.password.map { Data($0.encoded) },
+                         Int64(bitPattern: t.announces), Int64(bitPattern: t.completed), Int64(bitPattern: t.uploaded),
+                         Int64(bitPattern: t.downloaded)])
             } else {
                 try run(db, "DELETE FROM users WHERE name = ?", [name.text])
             }

@@ -94,7 +94,11 @@ enum RepositorySchema {
                 role INTEGER NOT NULL,
                 tracker_key TEXT,
                 enabled INTEGER NOT NULL,
-                password BLOB);
+                password BLOB,
+                announces INTEGER NOT NULL DEFAULT 0,
+                completed INTEGER NOT NULL DEFAULT 0,
+                uploaded INTEGER NOT NULL DEFAULT 0,
+                downloaded INTEGER NOT NULL DEFAULT 0);
             CREATE TABLE IF NOT EXISTS completed_bases(
                 info_hash TEXT PRIMARY KEY NOT NULL,
                 count INTEGER NOT NULL);

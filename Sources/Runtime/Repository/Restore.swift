@@ -170,7 +170,8 @@ extension SQLiteRepository {
             return ClientRuleEntry(prefix: prefix, rule: rule)
         }
         guard clients.count <= ClientFilter.maxRules else { throw RepositoryError("corrupt client list of \(clients.count) rules") }
-        let users = try Row.fetchAll(db, sql: "SELECT name, role, tracker_key, enabled, password FROM users ORDER BY name").map { row in
+        let users = try Row.fetchAll(db, sql: "SELECT name, role, tracker_key, enabled, password, announces, completed, uploaded, downloaded "
+                                     + "FROM users ORDER BY name").map { row in
             let text = try row.decode(String?.self, forColumn: "name")
             let keyText = try row.decode(String?.self, forColumn: "tracker_key")
             let password = try row.decode(Data?.self, forColumn: "password")
@@ -187,7 +188,13 @@ extension SQLiteRepository {
                 guard let p = PasswordHash(encoded: Array(bytes)) else { throw RepositoryError("corrupt password hash of user \(name)") }
                 return p
             }
-            return User(name: name, role: role, key: key, enabled: enabled == 1, password: hash)
+            func total(_ column: String) throws -> UInt64 {
+                guard let v = try row.decode(Int64?.self, forColumn: column) else { throw RepositoryError("corrupt \(column) of user \(name)") }
+                return UInt64(bitPattern: v)
+            }
+            let totals = UserTotals(announces: try total("announces"), completed: try total("completed"), uploaded: try total("uploaded"),
+                                    downloaded: try total("downloaded"))
+            return User(name: name, role: role, key: key, enabled: enabled == 1, password: hash, totals: totals)
         }
         guard users.count <= UserDirectory.maxUsers else { throw RepositoryError("corrupt user list of \(users.count) users") }
         return AccessPolicy(mode: mode, rules: rules, clients: clients, users: users)

@@ -257,6 +257,16 @@ public enum ClusterCodec {
         }
     }
 
+    /// LEB128, as `BigEndianWriter.putVarint` writes it.
+    static func writeVarint(_ value: UInt64, _ b: inout ByteBuffer) {
+        var v = value
+        while v >= 0x80 {
+            b.writeInteger(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        b.writeInteger(UInt8(truncatingIfNeeded: v))
+    }
+
     /// A length byte (1–32), then the name's bytes.
     static func write(_ n: UserName, _ b: inout ByteBuffer) {
         let bytes = Array(n.text.utf8)
@@ -271,13 +281,18 @@ public enum ClusterCodec {
     }
 
     /// Name, role, then a flag byte (1: enabled, 2: a key follows, 4: a password hash
-    /// follows), then the key and the hash.
+    /// follows, 8: totals follow), then the key, the hash, and the totals as four LEB128
+    /// varints (announces, completed, uploaded, downloaded).
     static func write(_ u: User, _ b: inout ByteBuffer) {
         write(u.name, &b)
         b.writeInteger(u.role.rawValue)
-        b.writeInteger((u.enabled ? 1 : 0) | (u.key == nil ? 0 : 2) | (u.password == nil ? 0 : 4) as UInt8)
+        let flags = (u.enabled ? 1 : 0) | (u.key == nil ? 0 : 2) | (u.password == nil ? 0 : 4) | (u.totals.isZero ? 0 : 8) as UInt8
+        b.writeInteger(flags)
         if let k = u.key { b.writeBytes(k.bytes) }
         if let p = u.password { b.writeBytes(p.encoded) }
+        if !u.totals.isZero {
+            for v in [u.totals.announces, u.totals.completed, u.totals.uploaded, u.totals.downloaded] { writeVarint(v, &b) }
+        }
     }
 
     /// A length byte (1–20), then the prefix's bytes.
@@ -627,10 +642,14 @@ public enum ClusterCodec {
             let name = try userName()
             let role = try userRole()
             let flags: UInt8 = try int()
-            guard flags & ~7 == 0 else { throw ClusterDecodingError("bad user flags \(flags)") }
+            guard flags & ~15 == 0 else { throw ClusterDecodingError("bad user flags \(flags)") }
             let key = flags & 2 != 0 ? try trackerKey() : nil
             let password = flags & 4 != 0 ? try passwordHash() : nil
-            return User(name: name, role: role, key: key, enabled: flags & 1 != 0, password: password)
+            var totals = UserTotals()
+            if flags & 8 != 0 {
+                totals = UserTotals(announces: try varint(), completed: try varint(), uploaded: try varint(), downloaded: try varint())
+            }
+            return User(name: name, role: role, key: key, enabled: flags & 1 != 0, password: password, totals: totals)
         }
 
         mutating func users() throws -> [User] {

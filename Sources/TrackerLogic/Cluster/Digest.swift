@@ -115,6 +115,8 @@ public struct Digest: Sendable {
         add(UInt64(user.role.rawValue), user.enabled ? 1 : 0, (user.key == nil ? 0 : 2) | (user.password == nil ? 0 : 1))
         add(bytes: user.key?.bytes ?? [])
         add(bytes: user.password?.encoded ?? [])
+        let t = user.totals
+        if !t.isZero { add(0x70, t.announces, t.completed); add(t.uploaded, t.downloaded) }
     }
 
     /// Bytes of any length: the length, then the bytes folded (`fileDigest`).

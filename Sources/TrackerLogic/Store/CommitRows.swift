@@ -92,6 +92,8 @@ public struct CommitRows: Hashable, Sendable {
                 }
                 if a.event == .stopped { changes.append(.stop(a.infoHash, a.key, replica.store.stops.at(a.key, in: a.infoHash))) }
                 if record == nil || a.event == .completed { recount.insert(a.infoHash) }
+                // A keyed announce (private mode) moved its user's totals.
+                if let k = a.trackerKey, let u = replica.store.catalogue.access.users.user(holding: k) { changes.append(.user(u.name, u)) }
             case .merge(let m):
                 changes.append(.swarm(m.infoHash, replica.store.content(of: m.infoHash)))
                 recount.insert(m.infoHash)

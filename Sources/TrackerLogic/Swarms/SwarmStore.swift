@@ -51,18 +51,13 @@ public struct SwarmStore: Sendable {
                 superseded &+= 1
                 return
             }
-            if a.event == .stopped {
-                // A replica keeps the stop even for a swarm it does not hold: a merge may
-                // bring the peer's older record.
-                if keepsDigest { account(stops.remember(PeerStop(key: a.key, at: a.at), in: a.infoHash)) }
-                // A stop for an unknown swarm creates no swarm.
-                guard var swarm = swarms.removeValue(forKey: a.infoHash) else { return }
-                account(swarm.apply(a, digest: keepsDigest))
-                if !swarm.isEmpty { swarms[a.infoHash] = swarm }
-            } else {
-                let stoppedAt = keepsDigest ? stops.at(a.key, in: a.infoHash) : nil
-                account(swarms[a.infoHash, default: Swarm()].apply(a, digest: keepsDigest, stoppedAt: stoppedAt))
-            }
+            guard let key = a.trackerKey else { return place(a) }
+            // A keyed announce (private mode) is added to its user's totals too, measured
+            // against the peer's record before it, unless a later request superseded it.
+            let previous = peer(a.key, in: a.infoHash), before = superseded
+            place(a)
+            guard superseded == before, let (old, new) = catalogue.count(a, previous: previous, key: key) else { return }
+            if keepsDigest { account(Swarm.Change(sum: Digest.element(new) &- Digest.element(old), elements: 0, peers: 0)) }
         case .merge(let m):
             for s in m.stops { account(stops.remember(s, in: m.infoHash)) }
             var swarm = swarms.removeValue(forKey: m.infoHash) ?? Swarm()
@@ -100,6 +95,17 @@ public struct SwarmStore: Sendable {
     public mutating func announce(_ a: Announce, wanting count: Int, rng: inout SeededGenerator,
                                   admit: (_ peers: Int?, _ swarms: Int, _ totalPeers: Int, _ holdsPeer: () -> Bool) -> String?)
         -> AnnounceOutcome {
+        if a.event != .stopped, let key = a.trackerKey {
+            // Private mode: counted to its user once applied, as `apply` counts it.
+            let previous = peer(a.key, in: a.infoHash)
+            var plain = a
+            plain.trackerKey = nil
+            let outcome = announce(plain, wanting: count, rng: &rng, admit: admit)
+            if case .applied = outcome, let (old, new) = catalogue.count(a, previous: previous, key: key), keepsDigest {
+                account(Swarm.Change(sum: Digest.element(new) &- Digest.element(old), elements: 0, peers: 0))
+            }
+            return outcome
+        }
         guard a.event != .stopped else {
             apply(.announce(a))
             return .applied(AnnounceAnswer(peers: CompactPeers(family: a.endpoint.ip.family), swarm: swarms[a.infoHash]))
@@ -120,6 +126,22 @@ public struct SwarmStore: Sendable {
         }
         if let change { account(change) }
         return outcome
+    }
+
+    /// An announce into its swarm: a stop removes the peer, anything else places its record.
+    private mutating func place(_ a: Announce) {
+        if a.event == .stopped {
+            // A replica keeps the stop even for a swarm it does not hold: a merge may
+            // bring the peer's older record.
+            if keepsDigest { account(stops.remember(PeerStop(key: a.key, at: a.at), in: a.infoHash)) }
+            // A stop for an unknown swarm creates no swarm.
+            guard var swarm = swarms.removeValue(forKey: a.infoHash) else { return }
+            account(swarm.apply(a, digest: keepsDigest))
+            if !swarm.isEmpty { swarms[a.infoHash] = swarm }
+        } else {
+            let stoppedAt = keepsDigest ? stops.at(a.key, in: a.infoHash) : nil
+            account(swarms[a.infoHash, default: Swarm()].apply(a, digest: keepsDigest, stoppedAt: stoppedAt))
+        }
     }
 
     /// Runs `body` on the value in place: `&swarms.values[i]` goes through the

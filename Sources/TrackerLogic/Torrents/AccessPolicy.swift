@@ -100,6 +100,10 @@ public struct AccessPolicy: Hashable, Sendable {
 
     mutating func put(_ user: User) { users.put(user) }
 
+    mutating func count(_ a: Announce, previous: PeerRecord?, key: TrackerKey) -> (before: User, after: User)? {
+        users.count(a, previous: previous, key: key)
+    }
+
     mutating func removeUser(_ name: UserName) { users.remove(name) }
 
     mutating func set(_ rule: AccessRule?, for hashes: [InfoHash]) {

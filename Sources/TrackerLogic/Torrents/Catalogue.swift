@@ -244,7 +244,10 @@ public struct Catalogue: Hashable, Sendable {
             access.set(nil, forClients: [prefix])
             stamps.setClient(prefix, CatalogueStamp(ref: ref, removed: true))
         case .user(let u, let ref):
-            // A key another user holds stays with that user (`UserDirectory.put`).
+            // A key another user holds stays with that user (`UserDirectory.put`). The
+            // same version of the user (its stamp) keeps the higher of each total.
+            var u = u
+            if let held = access.users[u.name], stamps.users[u.name]?.ref == ref { u.totals = held.totals.merged(with: u.totals) }
             access.put(u)
             guard access.users[u.name] != nil else { return }
             stamps.setUser(u.name, CatalogueStamp(ref: ref, removed: false))
@@ -277,6 +280,11 @@ public struct Catalogue: Hashable, Sendable {
 
     /// The completion bases a snapshot or a store carries, in place of ours.
     mutating func install(completedBase: [InfoHash: Int]) { self.completedBase = completedBase }
+
+    /// A committed announce added to the totals of the user holding `key`.
+    mutating func count(_ a: Announce, previous: PeerRecord?, key: TrackerKey) -> (before: User, after: User)? {
+        access.count(a, previous: previous, key: key)
+    }
 
     /// Whether an announce for `hash` is served under the access policy.
     public func admits(_ hash: InfoHash) -> Bool {
@@ -314,6 +322,12 @@ public struct Catalogue: Hashable, Sendable {
         sorted.map(CatalogueChange.register) + AccessPolicy().missing(access.sortedRules) + ClientFilter().missing(access.clients.sortedRules)
             + access.users.sorted.map(CatalogueChange.addUser)
             + (access.mode == .open ? [] : [.setAccessMode(access.mode)]) + Catalogue.restoring(keptCompletionBases)
+    }
+
+    /// The users whose totals are not zero, as kept entries (unstamped: a standalone node's
+    /// store writes each user whole, totals included).
+    public var keptUserTotals: [KeptEntry] {
+        access.users.sorted.filter { !$0.totals.isZero }.map { .user($0, .zero) }
     }
 
     /// The completion bases as kept entries, in hash order.

@@ -161,6 +161,10 @@ extension Catalogue {
     /// once the base is at least as high, or moot once its swarm is no registered torrent's.
     public func dominates(_ entry: KeptEntry) -> Bool {
         if case .completed(let hash, let count) = entry { return !isRegistered(hash) || (completedBase[hash] ?? 0) >= count }
+        // A user kept at the stamp the replica holds may still bring higher totals.
+        if case .user(let u, let ref) = entry, let held = access.users[u.name], stamps.users[u.name]?.ref == ref {
+            return held.totals.merged(with: u.totals) == held.totals
+        }
         return currentStamp(of: entry).map { $0 >= entry.ref } ?? false
     }
 

@@ -118,9 +118,62 @@ public struct User: Hashable, Sendable {
     public var key: TrackerKey?
     public var enabled: Bool
     public var password: PasswordHash?
+    /// What the user's committed announces add up to (`UserTotals`).
+    public var totals: UserTotals
 
-    public init(name: UserName, role: UserRole, key: TrackerKey? = nil, enabled: Bool = true, password: PasswordHash? = nil) {
-        self.name = name; self.role = role; self.key = key; self.enabled = enabled; self.password = password
+    public init(name: UserName, role: UserRole, key: TrackerKey? = nil, enabled: Bool = true, password: PasswordHash? = nil,
+                totals: UserTotals = UserTotals()) {
+        self.name = name; self.role = role; self.key = key; self.enabled = enabled; self.password = password; self.totals = totals
+    }
+}
+
+/// A user's totals: its announces, `completed` events, and the bytes its peers reported
+/// uploading and downloading since their previous announce. Derived from the committed
+/// announces that carried the user's key (private mode) as each replica applies them
+/// (`SwarmStore.apply`), so every replica holds the same at the same commit, and the
+/// digest covers them. They travel with the user: in snapshots, stores and kept data.
+///
+/// A delta is the counter's rise over the peer's record before the announce (a new
+/// record: the counter itself); a counter that went down (a client restarted its
+/// session) adds nothing. Every total saturates rather than wraps.
+public struct UserTotals: Hashable, Sendable {
+    public var announces: UInt64 = 0
+    public var completed: UInt64 = 0
+    public var uploaded: UInt64 = 0
+    public var downloaded: UInt64 = 0
+
+    public init(announces: UInt64 = 0, completed: UInt64 = 0, uploaded: UInt64 = 0, downloaded: UInt64 = 0) {
+        self.announces = announces; self.completed = completed; self.uploaded = uploaded; self.downloaded = downloaded
+    }
+
+    public var isZero: Bool { self == UserTotals() }
+
+    /// `a` added, the peer's record before it being `previous`.
+    package mutating func add(_ a: Announce, previous: PeerRecord?) {
+        // Counters are hostile: negative ones count as 0, and both are then at most
+        // Int64.max, so the difference cannot overflow.
+        func rise(_ now: Int64, _ before: Int64?) -> UInt64 {
+            let n = max(now, 0), b = max(before ?? 0, 0)
+            return n > b ? UInt64(n - b) : 0
+        }
+        announces = announces.addingSaturated(1)
+        if a.event == .completed { completed = completed.addingSaturated(1) }
+        uploaded = uploaded.addingSaturated(rise(a.uploaded, previous?.uploaded))
+        downloaded = downloaded.addingSaturated(rise(a.downloaded, previous?.downloaded))
+    }
+
+    /// Each field the larger of the two: what a kept copy and the replica's make together
+    /// (totals only grow).
+    func merged(with other: UserTotals) -> UserTotals {
+        UserTotals(announces: max(announces, other.announces), completed: max(completed, other.completed),
+                   uploaded: max(uploaded, other.uploaded), downloaded: max(downloaded, other.downloaded))
+    }
+}
+
+extension UInt64 {
+    func addingSaturated(_ x: UInt64) -> UInt64 {
+        let (sum, overflow) = addingReportingOverflow(x)
+        return overflow ? .max : sum
     }
 }
 

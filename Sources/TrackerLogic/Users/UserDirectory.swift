@@ -42,6 +42,16 @@ public struct UserDirectory: Hashable, Sendable {
         users[user.name] = user
     }
 
+    /// Adds a committed announce of the user holding `key` to its totals; the user as it
+    /// was and as it is, for the digest (nil: no user holds the key).
+    mutating func count(_ a: Announce, previous: PeerRecord?, key: TrackerKey) -> (before: User, after: User)? {
+        guard let name = byKey[key], var user = users[name] else { return nil }
+        let before = user
+        user.totals.add(a, previous: previous)
+        users[name] = user
+        return (before, user)
+    }
+
     mutating func remove(_ name: UserName) {
         guard let old = users.removeValue(forKey: name) else { return }
         if let k = old.key { byKey[k] = nil }

@@ -294,7 +294,8 @@ async function loadUsers() {
       };
       const actions = el("span", "");
       actions.append(act(x.enabled ? "disable" : "enable", x.enabled ? "disable" : "enable"), act("key", "new key"), act("remove", "remove"));
-      return row([x.name, x.role, x.enabled ? "enabled" : "disabled", el("span", x.key || "-", "mono"), actions]);
+      return row([x.name, x.role, x.enabled ? "enabled" : "disabled", el("span", x.key || "-", "mono"), x.announces, x.completed,
+        bytes(x.uploaded), bytes(x.downloaded), actions]);
     }));
   } catch (e) { $("users-summary").textContent = "cannot list users: " + e.message; }
 }
