@@ -19,7 +19,8 @@ extension Admin {
                   tracker admin user disable alice      (refused from the next announce on)
                   tracker admin mode private
                 """,
-            subcommands: [List.self, Add.self, Key.self, Role.self, Enable.self, Disable.self, Remove.self], defaultSubcommand: List.self)
+            subcommands: [List.self, Add.self, Key.self, Role.self, Password.self, Enable.self, Disable.self, Remove.self],
+            defaultSubcommand: List.self)
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Every user: name, role, enabled or not, key, then its totals.")
@@ -71,6 +72,23 @@ extension Admin {
             func run() async throws {
                 guard UserRole(role) != nil else { throw ValidationError("role: admin, viewer or peer") }
                 try await Admin.changeUser(["action": "role", "name": try user.validated(), "role": role], user.connection)
+            }
+        }
+
+        struct Password: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Set the password an admin or viewer signs in to the dashboard with, read from the first line of standard input.",
+                discussion: "The node derives its scrypt hash; only the hash is replicated and stored. A new password ends the user's sessions.")
+            @OptionGroup var user: Name
+            @Flag(help: "Take the password away: the user can no longer sign in.") var remove = false
+            func run() async throws {
+                let name = try user.validated()
+                if remove { return try await Admin.changeUser(["action": "password", "name": name, "password": NSNull()], user.connection) }
+                guard let password = readLine(strippingNewline: true), !password.isEmpty else {
+                    throw ValidationError("give the password on standard input (echo … | tracker admin user password \(name))")
+                }
+                if let refusal = PasswordHasher.refusal(of: password) { throw ValidationError("password: \(refusal)") }
+                try await Admin.changeUser(["action": "password", "name": name, "password": password], user.connection)
             }
         }
 

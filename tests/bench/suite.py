@@ -353,7 +353,7 @@ def main():
     if a.smoke:
         # A smoke run proves every target and generator runs; its figures are not judged,
         # so nothing is warmed up and the second generator runs one load shape.
-        a.seconds, a.rounds, a.concurrency, a.threads, a.warmup, a.broker_settle = 2, 1, "256", "1,2", 0, 0
+        a.seconds, a.rounds, a.concurrency, a.threads, a.warmup, a.broker_settle = 1, 1, "256", "1,2", 0, 0
     levels = [int(c) for c in a.concurrency.split(",")]
     threads = [int(t) for t in a.threads.split(",")]
     work = tempfile.mkdtemp(prefix="bench-suite-")

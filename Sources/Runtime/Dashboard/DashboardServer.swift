@@ -90,34 +90,41 @@ struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
-/// Control requests (anything that is not GET or HEAD) carry the admin token, and so do
-/// reads of the users (`/api/users`: their keys are secrets).
+/// Control requests (anything that is not GET or HEAD) carry the admin token or an admin's
+/// session (`SignInCheck`), and so do reads of the users (`/api/users`: their keys are
+/// secrets). Signing in and out (`/api/session`) is for anyone.
 struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
     let token: AdminToken
+    let signIn: SignInCheck
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if request.method != .get && request.method != .head && !token.accepts(authorization: request.headers[.authorization]) {
-            throw APIError(.unauthorized, "control requests need the admin token (Authorization: Bearer TOKEN)")
-        }
-        if request.uri.path.hasPrefix("/api/users") && !token.accepts(authorization: request.headers[.authorization]) {
-            throw APIError(.unauthorized, "users and their keys need the admin token (Authorization: Bearer TOKEN)")
+        let controls = request.method != .get && request.method != .head && request.uri.path != "/api/session"
+        let users = request.uri.path.hasPrefix("/api/users")
+        guard controls || users, !token.accepts(authorization: request.headers[.authorization]) else { return try await next(request, context) }
+        guard let session = await signIn.actingSession(request), session.user.role == .admin else {
+            throw APIError(.unauthorized, users && !controls ? "users and their keys need the admin token (Authorization: Bearer TOKEN) or an admin's sign-in"
+                           : "control requests need the admin token (Authorization: Bearer TOKEN) or an admin's sign-in (with X-Tracker-CSRF: 1)")
         }
         return try await next(request, context)
     }
 }
 
 /// Requests for peer data (`/api/swarms…`: peer addresses and ids) carry the admin or the
-/// viewer token, when `DashboardSettings.peerDataNeedsToken` says so.
+/// viewer token, or a signed-in admin's or viewer's session, when
+/// `DashboardSettings.peerDataNeedsToken` says so.
 struct PeerDataTokenMiddleware<Context: RequestContext>: RouterMiddleware {
     let tokens: [AdminToken]
+    let signIn: SignInCheck
 
     static var paths: String { "/api/swarms" }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if request.uri.path.hasPrefix(Self.paths) {
             let authorization = request.headers[.authorization]
-            guard tokens.contains(where: { $0.accepts(authorization: authorization) }) else {
-                throw APIError(.unauthorized, "peer addresses and ids need the admin or the viewer token (Authorization: Bearer TOKEN)")
+            var allowed = tokens.contains { $0.accepts(authorization: authorization) }
+            if !allowed { allowed = await signIn.session(request) != nil }
+            guard allowed else {
+                throw APIError(.unauthorized, "peer addresses and ids need the admin or the viewer token (Authorization: Bearer TOKEN) or a sign-in")
             }
         }
         return try await next(request, context)
@@ -148,10 +155,12 @@ enum DashboardRoutes {
         let router = Router(context: DashboardContext.self)
         router.add(middleware: JSONErrorMiddleware())
         router.add(middleware: HostCheckMiddleware(names: limits.hostNames))
-        router.add(middleware: AdminTokenMiddleware(token: token))
+        let signIn = SignInCheck(sessions: DashboardSessions(), backend: backend)
+        router.add(middleware: AdminTokenMiddleware(token: token, signIn: signIn))
         if settings.peerDataNeedsToken {
-            router.add(middleware: PeerDataTokenMiddleware(tokens: [token] + (settings.viewerToken.map { [$0] } ?? [])))
+            router.add(middleware: PeerDataTokenMiddleware(tokens: [token] + (settings.viewerToken.map { [$0] } ?? []), signIn: signIn))
         }
+        addSignIn(to: router, check: signIn, limits: limits)
         let listings = ListingBudgets(limits)
         let streams = Occupancy(limit: limits.maxEventStreams)
         let tokens = [token] + (settings.viewerToken.map { [$0] } ?? [])
@@ -292,8 +301,14 @@ enum DashboardRoutes {
         router.post("/api/users") { request, context in
             let body = try await requestBody(request, upTo: 4096, within: limits.bodyTimeout)
             var rng = SystemRandomNumberGenerator()
-            let change: CatalogueChange
+            var change: CatalogueChange
             do { change = try UsersRequest.change(Data(buffer: body), using: &rng) } catch { throw APIError(.badRequest, "\(error)") }
+            // A password is derived here, off the loops, and only its hash is submitted.
+            if case .editUser(let name, .password) = change, let password = UsersRequest.password(Data(buffer: body)) {
+                do { change = .editUser(name, .password(try await PasswordHasher.hash(password))) } catch {
+                    throw APIError(.badRequest, "\(error)")
+                }
+            }
             let result: String
             do { result = try await backend.change(change) } catch { throw APIError(.conflict, "\(error)") }
             // The key drawn for the user, for the operator to hand on.

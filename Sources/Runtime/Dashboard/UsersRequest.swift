@@ -9,6 +9,9 @@ import TrackerLogic
 ///   "key": false}` takes it away; a key given as a string is taken as it is (what an
 ///   import puts back, so the URLs handed out keep working);
 /// - `{"action": "role", "name": N, "role": R}`;
+/// - `{"action": "password", "name": N, "password": P}` sets the password a user signs in
+///   to the dashboard with (`P`: 8 to 1,024 bytes; the route derives its hash), and
+///   `{"action": "password", "name": N, "password": null}` takes it away;
 /// - `{"action": "enable" | "disable" | "remove", "name": N}`.
 ///
 /// Keys are drawn here, by the node that takes the request, from the system's generator;
@@ -49,10 +52,24 @@ public enum UsersRequest {
         case "role":
             guard let r = try role() else { throw Problem(description: "role: admin, viewer or peer") }
             return .editUser(name, .role(r))
+        case "password":
+            switch object["password"] {
+            case is NSNull: return .editUser(name, .password(nil))
+            case let text as String:
+                if let refusal = PasswordHasher.refusal(of: text) { throw Problem(description: "password: \(refusal)") }
+                // A placeholder the route replaces with the derived hash.
+                return .editUser(name, .password(nil))
+            default: throw Problem(description: "password: a string, or null to take it away")
+            }
         case "enable": return .editUser(name, .enabled(true))
         case "disable": return .editUser(name, .enabled(false))
         case "remove": return .removeUser(name)
-        default: throw Problem(description: "action: add, key, role, enable, disable or remove (not \(action))")
+        default: throw Problem(description: "action: add, key, role, password, enable, disable or remove (not \(action))")
         }
+    }
+
+    /// The clear password of a `password` action, to derive its hash from.
+    public static func password(_ body: Data) -> String? {
+        (try? JSONSerialization.jsonObject(with: body) as? [String: Any])?["password"] as? String
     }
 }

@@ -51,6 +51,7 @@ async function getJSON(path) {
       if (await askToken()) continue;
       readTokenDeclined = true;  // not asked again at every refresh; a control asks anew
     }
+    if (r.status === 401 && session) loadSession();  // the session ended (signed out, user disabled)
     if (!r.ok) throw new Error(body.error || r.statusText);
     return body;
   }
@@ -175,9 +176,53 @@ function askToken() {
   });
   return tokenAsked;
 }
-// A control request with the admin token, asked for once and again after a 401.
-// Writes the outcome into `out`; returns whether the node accepted.
+// ---------- sign-in: a session cookie (HttpOnly, SameSite=Strict) instead of a token
+
+let session = null;  // {name, role} while signed in
+function showSession() {
+  $("session-user").textContent = session ? `signed in as ${session.name} (${session.role})` : "";
+  $("signin").hidden = !!session;
+  $("signout").hidden = !session;
+}
+async function loadSession() {
+  const r = await fetch("/api/session", { cache: "no-store" }).catch(() => null);
+  session = r && r.ok ? await r.json() : null;
+  showSession();
+}
+function signIn() {
+  const dialog = $("signin-dialog");
+  $("signin-result").textContent = "";
+  dialog.onclose = async () => {
+    if (dialog.returnValue !== "ok") return;
+    const body = JSON.stringify({ name: $("signin-name").value.trim(), password: $("signin-password").value });
+    $("signin-password").value = "";
+    const r = await fetch("/api/session", { method: "POST", body, headers: { "X-Tracker-CSRF": "1" } }).catch(() => null);
+    const answer = r ? await r.json().catch(() => ({})) : { error: "node unreachable" };
+    if (r && r.ok) { session = answer; readTokenDeclined = true; showSession(); refreshTab(); return; }
+    $("signin-result").textContent = "refused: " + (answer.error || "node unreachable");
+    dialog.showModal();
+  };
+  dialog.showModal();
+}
+async function signOut() {
+  await fetch("/api/session", { method: "DELETE", headers: { "X-Tracker-CSRF": "1" } }).catch(() => null);
+  session = null;
+  showSession();
+}
+
+// A control request with the admin token, asked for once and again after a 401, or on
+// the strength of a sign-in. Writes the outcome into `out`; returns whether the node
+// accepted.
 async function authorized(method, path, body, out) {
+  if (session && !token()) {
+    out.textContent = "…";
+    const r = await fetch(path, { method, body, headers: { "X-Tracker-CSRF": "1" } }).catch(() => null);
+    if (!r) { out.textContent = "node unreachable"; return false; }
+    const answer = await r.json().catch(() => ({}));
+    if (r.status === 401) await loadSession();
+    out.textContent = r.ok ? answer.result : "refused: " + (answer.error || r.statusText);
+    return r.ok;
+  }
   let t = token() || await askToken();
   if (!t) { out.textContent = "no token given"; return false; }
   out.textContent = "…";
@@ -397,6 +442,9 @@ document.addEventListener("DOMContentLoaded", () => {
   $("access-apply").onclick = applyRules;
   $("client-apply").onclick = applyClients;
   $("user-add").onclick = addUser;
+  $("signin").onclick = signIn;
+  $("signout").onclick = signOut;
+  loadSession();
   $("access-mode-save").onclick = async () => {
     if (await authorized("PUT", "/api/access/mode", JSON.stringify({ mode: $("access-mode").value }), $("access-result"))) loadAccess();
   };
