@@ -158,3 +158,27 @@ func keepalives(in actions: [NodeAction]) -> [ClusterEnvelope] {
         if case .broadcast(let e) = a, case .keepalive = e.message { return e } else { return nil }
     }
 }
+
+/// A replica and the rows a store would hold, committed together: what a test compares
+/// memory and the store by.
+struct RecordedReplica {
+    var replica = Replica()
+    var rows = RepositoryRows()
+    let epoch: Epoch
+
+    /// The next transaction of `updates`; whether the replica applied it.
+    @discardableResult
+    mutating func commit(_ updates: [SwarmUpdate]) -> Bool {
+        let tx = Transaction(ref: TxRef(epoch: epoch, txid: replica.lastCommitted.txid + 1), updates: updates)
+        guard replica.commit(tx) else { return false }
+        rows.apply(CommitRows(tx, replica: replica))
+        return true
+    }
+}
+
+/// `snapshot` through the cluster codec, as a node receives it.
+func onTheWire(_ snapshot: Snapshot, epoch: Epoch) throws -> Snapshot? {
+    let env = ClusterEnvelope(from: NodeID(2), incarnation: 9, epoch: epoch, to: NodeID(1), message: .snapshot(snapshot))
+    guard case .snapshot(let decoded) = try ClusterCodec.decode(ClusterCodec.encode(env)).get().message else { return nil }
+    return decoded
+}

@@ -226,10 +226,7 @@ import TrackerLogic
         #expect(replica.store.catalogue.stamps.users[bob] == CatalogueStamp(ref: TxRef(epoch: epoch, txid: 5), removed: true))
 
         let snapshot = replica.snapshot()
-        let env = ClusterEnvelope(from: NodeID(2), incarnation: 9, epoch: epoch, to: NodeID(1), message: .snapshot(snapshot))
-        guard case .snapshot(let decoded) = try ClusterCodec.decode(ClusterCodec.encode(env)).get().message else {
-            Issue.record("not a snapshot"); return
-        }
+        let decoded = try #require(try onTheWire(snapshot, epoch: epoch))
         #expect(decoded == snapshot && decoded.isIntact)
         #expect(try #require(rows.snapshot) == snapshot, "the rows a store keeps rebuild the same users")
         var tampered = snapshot
@@ -294,13 +291,10 @@ import TrackerLogic
     /// counted it superseded (the simulator's seed 1061: a disk holding a peer and a
     /// completion no replica held).
     @Test func rowsOfARefusedAnnounceAreWhatMemoryHolds() throws {
-        var replica = Replica()
-        var rows = RepositoryRows()
+        var r = RecordedReplica(epoch: epoch)
         func commit(_ updates: [SwarmUpdate]) {
-            let tx = Transaction(ref: TxRef(epoch: epoch, txid: replica.lastCommitted.txid + 1), updates: updates)
-            let applied = replica.commit(tx)
+            let applied = r.commit(updates)
             #expect(applied)
-            rows.apply(CommitRows(tx, replica: replica))
         }
         func completed(_ n: UInt32, _ key: TrackerKey) -> SwarmUpdate {
             .announce(Announce(infoHash: hashA, peerID: PeerID(a: 7, b: 7, c: n), endpoint: peer, uploaded: 0, downloaded: 9, left: 0,
@@ -312,22 +306,18 @@ import TrackerLogic
         commit([completed(2, keyB)])
         commit([.catalogue(.editUser(alice, .enabled(false)))])
         commit([completed(3, keyA)])
-        #expect(replica.store.peerCount == 1 && replica.store.completed(in: hashA) == 1)
-        #expect(try #require(rows.snapshot) == replica.snapshot(), "the rows hold what memory holds")
+        #expect(r.replica.store.peerCount == 1 && r.replica.store.completed(in: hashA) == 1)
+        #expect(try #require(r.rows.snapshot) == r.replica.snapshot(), "the rows hold what memory holds")
     }
 
     /// Per-user totals: derived from each committed keyed announce as every replica
     /// applies it, against the peer's record before it; in the digest, snapshots, rows and
     /// kept data; hostile counters add nothing and totals saturate.
     @Test func totalsFollowTheCommittedAnnounces() throws {
-        var replica = Replica()
-        var rows = RepositoryRows()
+        var r = RecordedReplica(epoch: epoch)
         func commit(_ updates: [SwarmUpdate]) {
-            let tx = Transaction(ref: TxRef(epoch: epoch, txid: replica.lastCommitted.txid + 1), updates: updates)
-            let applied = replica.commit(tx)
-            #expect(applied)
-            rows.apply(CommitRows(tx, replica: replica))
-            #expect(replica.digest == Digest.recomputed(replica.store))
+            let applied = r.commit(updates)
+            #expect(applied && r.replica.digest == Digest.recomputed(r.replica.store))
         }
         func announce(_ n: UInt32, _ event: AnnounceEvent, up: Int64, down: Int64, at ms: Int64, key: TrackerKey? = nil) -> SwarmUpdate {
             .announce(Announce(infoHash: hashA, peerID: PeerID(a: 8, b: 8, c: n), endpoint: peer, uploaded: up, downloaded: down,
@@ -342,14 +332,14 @@ import TrackerLogic
         commit([announce(1, .none, up: 1_000, down: 1_000, at: 0)])
         // Another key's announce is not alice's.
         commit([.catalogue(.addUser(User(name: bob, role: .peer, key: keyB))), announce(3, .started, up: 5, down: 5, at: 1, key: keyB)])
+        let replica = r.replica
         let totals = try #require(replica.store.catalogue.access.users[alice]?.totals)
         #expect(totals == UserTotals(announces: 5, completed: 1, uploaded: 140, downloaded: 75),
                 "two peers' five announces; 40 + 100 (nothing for 90 < 100, or a negative counter); 5 + 50 + 20")
         #expect(replica.store.catalogue.access.users[bob]?.totals == UserTotals(announces: 1, completed: 0, uploaded: 5, downloaded: 5))
-        #expect(try #require(rows.snapshot) == replica.snapshot(), "the rows hold the totals")
+        #expect(try #require(r.rows.snapshot) == replica.snapshot(), "the rows hold the totals")
         let snapshot = replica.snapshot()
-        let env = ClusterEnvelope(from: NodeID(2), incarnation: 9, epoch: epoch, to: NodeID(1), message: .snapshot(snapshot))
-        guard case .snapshot(let decoded) = try ClusterCodec.decode(ClusterCodec.encode(env)).get().message else { Issue.record("no snapshot"); return }
+        let decoded = try #require(try onTheWire(snapshot, epoch: epoch))
         #expect(decoded == snapshot && decoded.isIntact)
         var tampered = snapshot
         var users = snapshot.access.users.sorted

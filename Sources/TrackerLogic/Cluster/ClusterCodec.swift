@@ -107,15 +107,11 @@ public enum ClusterCodec {
             let hasUsers = !s.access.users.isEmpty || !s.stamps.users.isEmpty
             if hasUsers || !s.access.clients.isEmpty || !s.stamps.clients.isEmpty {
                 writeList(s.access.clients.sortedRules, &b, write)
-                writeList(s.stamps.clients.sorted { $0.key < $1.key }, &b) { entry, b in
-                    write(entry.key, &b); write(entry.value.ref, &b); b.writeInteger(entry.value.removed ? 1 : 0 as UInt8)
-                }
+                writeStamps(s.stamps.clients, &b, write)
             }
             if hasUsers {
                 writeList(s.access.users.sorted, &b, write)
-                writeList(s.stamps.users.sorted { $0.key < $1.key }, &b) { entry, b in
-                    write(entry.key, &b); write(entry.value.ref, &b); b.writeInteger(entry.value.removed ? 1 : 0 as UInt8)
-                }
+                writeStamps(s.stamps.users, &b, write)
             }
         case .mergeOffer(let o):
             b.writeInteger(o.offerID); b.writeInteger(o.part); b.writeInteger(o.parts)
@@ -254,6 +250,14 @@ public enum ClusterCodec {
             }
         case .catalogue(.removeUser(let n)):
             b.writeInteger(12 as UInt8); b.writeInteger(3 as UInt8); write(n, &b)
+        }
+    }
+
+    /// Stamps in key order: each key as `key` writes it, its transaction, a removed flag.
+    static func writeStamps<Key: Comparable>(_ stamps: [Key: CatalogueStamp], _ b: inout ByteBuffer,
+                                             _ key: (Key, inout ByteBuffer) -> Void) {
+        writeList(stamps.sorted { $0.key < $1.key }, &b) { entry, b in
+            key(entry.key, &b); write(entry.value.ref, &b); b.writeInteger(entry.value.removed ? 1 : 0 as UInt8)
         }
     }
 
@@ -660,14 +664,21 @@ public enum ClusterCodec {
 
         /// The users' stamps: at most a full directory and a full set of tombstones.
         mutating func userStamps() throws -> [UserName: CatalogueStamp] {
-            let rows = try list(minItemSize: 19) { r -> (UserName, CatalogueStamp) in
-                let n = try r.userName()
+            try stampTable(minItemSize: 19, limit: UserDirectory.maxUsers, of: "user") { try $0.userName() }
+        }
+
+        /// Stamps by key (a key, its transaction, a removed flag): at most `limit` entries
+        /// and a full set of tombstones.
+        mutating func stampTable<Key: Hashable>(minItemSize: Int, limit: Int, of kind: String,
+                                                key: (inout Reader) throws -> Key) throws -> [Key: CatalogueStamp] {
+            let rows = try list(minItemSize: minItemSize) { r -> (Key, CatalogueStamp) in
+                let k = try key(&r)
                 let ref = try r.ref()
                 let removed: UInt8 = try r.int()
                 guard removed <= 1 else { throw ClusterDecodingError("bad stamp flag \(removed)") }
-                return (n, CatalogueStamp(ref: ref, removed: removed == 1))
+                return (k, CatalogueStamp(ref: ref, removed: removed == 1))
             }
-            guard rows.count <= UserDirectory.maxUsers + CatalogueStamps.maxTombstones else { throw ClusterDecodingError("\(rows.count) user stamps") }
+            guard rows.count <= limit + CatalogueStamps.maxTombstones else { throw ClusterDecodingError("\(rows.count) \(kind) stamps") }
             return Dictionary(rows, uniquingKeysWith: { _, last in last })
         }
 
@@ -691,15 +702,7 @@ public enum ClusterCodec {
 
         /// The client rules' stamps: at most a full list and a full set of tombstones.
         mutating func clientStamps() throws -> [ClientPrefix: CatalogueStamp] {
-            let rows = try list(minItemSize: 23) { r -> (ClientPrefix, CatalogueStamp) in
-                let p = try r.clientPrefix()
-                let ref = try r.ref()
-                let removed: UInt8 = try r.int()
-                guard removed <= 1 else { throw ClusterDecodingError("bad stamp flag \(removed)") }
-                return (p, CatalogueStamp(ref: ref, removed: removed == 1))
-            }
-            guard rows.count <= ClientFilter.maxRules + CatalogueStamps.maxTombstones else { throw ClusterDecodingError("\(rows.count) client stamps") }
-            return Dictionary(rows, uniquingKeysWith: { _, last in last })
+            try stampTable(minItemSize: 23, limit: ClientFilter.maxRules, of: "client") { try $0.clientPrefix() }
         }
 
         /// At most a full catalogue's entries and a full set of tombstones of each kind.
