@@ -82,7 +82,7 @@ import TrackerRuntime
         let (_, replica) = try Self.fixtureWrites()
         #expect(replica.lastCommitted.txid == 160 && replica.store.peerCount > 0 && replica.history.runs.count == 2)
         let repo = try SQLiteRepository(path: path)
-        #expect(try migrationsRecorded(path) == ["0.9.0 tables"])
+        #expect(try migrationsRecorded(path) == ["0.9.0 tables", "users"])
         try SQLiteRepositoryTests().expectSame(repo, replica)
         let state = try repo.load()
         let catalogue = replica.store.catalogue
@@ -102,7 +102,7 @@ import TrackerRuntime
         #expect(node.epoch == Epoch(term: 3, master: NodeID(1)))
         // Opened again, nothing is migrated twice and nothing changes.
         let again = try SQLiteRepository(path: path)
-        #expect(try migrationsRecorded(path) == ["0.9.0 tables"])
+        #expect(try migrationsRecorded(path) == ["0.9.0 tables", "users"])
         try SQLiteRepositoryTests().expectSame(again, replica)
     }
 
@@ -124,11 +124,32 @@ import TrackerRuntime
     }
 
     /// An empty file gets the same schema, recorded the same way.
+    /// A file the previous version wrote (its migrations recorded, no users table: the
+    /// 0.9.0 tables are not edited, a later schema is a migration of its own) gets the
+    /// users table when it opens, and stores users. Found by the README's cluster, whose
+    /// files an older version had written: every node voted ERROR until it was recreated.
+    @Test func aFileOfThePreviousVersionGetsTheUsersTable() throws {
+        let path = SQLiteRepositoryTests().tempPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        _ = try SQLiteRepository(path: path)
+        try DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "DROP TABLE users; DELETE FROM grdb_migrations WHERE identifier = 'users'")
+        }
+        #expect(try migrationsRecorded(path) == ["0.9.0 tables"])
+        let repo = try SQLiteRepository(path: path)
+        #expect(try migrationsRecorded(path) == ["0.9.0 tables", "users"])
+        var catalogue = Catalogue()
+        let change = CatalogueChange.addUser(User(name: UserName("alice")!, role: .peer))
+        catalogue.apply(change)
+        try repo.record(change, in: catalogue)
+        #expect(try repo.operatorData().access.users.count == 1)
+    }
+
     @Test func aNewFileRecordsItsMigrations() throws {
         let path = SQLiteRepositoryTests().tempPath()
         defer { try? FileManager.default.removeItem(atPath: path) }
         let repo = try SQLiteRepository(path: path)
-        #expect(try migrationsRecorded(path) == ["0.9.0 tables"])
+        #expect(try migrationsRecorded(path) == ["0.9.0 tables", "users"])
         #expect(try repo.load().snapshot == nil)
     }
 }

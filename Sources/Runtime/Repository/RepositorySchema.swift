@@ -18,6 +18,22 @@ enum RepositorySchema {
     static let migrator: DatabaseMigrator = {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("0.9.0 tables") { db in try adoptUnversioned(db) }
+        // Users: their keys, password hashes and totals (their stamps are catalogue_stamps
+        // of kind 4).
+        migrator.registerMigration("users") { db in
+            try db.execute(sql: """
+                CREATE TABLE IF NOT EXISTS users(
+                    name TEXT PRIMARY KEY NOT NULL,
+                    role INTEGER NOT NULL,
+                    tracker_key TEXT,
+                    enabled INTEGER NOT NULL,
+                    password BLOB,
+                    announces INTEGER NOT NULL DEFAULT 0,
+                    completed INTEGER NOT NULL DEFAULT 0,
+                    uploaded INTEGER NOT NULL DEFAULT 0,
+                    downloaded INTEGER NOT NULL DEFAULT 0)
+                """)
+        }
         return migrator
     }()
 
@@ -89,16 +105,6 @@ enum RepositorySchema {
             CREATE TABLE IF NOT EXISTS client_rules(
                 prefix BLOB PRIMARY KEY NOT NULL,
                 rule INTEGER NOT NULL);
-            CREATE TABLE IF NOT EXISTS users(
-                name TEXT PRIMARY KEY NOT NULL,
-                role INTEGER NOT NULL,
-                tracker_key TEXT,
-                enabled INTEGER NOT NULL,
-                password BLOB,
-                announces INTEGER NOT NULL DEFAULT 0,
-                completed INTEGER NOT NULL DEFAULT 0,
-                uploaded INTEGER NOT NULL DEFAULT 0,
-                downloaded INTEGER NOT NULL DEFAULT 0);
             CREATE TABLE IF NOT EXISTS completed_bases(
                 info_hash TEXT PRIMARY KEY NOT NULL,
                 count INTEGER NOT NULL);

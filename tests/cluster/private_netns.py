@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""A private torrent (`private=1`) through a standalone node in `mode private`, with the
+real clients that cannot be tested on loopback (Transmission drops 127.x peers), each in
+a network namespace of its own on one bridge:
+
+    tracker   10.79.0.1   `tracker run --http-tracker 10.79.0.1:6969 --db …`
+    seeder    10.79.0.10  python3-libtorrent seeding with alice's key
+    clients   10.79.0.11  transmission-cli with tina's key
+              10.79.0.12  aria2c with ari's key
+              10.79.0.13  aria2c with a key no user holds
+
+Each client's .torrent is the same private torrent with its own user's announce URL
+(`http://10.79.0.1:6969/announce/KEY`), as a private tracker hands them out. Transmission
+and aria2 download it; the client with an unknown key gets no peers, and its log shows
+the tracker's refusal ("unknown key"). `tracker admin user list` counts the clients'
+users' announces."""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "interop"))
+from _harness import bencode, fail, log  # noqa: E402
+from _netns import OtherClient, host, remove, switch  # noqa: E402
+from common import tracker_binary  # noqa: E402
+from http_tracker import bdecode  # noqa: E402
+
+TAG = f"pv{os.getpid() % 100000}"
+SWITCH, TRACKER, SEEDER = f"{TAG}-sw", f"{TAG}-trk", f"{TAG}-seed"
+TRANSMISSION, ARIA2, WRONG = f"{TAG}-tr", f"{TAG}-ar", f"{TAG}-wr"
+NAMESPACES = [TRACKER, SEEDER, TRANSMISSION, ARIA2, WRONG, SWITCH]
+ANNOUNCE = "http://10.79.0.1:6969/announce/"
+BOUND_S = 60
+
+SEEDER_SCRIPT = """
+import hashlib, os, sys, time
+import libtorrent as lt
+work, url = sys.argv[1], sys.argv[2]
+payload = os.urandom(1 << 20)
+with open(os.path.join(work, "payload.bin"), "wb") as f:
+    f.write(payload)
+fs = lt.file_storage()
+lt.add_files(fs, os.path.join(work, "payload.bin"))
+ct = lt.create_torrent(fs, 16384, flags=lt.create_torrent.v1_only)
+ct.set_priv(True)
+ct.add_tracker(url)
+lt.set_piece_hashes(ct, work)
+encoded = lt.bencode(ct.generate())
+with open(os.path.join(work, "private.torrent"), "wb") as f:
+    f.write(encoded)
+s = lt.session({"listen_interfaces": "10.79.0.10:41000", "enable_dht": False, "enable_lsd": False,
+                "enable_upnp": False, "enable_natpmp": False, "user_agent": "private-seeder"})
+s.add_torrent({"ti": lt.torrent_info(encoded), "save_path": work, "flags": lt.torrent_flags.seed_mode})
+print("READY", hashlib.sha1(payload).hexdigest(), flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def in_ns(ns, *command, stdin=None, check=True):
+    out = subprocess.run(["ip", "netns", "exec", ns, *command], capture_output=True, text=True, timeout=60, input=stdin)
+    if check and out.returncode != 0:
+        fail(f"{' '.join(command)} in {ns}: {out.returncode} {out.stdout!r} {out.stderr!r}")
+    return out.stdout
+
+
+def admin(token, *args):
+    words = 2 if args[:1] == ("user",) else 1
+    return in_ns(TRACKER, tracker_binary(), "admin", *args[:words], "--node", "127.0.0.1:8081", "--token-file", token, *args[words:])
+
+
+def key_of(out):
+    return next((line.split()[1] for line in out.splitlines() if line.startswith("key ")), None) or fail(f"no key: {out!r}")
+
+
+def with_announce(torrent, url):
+    """The same torrent (its info dict untouched: the same info hash) announcing to `url`."""
+    meta = bdecode(torrent)
+    meta[b"announce"] = url.encode()
+    meta.pop(b"announce-list", None)
+    return bencode(meta)
+
+
+def main():
+    if os.geteuid() != 0:
+        fail("this test creates network namespaces and must run as root")
+    remove(NAMESPACES)
+    switch(SWITCH)
+    for index, (ns, address) in enumerate([(TRACKER, "10.79.0.1"), (SEEDER, "10.79.0.10"), (TRANSMISSION, "10.79.0.11"),
+                                           (ARIA2, "10.79.0.12"), (WRONG, "10.79.0.13")], start=1):
+        host(SWITCH, ns, address, index)
+    work = tempfile.mkdtemp(prefix="private-netns-")
+    os.chmod(work, 0o755)
+    token = os.path.join(work, "admin.token")
+    with open(token, "w") as f:
+        f.write("private-netns-token-0123456789abcdef\n")
+    os.chmod(token, 0o600)
+    tracker_log = open(os.path.join(work, "tracker.log"), "w")
+    tracker = subprocess.Popen(["ip", "netns", "exec", TRACKER, tracker_binary(), "run", "--udp", "10.79.0.1:6969",
+                                "--http-tracker", "10.79.0.1:6969", "--http", "127.0.0.1:8081", "--admin-token-file", token,
+                                "--db", os.path.join(work, "tracker.sqlite"), "--interval", "5"],
+                               stdout=tracker_log, stderr=subprocess.STDOUT)
+    seeder, clients, ok = None, [], False
+    try:
+        deadline = time.time() + 20
+        while subprocess.run(["ip", "netns", "exec", TRACKER, "curl", "-sf", "http://127.0.0.1:8081/api/health"],
+                             capture_output=True).returncode != 0:
+            if time.time() > deadline or tracker.poll() is not None:
+                fail("the tracker did not start")
+            time.sleep(0.2)
+        keys = {name: key_of(admin(token, "user", "add", name)) for name in ("alice", "tina", "ari")}
+        seed_dir = os.path.join(work, "seed")
+        os.makedirs(seed_dir)
+        os.chmod(seed_dir, 0o755)
+        seeder = subprocess.Popen(["ip", "netns", "exec", SEEDER, "/usr/bin/python3", "-c", SEEDER_SCRIPT, seed_dir,
+                                   ANNOUNCE + keys["alice"]], stdout=subprocess.PIPE, text=True)
+        ready = seeder.stdout.readline().split()
+        if not ready or ready[0] != "READY":
+            fail(f"the libtorrent seeder did not start: {ready}")
+        sha1 = ready[1]
+        with open(os.path.join(seed_dir, "private.torrent"), "rb") as f:
+            torrent = f.read()
+        if bdecode(torrent)[b"info"].get(b"private") != 1:
+            fail("the torrent is not private")
+        admin(token, "register", os.path.join(seed_dir, "private.torrent"))
+        admin(token, "mode", "private")
+        files = {}
+        for name, key in (("tina", keys["tina"]), ("ari", keys["ari"]), ("wrong", "Q" * 32)):
+            files[name] = os.path.join(work, f"{name}.torrent")
+            with open(files[name], "wb") as f:
+                f.write(with_announce(torrent, ANNOUNCE + key))
+            os.chmod(files[name], 0o644)
+        log("a private torrent registered, mode private; users alice (the libtorrent seeder), tina, ari")
+        clients = [OtherClient("transmission", TRANSMISSION, files["tina"], sha1), OtherClient("aria2", ARIA2, files["ari"], sha1)]
+        wrong = OtherClient("aria2", WRONG, files["wrong"], sha1)
+        deadline = time.time() + BOUND_S
+        while time.time() < deadline and not all([c.poll() for c in clients]):
+            time.sleep(0.2)
+        for c, user in zip(clients, ("tina", "ari")):
+            if not c.poll():
+                fail(f"{c.name} with {user}'s key: no complete download within {BOUND_S} s; its log:\n{c.tail()}")
+            log(f"{c.name} downloaded the private torrent with {user}'s key in {c.done_after:.1f} s")
+        if wrong.poll():
+            fail("aria2 with a key no user holds downloaded the private torrent")
+        wrong_log = wrong.tail()
+        if "unknown key" not in wrong_log:
+            fail(f"aria2 with a key no user holds must show the tracker's refusal; its log:\n{wrong_log}")
+        log("aria2 with a key no user holds got no peers; its log shows 'unknown key'")
+        clients.append(wrong)
+        listed = {line.split()[0]: dict(w.split("=") for w in line.split()[4:]) for line in admin(token, "user", "list").splitlines()}
+        # (alice's seeder first announced before the mode was private, when keys count nothing)
+        if any(int(listed[name]["announces"]) < 1 for name in ("tina", "ari")):
+            fail(f"every client's user must count its announces: {listed}")
+        log(f"announces counted per user: {json.dumps({n: listed[n]['announces'] for n in listed})}")
+        ok = True
+    finally:
+        for c in clients:
+            c.stop()
+            shutil.rmtree(c.work, ignore_errors=True)
+        if seeder:
+            seeder.kill()
+            seeder.wait()
+        tracker.terminate()
+        try:
+            tracker.wait(10)
+        except subprocess.TimeoutExpired:
+            tracker.kill()
+        tracker_log.close()
+        if not ok:
+            print(open(os.path.join(work, "tracker.log")).read()[-3000:])
+        remove(NAMESPACES)
+        shutil.rmtree(work, ignore_errors=True)
+    print("PASS private_netns", flush=True)
+
+
+if __name__ == "__main__":
+    main()
