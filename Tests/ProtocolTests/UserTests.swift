@@ -207,20 +207,17 @@ import TrackerLogic
     /// (after the client rules' trailer, empty or not), and the rows a store writes rebuild
     /// them.
     @Test func digestSnapshotAndRowsCarryTheUsers() throws {
-        var replica = Replica()
-        var rows = RepositoryRows()
+        var r = RecordedReplica(epoch: epoch)
         let changes: [CatalogueChange] = [.addUser(User(name: alice, role: .peer, key: keyA)), .addUser(User(name: bob, role: .viewer)),
                                           .editUser(alice, .enabled(false)), .editUser(bob, .key(keyB)), .removeUser(bob),
                                           .setAccessMode(.private)]
         var digests = Set<UInt64>()
-        for (i, change) in changes.enumerated() {
-            let tx = Transaction(ref: TxRef(epoch: epoch, txid: UInt64(i + 1)), updates: [.catalogue(change)])
-            let applied = replica.commit(tx)
-            #expect(applied)
-            rows.apply(CommitRows(tx, replica: replica))
-            #expect(replica.digest == Digest.recomputed(replica.store), "after \(change)")
-            digests.insert(replica.digest)
+        for change in changes {
+            let applied = r.commit([.catalogue(change)])
+            #expect(applied && r.replica.digest == Digest.recomputed(r.replica.store), "after \(change)")
+            digests.insert(r.replica.digest)
         }
+        let (replica, rows) = (r.replica, r.rows)
         #expect(digests.count == changes.count, "each change moves the digest")
         #expect(replica.store.catalogue.access.users.sorted == [User(name: alice, role: .peer, key: keyA, enabled: false)])
         #expect(replica.store.catalogue.stamps.users[bob] == CatalogueStamp(ref: TxRef(epoch: epoch, txid: 5), removed: true))

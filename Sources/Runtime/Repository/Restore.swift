@@ -103,36 +103,25 @@ extension SQLiteRepository {
         var clients: [ClientPrefix: CatalogueStamp] = [:], users: [UserName: CatalogueStamp] = [:]
         for row in try Row.fetchAll(db, sql: "SELECT kind, info_hash, term, master, txid, removed FROM catalogue_stamps") {
             let key = try row.decode(String?.self, forColumn: "info_hash")
-            if try row.decode(Int64?.self, forColumn: "kind") == clientStamps {
-                guard let prefix = key.flatMap({ ClientPrefix("0x" + $0) }),
-                      let r = ref(try row.decode(Int64?.self, forColumn: "term"), try row.decode(Int64?.self, forColumn: "master"),
-                                  try row.decode(Int64?.self, forColumn: "txid")),
-                      let removed = try row.decode(Int64?.self, forColumn: "removed"), removed == 0 || removed == 1 else {
-                    throw RepositoryError("corrupt client rule stamp \(key ?? "?")")
-                }
-                clients[prefix] = CatalogueStamp(ref: r, removed: removed == 1)
-                continue
-            }
-            if try row.decode(Int64?.self, forColumn: "kind") == userStamps {
-                guard let name = key.flatMap(UserName.init),
-                      let r = ref(try row.decode(Int64?.self, forColumn: "term"), try row.decode(Int64?.self, forColumn: "master"),
-                                  try row.decode(Int64?.self, forColumn: "txid")),
-                      let removed = try row.decode(Int64?.self, forColumn: "removed"), removed == 0 || removed == 1 else {
-                    throw RepositoryError("corrupt user stamp \(key ?? "?")")
-                }
-                users[name] = CatalogueStamp(ref: r, removed: removed == 1)
-                continue
-            }
-            guard let hash = key.flatMap({ InfoHash(hex: $0) }), let kind = try row.decode(Int64?.self, forColumn: "kind"),
+            guard let kind = try row.decode(Int64?.self, forColumn: "kind"),
                   let r = ref(try row.decode(Int64?.self, forColumn: "term"), try row.decode(Int64?.self, forColumn: "master"),
                               try row.decode(Int64?.self, forColumn: "txid")),
                   let removed = try row.decode(Int64?.self, forColumn: "removed"), removed == 0 || removed == 1 else {
                 throw RepositoryError("corrupt catalogue stamp \(key ?? "?")")
             }
             let stamp = CatalogueStamp(ref: r, removed: removed == 1)
+            // Each kind's key as `OperatorDataRows.writeStamp` wrote it.
+            func corrupt() -> RepositoryError { RepositoryError("corrupt catalogue stamp of kind \(kind): \(key ?? "?")") }
             switch kind {
-            case torrentStamps: torrents[hash] = stamp
-            case ruleStamps: rules[hash] = stamp
+            case torrentStamps, ruleStamps:
+                guard let hash = key.flatMap({ InfoHash(hex: $0) }) else { throw corrupt() }
+                if kind == torrentStamps { torrents[hash] = stamp } else { rules[hash] = stamp }
+            case clientStamps:
+                guard let prefix = key.flatMap({ ClientPrefix("0x" + $0) }) else { throw corrupt() }
+                clients[prefix] = stamp
+            case userStamps:
+                guard let name = key.flatMap(UserName.init) else { throw corrupt() }
+                users[name] = stamp
             default: throw RepositoryError("corrupt catalogue stamp kind \(kind)")
             }
         }
