@@ -28,7 +28,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 from _harness import bencode, fail, log  # noqa: E402
 from _netns import OtherClient, host, remove, switch  # noqa: E402
-from common import tracker_binary  # noqa: E402
+from common import admin as shared_admin, printed_key, tracker_binary  # noqa: E402
 from http_tracker import bdecode  # noqa: E402
 
 TAG = f"pv{os.getpid() % 100000}"
@@ -63,20 +63,8 @@ while True:
 """
 
 
-def in_ns(ns, *command, stdin=None, check=True):
-    out = subprocess.run(["ip", "netns", "exec", ns, *command], capture_output=True, text=True, timeout=60, input=stdin)
-    if check and out.returncode != 0:
-        fail(f"{' '.join(command)} in {ns}: {out.returncode} {out.stdout!r} {out.stderr!r}")
-    return out.stdout
-
-
 def admin(token, *args):
-    words = 2 if args[:1] == ("user",) else 1
-    return in_ns(TRACKER, tracker_binary(), "admin", *args[:words], "--node", "127.0.0.1:8081", "--token-file", token, *args[words:])
-
-
-def key_of(out):
-    return next((line.split()[1] for line in out.splitlines() if line.startswith("key ")), None) or fail(f"no key: {out!r}")
+    return shared_admin(8081, token, *args, netns=TRACKER)
 
 
 def with_announce(torrent, url):
@@ -114,7 +102,7 @@ def main():
             if time.time() > deadline or tracker.poll() is not None:
                 fail("the tracker did not start")
             time.sleep(0.2)
-        keys = {name: key_of(admin(token, "user", "add", name)) for name in ("alice", "tina", "ari")}
+        keys = {name: printed_key(admin(token, "user", "add", name)) for name in ("alice", "tina", "ari")}
         seed_dir = os.path.join(work, "seed")
         os.makedirs(seed_dir)
         os.chmod(seed_dir, 0o755)

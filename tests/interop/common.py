@@ -86,6 +86,28 @@ def wait_for_udp_tracker(port, timeout=15.0):
         s.close()
 
 
+def admin(node, token, *args, stdin=None, netns=None):
+    """The output of `tracker admin ARGS` against the dashboard on 127.0.0.1:NODE with the
+    admin token file (run in NETNS when given), or a failure naming what it said. A group
+    (`user`, `clients`) takes its options after its subcommand."""
+    words = 2 if args[:1] in (("user",), ("clients",)) else 1
+    command = [tracker_binary(), "admin", *args[:words], "--node", f"127.0.0.1:{node}", "--token-file", token, *args[words:]]
+    if netns:
+        command = ["ip", "netns", "exec", netns, *command]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60, input=stdin)
+    if out.returncode != 0:
+        fail(f"tracker admin {' '.join(args)}: {out.returncode} {out.stdout!r} {out.stderr!r}")
+    return out.stdout
+
+
+def printed_key(out):
+    """The key `tracker admin user add|key` printed."""
+    for line in out.splitlines():
+        if line.startswith("key "):
+            return line.split()[1]
+    fail(f"no key printed: {out!r}")
+
+
 def stop(proc, timeout=10):
     if proc.poll() is None:
         proc.terminate()

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,18 +25,9 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import fail, standalone_with_db, start_tracker, stop, tracker_binary, wait_for_udp_tracker  # noqa: E402
+from common import admin, fail, standalone_with_db, start_tracker, stop, wait_for_udp_tracker  # noqa: E402
 
 ROOT_PASSWORD, VERA_PASSWORD = "correct horse battery", "vera-sees-all-9"
-
-
-def admin(dashboard, token, *args, stdin=None):
-    words = 2 if args[:1] == ("user",) else 1
-    command = [tracker_binary(), "admin", *args[:words], "--node", f"127.0.0.1:{dashboard}", "--token-file", token, *args[words:]]
-    out = subprocess.run(command, capture_output=True, text=True, timeout=30, input=stdin)
-    if out.returncode != 0:
-        fail(f"tracker admin {' '.join(args)}: {out.returncode} {out.stdout!r} {out.stderr!r}")
-    return out.stdout
 
 
 def call(dashboard, method, path, body=None, cookie=None, csrf=True):

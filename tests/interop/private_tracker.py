@@ -19,32 +19,15 @@ managed with `tracker admin user`, over real sockets and with python3-libtorrent
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (fail, free_tcp_port, lt_session, standalone_with_db, start_tracker, stop, tracker_binary,  # noqa: E402
+from common import (admin, fail, free_tcp_port, lt_session, printed_key, standalone_with_db, start_tracker, stop,  # noqa: E402
                     wait_for_udp_tracker)
 from http_tracker import bdecode, get  # noqa: E402
-
-
-def admin(dashboard, token, *args):
-    words = 2 if args[:1] == ("user",) else 1
-    command = [tracker_binary(), "admin", *args[:words], "--node", f"127.0.0.1:{dashboard}", "--token-file", token, *args[words:]]
-    out = subprocess.run(command, capture_output=True, text=True, timeout=30)
-    if out.returncode != 0:
-        fail(f"tracker admin {' '.join(args)}: {out.returncode} {out.stdout!r} {out.stderr!r}")
-    return out.stdout
-
-
-def key_of(out):
-    for line in out.splitlines():
-        if line.startswith("key "):
-            return line.split()[1]
-    fail(f"no key printed: {out!r}")
 
 
 def http_announce(http, path, info_hash, peer_id, port):
@@ -214,8 +197,8 @@ def main():
     ok = False
     try:
         wait_for_udp_tracker(udp)
-        alice = key_of(admin(dashboard, token, "user", "add", "alice"))
-        bob = key_of(admin(dashboard, token, "user", "add", "bob"))
+        alice = printed_key(admin(dashboard, token, "user", "add", "alice"))
+        bob = printed_key(admin(dashboard, token, "user", "add", "bob"))
         admin(dashboard, token, "mode", "private")
         info_hash = os.urandom(20)
         admin(dashboard, token, "allow", info_hash.hex())
