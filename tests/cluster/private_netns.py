@@ -13,7 +13,8 @@ Each client's .torrent is the same private torrent with its own user's announce 
 (`http://10.79.0.1:6969/announce/KEY`), as a private tracker hands them out. Transmission
 and aria2 download it; the client with an unknown key gets no peers, and its log shows
 the tracker's refusal ("unknown key"). `tracker admin user list` counts the clients'
-users' announces."""
+users' announces. Once tina is disabled, Transmission's next announce (it goes on
+seeding) gets "user disabled", and her count stops."""
 import hashlib
 import json
 import os
@@ -28,7 +29,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 from _harness import bencode, fail, log  # noqa: E402
 from _netns import OtherClient, host, remove, switch  # noqa: E402
-from common import admin as shared_admin, printed_key, tracker_binary  # noqa: E402
+from common import admin as shared_admin, printed_key, tracker_binary, user_totals  # noqa: E402
 from http_tracker import bdecode  # noqa: E402
 
 TAG = f"pv{os.getpid() % 100000}"
@@ -65,6 +66,10 @@ while True:
 
 def admin(token, *args):
     return shared_admin(8081, token, *args, netns=TRACKER)
+
+
+def totals(token):
+    return user_totals(8081, token, netns=TRACKER)
 
 
 def with_announce(torrent, url):
@@ -141,9 +146,23 @@ def main():
             fail(f"aria2 with a key no user holds must show the tracker's refusal; its log:\n{wrong_log}")
         log("aria2 with a key no user holds got no peers; its log shows 'unknown key'")
         clients.append(wrong)
-        listed = {line.split()[0]: dict(w.split("=") for w in line.split()[4:]) for line in admin(token, "user", "list").splitlines()}
+        # tina disabled: Transmission, still seeding, announces again (every 5 s here) and
+        # is refused; her count stops.
+        admin(token, "user", "disable", "tina")
+        counted = totals(token)["tina"]["announces"]
+        deadline = time.time() + 20
+        transmission_log = os.path.join(clients[0].work, "client.log")
+        while time.time() < deadline and "user disabled" not in open(transmission_log, errors="replace").read():
+            time.sleep(0.5)
+        if "user disabled" not in open(transmission_log, errors="replace").read():
+            fail(f"Transmission must show its next announce refused once tina is disabled; its log:\n{clients[0].tail()}")
+        after = totals(token)["tina"]["announces"]
+        if after != counted:
+            fail(f"tina's announces went on counting after she was disabled: {counted} then {after}")
+        log("tina disabled: Transmission's next announce got 'user disabled', and her count stopped")
+        listed = totals(token)
         # (alice's seeder first announced before the mode was private, when keys count nothing)
-        if any(int(listed[name]["announces"]) < 1 for name in ("tina", "ari")):
+        if any(listed[name]["announces"] < 1 for name in ("tina", "ari")):
             fail(f"every client's user must count its announces: {listed}")
         log(f"announces counted per user: {json.dumps({n: listed[n]['announces'] for n in listed})}")
         ok = True

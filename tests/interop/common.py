@@ -100,6 +100,12 @@ def admin(node, token, *args, stdin=None, netns=None):
     return out.stdout
 
 
+def user_totals(node, token, netns=None):
+    """{user: {announces, completed, uploaded, downloaded}} from `tracker admin user list`."""
+    return {line.split()[0]: {k: int(v) for k, v in (w.split("=") for w in line.split()[4:])}
+            for line in admin(node, token, "user", "list", netns=netns).splitlines()}
+
+
 def printed_key(out):
     """The key `tracker admin user add|key` printed."""
     for line in out.splitlines():

@@ -26,7 +26,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (admin, fail, free_tcp_port, lt_session, printed_key, standalone_with_db, start_tracker, stop,  # noqa: E402
-                    wait_for_udp_tracker)
+                    user_totals as totals, wait_for_udp_tracker)
 from http_tracker import bdecode, get  # noqa: E402
 
 
@@ -158,15 +158,6 @@ def clients(http, work, dashboard, token, alice, bob):
     if (alice_said := tracker_answer(lt, seeder, seed))[0] != "reply":
         fail(f"alice is still enabled, yet her announce got {alice_said}")
     print(f"bob disabled: his next announce got {said!r}; alice's is still answered", flush=True)
-
-
-def totals(dashboard, token):
-    """{name: {announces, uploaded, downloaded}} from `tracker admin user list`."""
-    out = {}
-    for line in admin(dashboard, token, "user", "list").splitlines():
-        words = line.split()
-        out[words[0]] = {k: int(v) for k, v in (w.split("=") for w in words[4:])}
-    return out
 
 
 def metered(dashboard, token):
