@@ -21,8 +21,11 @@ extension Simulator {
             return fail("s\(slot) answered p\(p)'s announce \(request.tid) before a transaction carrying it committed")
         }
         // Private mode: no announce is acknowledged under a key the master's committed
-        // state refuses, even one it read before the commit that disabled the user.
-        if let refused = node.replica.store.catalogue.access.userRefusal(key: workload.peers[p].trackerKey) {
+        // state refuses, even one it read before the commit that disabled the user. Judged
+        // only while no later commit of this step (a master without voters commits the
+        // next transaction at once) changed the users or the mode after the one carrying it.
+        if let refused = node.replica.store.catalogue.access.userRefusal(key: workload.peers[p].trackerKey),
+           let ref = carried?.ref, !Self.usersOrModeChanged(after: ref, in: node.replica.retained) {
             return fail("s\(slot) acknowledged p\(p)'s announce \(request.tid) though its key is refused (\(refused))")
         }
         if let (ref, announce) = carried {
@@ -37,6 +40,19 @@ extension Simulator {
         }
     }
 
+
+    /// Whether a transaction after `ref` in `log` changed the users or the access mode.
+    static func usersOrModeChanged(after ref: TxRef, in log: [Transaction]) -> Bool {
+        log.contains { tx in
+            tx.ref > ref && tx.updates.contains { u in
+                guard case .catalogue(let change) = u else { return false }
+                switch change {
+                case .setAccessMode, .addUser, .editUser, .removeUser, .restore: return true
+                default: return false
+                }
+            }
+        }
+    }
 
     // MARK: invariants
 
