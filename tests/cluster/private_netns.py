@@ -42,17 +42,11 @@ BOUND_S = 60
 SEEDER_SCRIPT = """
 import hashlib, os, sys, time
 import libtorrent as lt
-work, url = sys.argv[1], sys.argv[2]
-payload = os.urandom(1 << 20)
-with open(os.path.join(work, "payload.bin"), "wb") as f:
-    f.write(payload)
-fs = lt.file_storage()
-lt.add_files(fs, os.path.join(work, "payload.bin"))
-ct = lt.create_torrent(fs, 16384, flags=lt.create_torrent.v1_only)
-ct.set_priv(True)
-ct.add_tracker(url)
-lt.set_piece_hashes(ct, work)
-encoded = lt.bencode(ct.generate())
+work, url, interop = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, interop)
+from common import seeded_torrent
+made, payload = seeded_torrent(lt, work, url, v1_only=True, private=True)
+encoded = lt.bencode(lt.create_torrent(made).generate())
 with open(os.path.join(work, "private.torrent"), "wb") as f:
     f.write(encoded)
 s = lt.session({"listen_interfaces": "10.79.0.10:41000", "enable_dht": False, "enable_lsd": False,
@@ -112,7 +106,7 @@ def main():
         os.makedirs(seed_dir)
         os.chmod(seed_dir, 0o755)
         seeder = subprocess.Popen(["ip", "netns", "exec", SEEDER, "/usr/bin/python3", "-c", SEEDER_SCRIPT, seed_dir,
-                                   ANNOUNCE + keys["alice"]], stdout=subprocess.PIPE, text=True)
+                                   ANNOUNCE + keys["alice"], os.path.join(HERE, "..", "interop")], stdout=subprocess.PIPE, text=True)
         ready = seeder.stdout.readline().split()
         if not ready or ready[0] != "READY":
             fail(f"the libtorrent seeder did not start: {ready}")

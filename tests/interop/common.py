@@ -147,10 +147,11 @@ def lt_session(lt, address, port):
     })
 
 
-def seeded_torrent(lt, seed_dir, tracker_url, size=1 << 20, v1_only=False):
+def seeded_torrent(lt, seed_dir, tracker_url, size=1 << 20, v1_only=False, private=False):
     """Writes `size` random bytes to seed_dir/payload.bin and returns (torrent_info, payload)
-    for a torrent announcing to tracker_url (libtorrent 2 makes v1+v2 hybrids; Transmission
-    3.00 and aria2 read only v1 files: ask for `v1_only`)."""
+    for a torrent announcing to tracker_url, if any (libtorrent 2 makes v1+v2 hybrids;
+    Transmission 3.00 and aria2 read only v1 files: ask for `v1_only`; `private`: BEP 27's
+    private=1)."""
     os.makedirs(seed_dir, exist_ok=True)
     payload = os.urandom(size)
     with open(os.path.join(seed_dir, "payload.bin"), "wb") as f:
@@ -158,6 +159,9 @@ def seeded_torrent(lt, seed_dir, tracker_url, size=1 << 20, v1_only=False):
     fs = lt.file_storage()
     lt.add_files(fs, os.path.join(seed_dir, "payload.bin"))
     ct = lt.create_torrent(fs, 16384, flags=lt.create_torrent.v1_only) if v1_only else lt.create_torrent(fs, 16384)
-    ct.add_tracker(tracker_url)
+    if private:
+        ct.set_priv(True)
+    if tracker_url:
+        ct.add_tracker(tracker_url)
     lt.set_piece_hashes(ct, seed_dir)
     return lt.torrent_info(ct.generate()), payload

@@ -25,7 +25,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (admin, fail, free_tcp_port, lt_session, printed_key, standalone_with_db, start_tracker, stop,  # noqa: E402
+from common import (admin, fail, free_tcp_port, lt_session, printed_key, seeded_torrent, standalone_with_db, start_tracker, stop,  # noqa: E402
                     user_totals as totals, wait_for_udp_tracker)
 from http_tracker import bdecode, get  # noqa: E402
 
@@ -107,15 +107,8 @@ def clients(http, work, dashboard, token, alice, bob):
     seed_dir, leech_dir, wrong_dir = (os.path.join(work, d) for d in ("seed", "leech", "wrong"))
     for d in (seed_dir, leech_dir, wrong_dir):
         os.makedirs(d, exist_ok=True)
-    payload = os.urandom(1 << 20)
-    with open(os.path.join(seed_dir, "payload.bin"), "wb") as f:
-        f.write(payload)
-    fs = lt.file_storage()
-    lt.add_files(fs, os.path.join(seed_dir, "payload.bin"))
-    ct = lt.create_torrent(fs, 16384, flags=lt.create_torrent.v1_only)
-    ct.set_priv(True)
-    lt.set_piece_hashes(ct, seed_dir)
-    encoded = lt.bencode(ct.generate())
+    made, payload = seeded_torrent(lt, seed_dir, None, v1_only=True, private=True)
+    encoded = lt.bencode(lt.create_torrent(made).generate())
     torrent = os.path.join(work, "private.torrent")
     with open(torrent, "wb") as f:
         f.write(encoded)
