@@ -11,7 +11,7 @@ extension Simulator {
         let key = workload.peers[p].key
         let hash = workload.peers[p].infoHash
         acknowledged += 1
-        let carried = node.replica.lastAnnounce(of: key, in: hash)
+        let carried = checker.carrying(request, of: key, in: hash, log: node.replica.retained, through: committedSoFar)
         var holders: [Int: Int] = [:]
         if let ref = carried?.ref {
             for (s, gen) in checker.appliedBy[ref] ?? [:] { holders[s] = gen }
@@ -22,13 +22,14 @@ extension Simulator {
         }
         // Private mode: no announce is acknowledged under a key the master's committed
         // state refuses, even one it read before the commit that disabled the user. Judged
-        // only while no later commit of this step (a master without voters commits the
-        // next transaction at once) changed the users or the mode after the one carrying it.
+        // only while nothing committed after the announce (later in its transaction, or a
+        // later commit of this step: a master without voters commits the next transaction
+        // at once) changed the users or the mode.
         if let refused = node.replica.store.catalogue.access.userRefusal(key: workload.peers[p].trackerKey),
-           let ref = carried?.ref, !Self.usersOrModeChanged(after: ref, in: node.replica.retained) {
+           let ref = carried?.ref, let index = carried?.index, !Self.usersOrModeChanged(after: ref, index: index, in: node.replica.retained) {
             return fail("s\(slot) acknowledged p\(p)'s announce \(request.tid) though its key is refused (\(refused))")
         }
-        if let (ref, announce) = carried {
+        if let (ref, _, announce) = carried {
             checker.acknowledged(key, infoHash: hash, ref: ref, at: announce.at, stopped: announce.event == .stopped,
                                  holders: holders, request: request, now: now)
         } else if let record = node.replica.store[hash]?.peer(key) {
@@ -41,16 +42,20 @@ extension Simulator {
     }
 
 
-    /// Whether a transaction after `ref` in `log` changed the users or the access mode.
-    static func usersOrModeChanged(after ref: TxRef, in log: [Transaction]) -> Bool {
-        log.contains { tx in
-            tx.ref > ref && tx.updates.contains { u in
-                guard case .catalogue(let change) = u else { return false }
-                switch change {
-                case .setAccessMode, .addUser, .editUser, .removeUser, .restore: return true
-                default: return false
-                }
+    /// Whether the users or the access mode changed after the update at `index` of the
+    /// transaction `ref`: later in it, or in a later transaction of `log`.
+    static func usersOrModeChanged(after ref: TxRef, index: Int, in log: [Transaction]) -> Bool {
+        func changesUsersOrMode(_ u: SwarmUpdate) -> Bool {
+            guard case .catalogue(let change) = u else { return false }
+            switch change {
+            case .setAccessMode, .addUser, .editUser, .removeUser, .restore: return true
+            default: return false
             }
+        }
+        return log.contains { tx in
+            if tx.ref > ref { return tx.updates.contains(where: changesUsersOrMode) }
+            guard tx.ref == ref, index < tx.updates.count else { return false }
+            return tx.updates[(index + 1)...].contains(where: changesUsersOrMode)
         }
     }
 

@@ -293,6 +293,7 @@ extension Simulator: NodeExecutor {
         let slot = actingSlot
         switch report {
         case .committed(let quorum, _):
+            committedSoFar = quorum.ref
             if let id = slots[slot].nodeID, let v = checker.committed(quorum, by: id) { return fail(v) }
             if quorum.okVoters.isEmpty { checkCutOffMaster(slot, committedAlone: true) }
             checkDroppedVoters(slot, quorum)

@@ -112,6 +112,10 @@ public struct Simulator {
     var slots: [SimSlot]
     /// The slot whose node's actions are being performed (`perform(_:from:)`).
     var actingSlot = 0
+    /// The last commit the acting node reported among the actions performed so far in
+    /// its step: an answer performed before a later commit of the same step answers what
+    /// was committed then (a master without voters commits the next transaction at once).
+    var committedSoFar: TxRef?
     /// The peers and the operator.
     var workload = Workload()
     /// Delays, loss and the faults that cut the network, from streams of their own.
@@ -341,7 +345,9 @@ public struct Simulator {
             trace.append("\(now.milliseconds - Scenario.start.milliseconds)ms s\(slot) [\(node.role) \(node.epoch)] \(label()) -> \(actions.map(describe).joined(separator: ", "))")
         }
         observeCommits(slot, event: event, wasSlave: wasSlave)
+        committedSoFar = nil
         for action in actions { perform(action, from: slot) }
+        committedSoFar = nil
         if slots[slot].isRunning { checkStep(slot) }
         scheduleTick(slot)
     }

@@ -165,6 +165,30 @@ public struct StateChecker: Sendable {
 
     static let recentCommits = 16
 
+    /// The announce that carried `request` of peer `key`: in the newest transaction of
+    /// `log` up to `last` (the last commit performed before the reply: a later commit of
+    /// the same step came after it) that announced the peer, the first announce with the
+    /// values the peer sent (the last one when they are not known). A transaction may carry
+    /// two requests of one peer, one applied and the other refused by an operator change
+    /// between them: the reply acknowledges the one it answers, not the peer's last.
+    func carrying(_ request: RequestKey, of key: PeerKey, in infoHash: InfoHash, log: [Transaction], through last: TxRef?)
+        -> (ref: TxRef, index: Int, announce: Announce)? {
+        let sent = valuesSent[request]
+        for tx in log.reversed() where last.map({ tx.ref <= $0 }) ?? true {
+            var found: (index: Int, announce: Announce)?
+            for (i, u) in tx.updates.enumerated() {
+                guard case .announce(let a) = u, a.infoHash == infoHash, a.key == key else { continue }
+                if let sent {
+                    if AnnouncedValues(a) == sent { found = (i, a); break }
+                } else {
+                    found = (i, a)
+                }
+            }
+            if let found { return (tx.ref, found.index, found.announce) }
+        }
+        return nil
+    }
+
     /// A node read a peer's request (a copy, a retransmission or a duplicate: the last read
     /// is the latest time a node may have stamped it with).
     mutating func read(_ request: RequestKey, at now: Instant) {

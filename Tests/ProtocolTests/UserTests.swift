@@ -405,4 +405,53 @@ import TrackerLogic
         for tx in n.replica.retained { _ = other.commit(tx) }
         #expect(other.store.peerCount == 0)
     }
+
+    /// The rule: an announce is judged against the policy where it stands in its
+    /// transaction, once, by the store's apply; the master answers what that apply did. A
+    /// transaction may carry an announce decided in `allow` mode and, after it, an
+    /// operator's change: the master answered by the policy after the whole transaction,
+    /// acknowledging an announce no replica held (the simulator's seed 17441556600011794),
+    /// or refusing one every replica held.
+    @Test(arguments: [AccessMode.allow, .private])
+    func theAnswerIsWhatTheApplyDidWhereTheAnnounceStands(modeAfter: AccessMode) throws {
+        var (n, t) = masterWithTwoSlaves()
+        func commitAlone(_ change: CatalogueChange) throws {
+            _ = n.stepEchoing(.submit(change), now: t)
+            t = t + Milliseconds(10)
+            let tx = try #require(prepared(n.stepEchoing(.tick, now: t)))
+            _ = vote(1, tx, .ok, &n, at: t)
+        }
+        try commitAlone(.setAccessRule(.allow, [hashA]))
+        try commitAlone(.setAccessMode(.allow))
+        // Allow → private → allow: the announce's apply is refused and the master refuses
+        // it. Allow → allow → private: it applies, and the master acknowledges it.
+        let modeBefore: AccessMode = modeAfter == .allow ? .private : .allow
+        _ = n.stepEchoing(.submit(.setAccessMode(modeBefore)), now: t)
+        t = t + Milliseconds(10)
+        let first = try #require(prepared(n.stepEchoing(.tick, now: t)))
+        // Decided in `allow` mode while the first change is in flight: it carries no key.
+        let request = try httpRequest("/announce", announceQuery).get()
+        _ = n.stepEchoing(.http(request, from: peer, exchange: HTTPExchangeID(9)), now: t)
+        _ = n.stepEchoing(.submit(.setAccessMode(modeAfter)), now: t)
+        var actions = vote(1, first, .ok, &n, at: t)
+        t = t + Milliseconds(10)
+        actions += n.stepEchoing(.tick, now: t)
+        let carrying = try #require(prepared(actions))
+        guard case .announce(let a)? = carrying.updates.first else { Issue.record("\(carrying.updates)"); return }
+        #expect(a.trackerKey == nil)
+        #expect(carrying.updates.dropFirst() == [.catalogue(.setAccessMode(modeAfter))], "the change after the announce")
+        let answered = vote(1, carrying, .ok, &n, at: t)
+        #expect(n.replica.store.catalogue.access.mode == modeAfter)
+        let refusal = answered.lazy.compactMap { action -> String? in
+            if case .answerHTTP(.error(let e), HTTPExchangeID(9)) = action { e.message } else { nil }
+        }.first
+        let acknowledged = answered.contains { if case .answerHTTP(.announce, HTTPExchangeID(9)) = $0 { true } else { false } }
+        if modeBefore == .private {
+            #expect(n.replica.store.peerCount == 0, "no key while private: applies nothing")
+            #expect(refusal == UserDirectory.keyMissingMessage && !acknowledged)
+        } else {
+            #expect(n.replica.store.peerCount == 1, "applied before the mode became private")
+            #expect(acknowledged && refusal == nil)
+        }
+    }
 }

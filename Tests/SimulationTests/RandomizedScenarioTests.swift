@@ -402,6 +402,25 @@ struct RandomizedScenarioTests {
         "seed=13064056694810537123 nodes=3 quorum=strict loss=0.16 dup=0.06 delay=1-84 peers=6 torrents=3 until=16000 settle=25000 "
             + "drift=0,0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 "
             + "faults=5382:slow:0:193,8381:disk-loss:1:0,10596:restart:1 operator=4989:register:0:0,13327:mode:1:3",
+        // An announce decided in `allow` mode rode in a transaction after the switch to
+        // private and before the switch back: its apply was refused, but the master judged
+        // it by the policy after the whole transaction and acknowledged what no replica
+        // held. The master answers what the apply did (`Replica.refusal`; the shrunk seed
+        // 17441556600011794 of the sweep at 30ab058).
+        "seed=8576829243124864233 nodes=2 quorum=strict loss=0.04 dup=0.0 delay=2-2 peers=4 torrents=1 until=23000 "
+            + "settle=25000 drift=0,0 interval=6 timeout=12000 fragments=1048576 corrupt=0.0 faults= "
+            + "operator=11979:mode:0:3,12166:mode:0:1",
+        // The checker's, twice: a reply acknowledges the announce of the transaction that
+        // committed before it in the step, not a later one a master without voters
+        // committed at once (`Simulator.committedSoFar`; the shrunk seed 16330445599177147),
+        // and, within a transaction carrying two requests of one peer, the one it answers
+        // (`StateChecker.carrying`; from seed 17441556600015070).
+        "seed=16330445599177147 nodes=2 quorum=live loss=0.27 dup=0.02 delay=3-3 peers=1 torrents=1 until=6012 "
+            + "settle=25000 drift=0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 "
+            + "faults=3397:master-link:both,4025:slow:0:235 operator=5071:mode:0:3",
+        "seed=9997492809524040532 nodes=2 quorum=live loss=0.0 dup=0.0 delay=3-3 peers=2 torrents=1 until=12019 "
+            + "settle=25000 drift=0,0 interval=1800 timeout=3600000 fragments=1048576 corrupt=0.0 "
+            + "faults=8206:master-link:both,10594:pause:0:2920 operator=8738:mode:1:3",
     ])
     func formerFailureLines(line: String) throws {
         var sim = Simulator(scenario: try Scenario(line: line))

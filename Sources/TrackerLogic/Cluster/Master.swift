@@ -398,12 +398,13 @@ struct Master: NodeRole, Sendable {
         // Room for the replies at once, rather than the actions growing (and moving) by
         // doubling as they come.
         ctx.outbox.actions.reserveCapacity(ctx.outbox.actions.count + f.items.count + 4)
-        for item in f.items {
+        for (i, item) in f.items.enumerated() {
             switch item.origin {
             case .peer(let pending):
                 // Private mode: a user disabled or removed while the announce waited, or the
-                // mode switched to private; its apply was a no-op (`SwarmStore.apply`).
-                if let refused = ctx.repo.replica.store.catalogue.access.userRefusal(key: pending.update.trackerKey) {
+                // mode switched to private; its apply was a no-op (`SwarmStore.apply`, which
+                // judged it where it stands in the transaction).
+                if let refused = ctx.repo.replica.refusal(ofUpdate: i, in: f.tx.ref) {
                     ctx.meters.paths.count(.userRefusedAtCommit)
                     ctx.answer(pending, with: ctx.handler.refusal(pending, reason: refused))
                     continue

@@ -61,6 +61,9 @@ public struct Replica: Sendable, Equatable {
     /// Whether an announce of the last transaction changed no record (`Swarm`): its rows
     /// must then be read from the store, not from the announces.
     public private(set) var lastCommitHadSuperseded = false
+    /// The announces of the last transaction that applied nothing for want of their
+    /// user (private mode), by their index in it, with why (`SwarmStore.apply`).
+    private var lastCommitRefusals: [Int: String] = [:]
 
     public init(logLimit: Int = 4096) { self.logLimit = logLimit }
 
@@ -70,7 +73,10 @@ public struct Replica: Sendable, Equatable {
     public mutating func commit(_ tx: Transaction) -> Bool {
         guard tx.txid == lastCommitted.txid &+ 1, tx.ref.isWellFormed else { return false }
         let superseded = store.superseded
-        store.apply(tx.updates, stamp: tx.ref)
+        lastCommitRefusals.removeAll(keepingCapacity: true)
+        for (i, update) in tx.updates.enumerated() {
+            if let refused = store.apply(update, stamp: tx.ref) { lastCommitRefusals[i] = refused }
+        }
         lastCommitHadSuperseded = store.superseded != superseded
         applied &+= 1
         lastCommitted = tx.ref
@@ -78,6 +84,13 @@ public struct Replica: Sendable, Equatable {
         log.append(tx)
         if log.count > logLimit { log.removeFirst(log.count - logLimit / 2) }
         return true
+    }
+
+    /// Why the update at `index` of the committed transaction `ref` applied nothing for
+    /// want of its user, if it did: what its master answers the announce with. Known for
+    /// the last transaction committed only.
+    public func refusal(ofUpdate index: Int, in ref: TxRef) -> String? {
+        ref == lastCommitted ? lastCommitRefusals[index] : nil
     }
 
     /// Committed transactions after `txid`, at most `limit` of them, or nil when the log
@@ -110,17 +123,6 @@ public struct Replica: Sendable, Equatable {
     }
 
     public var digest: UInt64 { Digest.of(store) }
-
-    /// The latest retained transaction that announced this peer, with that announce (for
-    /// the simulator's bookkeeping of who holds an acknowledged announce: what a reply
-    /// acknowledges is the announce as that transaction carried it, not the store's record
-    /// after later transactions of the same step).
-    public func lastAnnounce(of key: PeerKey, in infoHash: InfoHash) -> (ref: TxRef, announce: Announce)? {
-        for tx in log.reversed() {
-            for case .announce(let a) in tx.updates.reversed() where a.infoHash == infoHash && a.key == key { return (tx.ref, a) }
-        }
-        return nil
-    }
 
     /// The transactions the log still holds: since the last snapshot installed, at most
     /// `logLimit` of them.

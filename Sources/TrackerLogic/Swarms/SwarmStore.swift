@@ -40,23 +40,28 @@ public struct SwarmStore: Sendable {
     }
 
     /// `stamp`: the transaction that carries it (`CatalogueStamps`; nil for a standalone
-    /// node, which keeps no history).
-    public mutating func apply(_ update: SwarmUpdate, stamp: TxRef? = nil) {
+    /// node, which keeps no history). Returns why an announce applied nothing for want of
+    /// its user, else nil: the master answers it with that refusal (`Replica.refusal`).
+    @discardableResult
+    public mutating func apply(_ update: SwarmUpdate, stamp: TxRef? = nil) -> String? {
         switch update {
         case .announce(let a):
-            // Private mode: what a commit before this one disabled or removed, or a mode
-            // switched to private since the announce was decided, applies nothing.
-            // Counted as superseded: a commit's rows then read the record from memory.
-            if catalogue.access.mode == .private, catalogue.access.users.refusal(ofKey: a.trackerKey) != nil {
+            // Private mode: an announce whose user the policy refuses as it stands at this
+            // update (an earlier update or commit disabled or removed the user, or switched
+            // the mode to private since the announce was decided) applies nothing. Judged
+            // here only, in the transaction's order, so the master's answer and every
+            // replica agree. Counted as superseded: a commit's rows then read the record
+            // from memory.
+            if let refused = catalogue.access.userRefusal(key: a.trackerKey) {
                 superseded &+= 1
-                return
+                return refused
             }
-            guard let key = a.trackerKey else { return place(a) }
+            guard let key = a.trackerKey else { place(a); return nil }
             // A keyed announce (private mode) is added to its user's totals too, measured
             // against the peer's record before it, unless a later request superseded it.
             let previous = peer(a.key, in: a.infoHash), before = superseded
             place(a)
-            guard superseded == before, let (old, new) = catalogue.count(a, previous: previous, key: key) else { return }
+            guard superseded == before, let (old, new) = catalogue.count(a, previous: previous, key: key) else { return nil }
             if keepsDigest { account(Swarm.Change(sum: Digest.element(new) &- Digest.element(old), elements: 0, peers: 0)) }
         case .merge(let m):
             for s in m.stops { account(stops.remember(s, in: m.infoHash)) }
@@ -64,7 +69,7 @@ public struct SwarmStore: Sendable {
             account(swarm.merge(m, stops: stops, digest: keepsDigest))
             if !swarm.isEmpty { swarms[m.infoHash] = swarm }
         case .catalogue(let change):
-            guard keepsDigest else { return catalogue.apply(change, stamp: stamp) }
+            guard keepsDigest else { catalogue.apply(change, stamp: stamp); return nil }
             // What the entries the change touches add to the digest, before and after.
             let before = Digest.elements(touchedBy: change, in: catalogue)
             catalogue.apply(change, stamp: stamp)
@@ -82,6 +87,7 @@ public struct SwarmStore: Sendable {
             swarmPeersBound = largest
             account(stops.expire(before: before))
         }
+        return nil
     }
 
     /// What a cluster of one does with an announce: admit it, apply it and read its
