@@ -382,6 +382,14 @@ extension StandaloneHost: HTTPTrackerBackend {
     /// Decided at once under the tracker's lock, on the connection's thread, as a batch of
     /// datagrams is.
     package func decide(_ request: HTTPTrackerRequest, from source: PeerEndpoint, answer: EventLoopPromise<TrackerResponse>) {
+        answer.succeed(answerNow(request, from: source))
+    }
+
+    package func answerAtOnce(_ request: HTTPTrackerRequest, from source: PeerEndpoint) -> TrackerResponse? {
+        answerNow(request, from: source)
+    }
+
+    private func answerNow(_ request: HTTPTrackerRequest, from source: PeerEndpoint) -> TrackerResponse {
         let now = WallClock.now()
         let refusal = TrackerResponse.error(ErrorResponse(transactionID: 0, message: PeerRequestHandler.notServingMessage))
         let response = service.withLockedValue { service -> TrackerResponse in
@@ -393,6 +401,6 @@ extension StandaloneHost: HTTPTrackerBackend {
             if case .announce = response { service?.stats.announces += 1 }
             return response
         }
-        answer.succeed(response)
+        return response
     }
 }

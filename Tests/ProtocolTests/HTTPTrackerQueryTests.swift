@@ -87,4 +87,91 @@ struct HTTPTrackerQueryTests {
         #expect(HTTPScrape.decode(query: q(many)) == .failure(.invalid("info_hash", "at most 74 per scrape")))
         #expect(HTTPScrape.decode(query: q("info_hash=%01")) == .failure(.invalid("info_hash", "must be 20 bytes, not 1")))
     }
+
+    /// The announce decoder reads the query in place, in one pass; what it accepts and
+    /// what it refuses, with which reason, is exactly what taking the pairs and then the
+    /// parameters by name gives (`referenceDecode`, the plain reading). Hostile queries
+    /// drawn from names, encodings, repeats and values each path treats apart.
+    @Test func theOnePassDecoderAgreesWithThePlainReading() {
+        var rng = SeededGenerator(seed: 63)
+        let names = ["info_hash", "peer_id", "port", "uploaded", "downloaded", "left", "event", "numwant", "key", "compact",
+                     "no_peer_id", "ip", "info%5Fhash", "p%6Frt", "supportcrypto", "corrupt", "%zz", "", "x%4"]
+        let values = ["", "0", "1", "6881", "65536", "-1", "9223372036854775807", "9223372036854775808", "%31%30", "started",
+                      "st%61rted", "paused", "finished", "%", "%4", "%G0", hashQuery, String(repeating: "a", count: 20),
+                      "-qB4250-abcdefghijkl", String(repeating: "k", count: 65), "%2B" + String(repeating: "b", count: 19)]
+        let base = ["info_hash=\(hashQuery)", "peer_id=-qB4250-abcdefghijkl", "port=6881", "uploaded=0", "downloaded=0", "left=0"]
+        var accepted = 0
+        for _ in 0..<20_000 {
+            var fields = base.filter { _ in rng.next(upperBound: UInt64(4)) != 0 }
+            for _ in 0..<Int(rng.next(upperBound: UInt64(5))) {
+                let name = names[Int(rng.next(upperBound: UInt64(names.count)))]
+                let value = values[Int(rng.next(upperBound: UInt64(values.count)))]
+                let field = rng.next(upperBound: UInt64(10)) == 0 ? name : "\(name)=\(value)"
+                fields.insert(field, at: Int(rng.next(upperBound: UInt64(fields.count + 1))))
+            }
+            let query = q(fields.joined(separator: rng.next(upperBound: UInt64(8)) == 0 ? "&&" : "&"))
+            let decoded = HTTPAnnounce.decode(query: query)
+            #expect(decoded == Self.referenceDecode(query), "\(String(decoding: query, as: UTF8.self))")
+            if case .success = decoded { accepted += 1 }
+        }
+        #expect(accepted > 1_000, "the draw reaches accepted announces too")
+    }
+
+    /// The plain reading: the query's pairs (`HTTPTrackerQuery.pairs`), a name given twice
+    /// refused, then each parameter by name in a fixed order.
+    static func referenceDecode(_ query: [UInt8]) -> Result<HTTPAnnounce, HTTPQueryError> {
+        let pairs: [(name: [UInt8], value: [UInt8])]
+        switch HTTPTrackerQuery.pairs(query) {
+        case .success(let p): pairs = p
+        case .failure(let e): return .failure(e)
+        }
+        var seen: [String: [UInt8]] = [:]
+        for (name, value) in pairs {
+            let key = String(decoding: name, as: UTF8.self)
+            guard seen[key] == nil else { return .failure(.repeated(key)) }
+            seen[key] = value
+        }
+        func number(_ v: [UInt8], max: UInt64) -> UInt64? {
+            guard !v.isEmpty, v.count <= 19, v.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+            let n = v.reduce(UInt64(0)) { $0 &* 10 &+ UInt64($1 - 48) }
+            return n <= max ? n : nil
+        }
+        func bytes20(_ name: String) -> Result<Bytes20, HTTPQueryError> {
+            guard let v = seen[name] else { return .failure(.missing(name)) }
+            guard let b = Bytes20(bytes: v) else { return .failure(.invalid(name, "must be 20 bytes, not \(v.count)")) }
+            return .success(b)
+        }
+        func amount(_ name: String) -> Result<Int64, HTTPQueryError> {
+            guard let v = seen[name] else { return .failure(.missing(name)) }
+            guard let n = number(v, max: UInt64(Int64.max)) else { return .failure(.invalid(name, "must be a number of bytes")) }
+            return .success(Int64(n))
+        }
+        let infoHash: InfoHash, peerID: PeerID, uploaded: Int64, downloaded: Int64, left: Int64
+        switch bytes20("info_hash") { case .success(let b): infoHash = b; case .failure(let e): return .failure(e) }
+        switch bytes20("peer_id") { case .success(let b): peerID = b; case .failure(let e): return .failure(e) }
+        guard let portText = seen["port"] else { return .failure(.missing("port")) }
+        guard let port = number(portText, max: UInt64(UInt16.max)), port > 0 else { return .failure(.invalid("port", "must be 1 to 65535")) }
+        switch amount("uploaded") { case .success(let n): uploaded = n; case .failure(let e): return .failure(e) }
+        switch amount("downloaded") { case .success(let n): downloaded = n; case .failure(let e): return .failure(e) }
+        switch amount("left") { case .success(let n): left = n; case .failure(let e): return .failure(e) }
+        let event: AnnounceEvent
+        switch seen["event"].map({ String(decoding: $0, as: UTF8.self) }) {
+        case nil, "", "empty", "paused": event = .none
+        case "started": event = .started
+        case "completed": event = .completed
+        case "stopped": event = .stopped
+        case let other?: return .failure(.invalid("event", "'\(other.prefix(16))' is not started, completed, stopped or empty"))
+        }
+        var numWant: Int?
+        if let v = seen["numwant"] {
+            guard let n = number(v, max: 1_000_000) else { return .failure(.invalid("numwant", "must be a count")) }
+            numWant = Int(n)
+        }
+        if let k = seen["key"], k.count > 64 { return .failure(.invalid("key", "is longer than 64 bytes")) }
+        if let ip = seen["ip"], ip.count > 64 { return .failure(.invalid("ip", "is longer than 64 bytes")) }
+        return .success(HTTPAnnounce(
+            infoHash: infoHash, peerID: peerID, port: UInt16(port), uploaded: uploaded, downloaded: downloaded, left: left,
+            event: event, numWant: numWant, key: seen["key"], compact: seen["compact"] != Array("0".utf8),
+            noPeerID: seen["no_peer_id"].map { $0 == Array("1".utf8) } ?? false, announcedIP: seen["ip"]))
+    }
 }

@@ -85,6 +85,15 @@ public final class HTTPTrackerListener: Sendable {
         let counters = HTTPTrackerCounters()
         let connections = Occupancy(limit: settings.limits.maxConnections)
         let proxies = settings.trustedProxies, limits = settings.limits
+        // One idle sweep per loop (`IdleConnections`), found by the loop a connection is on.
+        var sweeps: [ObjectIdentifier: IdleConnections] = [:]
+        for loop in group.makeIterator() {
+            let idle = IdleConnections()
+            sweeps[ObjectIdentifier(loop)] = idle
+            let period = IdleConnections.period(for: limits.idleTimeout)
+            loop.scheduleRepeatedTask(initialDelay: period, delay: period) { _ in idle.sweep(now: .now()) }
+        }
+        let idleByLoop = sweeps
         var channels: [Channel] = []
         var bound: [PeerEndpoint] = []
         do {
@@ -102,9 +111,12 @@ public final class HTTPTrackerListener: Sendable {
                     .childChannelInitializer { channel in
                         channel.eventLoop.makeCompletedFuture {
                             let sync = channel.pipeline.syncOperations
-                            try sync.addHandler(ConnectionCapHandler(connections: connections))
+                            guard let idle = idleByLoop[ObjectIdentifier(channel.eventLoop)] else {
+                                throw ConfigurationError("an HTTP tracker connection on a loop outside the listener's group")
+                            }
                             if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls.context)) }
-                            try sync.addHandler(HTTPTrackerConnection(backend: backend, proxies: proxies, limits: limits, counters: counters))
+                            try sync.addHandler(HTTPTrackerConnection(backend: backend, proxies: proxies, limits: limits, counters: counters,
+                                                                      connections: connections, idle: idle))
                         }
                     }
                 if !v4 {

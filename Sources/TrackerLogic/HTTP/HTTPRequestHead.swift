@@ -56,31 +56,36 @@ public struct HTTPRequestHead: Hashable, Sendable {
             return bytes.count > maxHeadBytes ? .refused(.headTooLarge) : .incomplete
         }
         guard end.body <= maxHeadBytes + 4 else { return .refused(.headTooLarge) }
-        var lines = lineRanges(bytes[..<end.head])
-        guard !lines.isEmpty else { return .refused(.badRequest("empty request")) }
-        let requestLine = bytes[lines.removeFirst()]
-        guard lines.count <= maxHeaderLines else { return .refused(.headTooLarge) }
-        let words = requestLine.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
-        guard words.count == 3 else { return .refused(.badRequest("malformed request line")) }
-        let method: Method
-        switch Array(words[0]) {
-        case Token.get: method = .get
-        case Token.head: method = .head
-        default: return .refused(.methodNotAllowed)
+        var lines = LineRanges(bytes[..<end.head])
+        guard let requestRange = lines.next() else { return .refused(.badRequest("empty request")) }
+        let requestLine = bytes[requestRange]
+        var counting = lines, headerLines = 0
+        while counting.next() != nil {
+            headerLines += 1
+            guard headerLines <= maxHeaderLines else { return .refused(.headTooLarge) }
         }
-        let target = Array(words[1])
-        guard target.first == UInt8(ascii: "/"), target.allSatisfy(isTargetByte) else {
+        // Three words, one space apart.
+        guard let firstSpace = requestLine.firstIndex(of: UInt8(ascii: " ")),
+              let secondSpace = requestLine[(firstSpace + 1)...].firstIndex(of: UInt8(ascii: " ")),
+              !requestLine[(secondSpace + 1)...].contains(UInt8(ascii: " ")) else {
+            return .refused(.badRequest("malformed request line"))
+        }
+        let methodWord = requestLine[..<firstSpace], targetWord = requestLine[(firstSpace + 1)..<secondSpace]
+        let versionWord = requestLine[(secondSpace + 1)...]
+        let method: Method
+        if methodWord.elementsEqual(Token.get) { method = .get }
+        else if methodWord.elementsEqual(Token.head) { method = .head }
+        else { return .refused(.methodNotAllowed) }
+        guard targetWord.first == UInt8(ascii: "/"), targetWord.allSatisfy(isTargetByte) else {
             return .refused(.badRequest("malformed request target"))
         }
         let http11: Bool
-        switch Array(words[2]) {
-        case Token.http11: http11 = true
-        case Token.http10: http11 = false
-        default: return .refused(.versionNotSupported)
-        }
-        var head = HTTPRequestHead(method: method, target: target, keepAlive: http11, forwardedFor: nil, forwarded: nil)
+        if versionWord.elementsEqual(Token.http11) { http11 = true }
+        else if versionWord.elementsEqual(Token.http10) { http11 = false }
+        else { return .refused(.versionNotSupported) }
+        var head = HTTPRequestHead(method: method, target: Array(targetWord), keepAlive: http11, forwardedFor: nil, forwarded: nil)
         var connection: [UInt8]?
-        for range in lines {
+        while let range = lines.next() {
             let line = bytes[range]
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
                   line[line.startIndex..<colon].allSatisfy(isTokenByte) else {
@@ -88,24 +93,21 @@ public struct HTTPRequestHead: Hashable, Sendable {
                 // way to smuggle a header past a proxy).
                 return .refused(.badRequest("malformed header line"))
             }
-            let name = line[line.startIndex..<colon].map(lowercased)
+            let name = line[line.startIndex..<colon]
             let value = trimmed(line[(colon + 1)...])
             guard value.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
                 return .refused(.badRequest("control byte in a header value"))
             }
-            switch name {
-            case Token.contentLength:
+            if isName(name, Token.contentLength) {
                 guard value.allSatisfy({ $0 == UInt8(ascii: "0") }), !value.isEmpty else { return .refused(.bodyNotAllowed) }
-            case Token.transferEncoding:
+            } else if isName(name, Token.transferEncoding) {
                 return .refused(.bodyNotAllowed)
-            case Token.connection:
+            } else if isName(name, Token.connection) {
                 connection = joined(connection, value.map(lowercased))
-            case Token.xForwardedFor:
+            } else if isName(name, Token.xForwardedFor) {
                 head.forwardedFor = joined(head.forwardedFor, Array(value))
-            case Token.forwarded:
+            } else if isName(name, Token.forwarded) {
                 head.forwarded = joined(head.forwarded, Array(value))
-            default:
-                break
             }
         }
         if let connection {
@@ -114,6 +116,11 @@ public struct HTTPRequestHead: Hashable, Sendable {
             else if options.contains(Token.keepAlive) { head.keepAlive = true }
         }
         return .head(head, length: end.body)
+    }
+
+    /// Whether a header's name is `lowercaseName`, in any case.
+    static func isName(_ name: ArraySlice<UInt8>, _ lowercaseName: [UInt8]) -> Bool {
+        name.count == lowercaseName.count && zip(name, lowercaseName).allSatisfy { lowercased($0) == $1 }
     }
 
     /// Where the head ends (before its blank line) and the next request begins. Lines end
@@ -129,18 +136,21 @@ public struct HTTPRequestHead: Hashable, Sendable {
         return nil
     }
 
-    /// The lines of a head, each without its line end.
-    static func lineRanges(_ head: ArraySlice<UInt8>) -> [Range<Int>] {
-        var out: [Range<Int>] = []
-        var start = head.startIndex
-        while start < head.endIndex {
+    /// The lines of a head, each without its line end, in order.
+    struct LineRanges: IteratorProtocol {
+        let head: ArraySlice<UInt8>
+        var start: Int
+
+        init(_ head: ArraySlice<UInt8>) { self.head = head; start = head.startIndex }
+
+        mutating func next() -> Range<Int>? {
+            guard start < head.endIndex else { return nil }
             let lf = head[start...].firstIndex(of: 0x0A) ?? head.endIndex
             var end = lf
             if end > start, head[end - 1] == 0x0D { end -= 1 }
-            out.append(start..<end)
-            start = lf + 1
+            defer { start = lf + 1 }
+            return start..<end
         }
-        return out
     }
 
     /// The words the parser compares with, made once.

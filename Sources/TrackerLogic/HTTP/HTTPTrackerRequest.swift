@@ -45,10 +45,9 @@ public enum HTTPTrackerRequest: Hashable, Sendable {
 
     /// What follows `route` in `path`: nil when the path is not the route; an empty
     /// segment for the bare route; else the one segment after a `/`.
-    static func keySegment(_ path: some Collection<UInt8>, after route: [UInt8]) -> ArraySlice<UInt8>? {
-        let path = Array(path)
+    static func keySegment(_ path: ArraySlice<UInt8>, after route: [UInt8]) -> ArraySlice<UInt8>? {
         guard path.starts(with: route) else { return nil }
-        let rest = path[route.count...]
+        let rest = path.dropFirst(route.count)
         if rest.isEmpty { return rest }
         guard rest.first == UInt8(ascii: "/"), !rest.dropFirst().contains(UInt8(ascii: "/")) else { return nil }
         return rest.dropFirst()
