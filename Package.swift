@@ -40,6 +40,8 @@ let package = Package(
         // recvmmsg(2) and sendmmsg(2), which Glibc's module hides (they need _GNU_SOURCE).
         .target(name: "CBatchedUDP"),
         .target(name: "CAllocator"),
+        // epoll, eventfd and accept4, for the plain HTTP tracker's own listener.
+        .target(name: "CEventPoll"),
         // Deterministic simulator: virtual time, simulated network and stores.
         .target(
             name: "Simulation",
@@ -53,6 +55,7 @@ let package = Package(
                 "STOMP",
                 "CBatchedUDP",
                 "CAllocator",
+                "CEventPoll",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

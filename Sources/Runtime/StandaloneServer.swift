@@ -381,7 +381,7 @@ public final class StandaloneHost: DashboardBackend, @unchecked Sendable {
 extension StandaloneHost: HTTPTrackerBackend {
     /// Decided at once under the tracker's lock, on the connection's thread, as a batch of
     /// datagrams is.
-    package func decide(_ request: HTTPTrackerRequest, from source: PeerEndpoint, answer: EventLoopPromise<TrackerResponse>) {
+    package func decide(_ request: HTTPTrackerRequest, from source: PeerEndpoint, answer: HTTPTrackerAnswer) {
         answer.succeed(answerNow(request, from: source))
     }
 

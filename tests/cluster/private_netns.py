@@ -14,7 +14,8 @@ Each client's .torrent is the same private torrent with its own user's announce 
 and aria2 download it; the client with an unknown key gets no peers, and its log shows
 the tracker's refusal ("unknown key"). `tracker admin user list` counts the clients'
 users' announces. Once tina is disabled, Transmission's next announce (it goes on
-seeding) gets "user disabled", and her count stops."""
+seeding) gets "user disabled", and her count stops; once ari is disabled, aria2's next
+announce (a new download with her key) gets "user disabled" too."""
 import hashlib
 import json
 import os
@@ -154,6 +155,25 @@ def main():
         if after != counted:
             fail(f"tina's announces went on counting after she was disabled: {counted} then {after}")
         log("tina disabled: Transmission's next announce got 'user disabled', and her count stopped")
+        # ari disabled: aria2 left once its download was done (--seed-time=0), so its next
+        # announce is that of a new download with ari's key, refused from the first.
+        try:
+            clients[1].proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            clients[1].proc.kill()
+            clients[1].proc.wait()
+        admin(token, "user", "disable", "ari")
+        counted = totals(token)["ari"]["announces"]
+        again = OtherClient("aria2", ARIA2, files["ari"], sha1)
+        clients.append(again)
+        deadline = time.time() + 20
+        while time.time() < deadline and "user disabled" not in again.tail():
+            time.sleep(0.5)
+        if "user disabled" not in again.tail() or again.poll():
+            fail(f"aria2 with a disabled user's key must be refused ('user disabled') and get no peers; its log:\n{again.tail()}")
+        if totals(token)["ari"]["announces"] != counted:
+            fail("ari's announces counted after she was disabled")
+        log("ari disabled: aria2's next announce with her key got 'user disabled', and no peers")
         listed = totals(token)
         # (alice's seeder first announced before the mode was private, when keys count nothing)
         if any(listed[name]["announces"] < 1 for name in ("tina", "ari")):

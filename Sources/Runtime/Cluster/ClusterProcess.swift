@@ -296,7 +296,7 @@ public final class ClusterProcess: DashboardBackend, @unchecked Sendable {
 extension ClusterProcess: HTTPTrackerBackend {
     /// Whichever service runs decides; with none (stopped from the dashboard), the request
     /// is refused at once.
-    package func decide(_ request: HTTPTrackerRequest, from source: PeerEndpoint, answer: EventLoopPromise<TrackerResponse>) {
+    package func decide(_ request: HTTPTrackerRequest, from source: PeerEndpoint, answer: HTTPTrackerAnswer) {
         loop.execute { [self] in
             guard let service else { return answer.succeed(ClusterService.httpRefusal(PeerRequestHandler.notServingMessage)) }
             service.httpRequest(request, from: source, answer: answer)

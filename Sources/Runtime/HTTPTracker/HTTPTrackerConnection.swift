@@ -3,28 +3,25 @@ import TrackerLogic
 
 /// Who decides the HTTP tracker's requests: a standalone tracker at once under its lock
 /// (`answerAtOnce`), a cluster node through its step (`ClusterService.httpRequest`), which
-/// completes `answer` exactly once, on any thread.
+/// gives `answer` exactly once, on any thread.
 package protocol HTTPTrackerBackend: AnyObject, Sendable {
     /// The answer, decided on the caller's thread; nil when the backend answers later,
     /// through `decide`.
     func answerAtOnce(_ request: HTTPTrackerRequest, from source: PeerEndpoint) -> TrackerResponse?
-    func decide(_ request: HTTPTrackerRequest, from source: PeerEndpoint, answer: EventLoopPromise<TrackerResponse>)
+    func decide(_ request: HTTPTrackerRequest, from source: PeerEndpoint, answer: HTTPTrackerAnswer)
 }
 
 extension HTTPTrackerBackend {
     package func answerAtOnce(_ request: HTTPTrackerRequest, from source: PeerEndpoint) -> TrackerResponse? { nil }
 }
 
-/// One HTTP tracker connection: reads request heads (`HTTPRequestHead.parse`), one at a
-/// time, has the core decide each, and writes the answers in order.
+/// One HTTP tracker connection over NIO (the listener under TLS): its `HTTPTrackerSession`
+/// on a channel.
 ///
 /// Invariants: the connection holds a place of the listener's `connections` from its
-/// opening to its end, or is closed at once when none is free; at most one request of a
-/// connection waits for the core (pipelined requests wait in the buffer, at most
-/// `maxBufferedBytes` of them, in order); a head must complete within `idleTimeout` of the
-/// connection opening or of the last answer (its loop's `IdleConnections` closes it
-/// after); a refused head is answered and the connection closed, as nothing after it can
-/// be trusted to start a request.
+/// opening to its end, or is closed at once when none is free; its loop's
+/// `IdleConnections` holds it from its opening to its end and closes it once the
+/// session's idle deadline passed.
 final class HTTPTrackerConnection: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -35,14 +32,8 @@ final class HTTPTrackerConnection: ChannelInboundHandler {
     let counters: HTTPTrackerCounters
     let connections: Occupancy
     let idle: IdleConnections
-    private var buffer: ByteBuffer?
-    private var waiting = false
-    private var closing = false
+    fileprivate var session: HTTPTrackerSession?
     private var admitted = false
-    private var remote: PeerEndpoint?
-    /// When the connection is closed unless a head completes first (nil while a request
-    /// waits for the core); and where `idle` holds it.
-    fileprivate var idleDeadline: NIODeadline?
     fileprivate var idleSlot = -1
 
     init(backend: HTTPTrackerBackend, proxies: TrustedProxies, limits: HTTPTrackerLimits, counters: HTTPTrackerCounters,
@@ -52,118 +43,68 @@ final class HTTPTrackerConnection: ChannelInboundHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        guard connections.enter() else { return close(context) }
+        guard connections.enter() else { return context.close(promise: nil) }
         admitted = true
-        remote = context.channel.remoteAddress.flatMap(PeerEndpoint.init)
-        idleDeadline = .now() + limits.idleTimeout
+        guard let remote = context.channel.remoteAddress.flatMap(PeerEndpoint.init) else { return context.close(promise: nil) }
+        session = HTTPTrackerSession(remote: remote, proxies: proxies, limits: limits, counters: counters, now: .now())
         idle.add(self, context)
         context.fireChannelActive()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        closing = true
+        session?.ended()
         leave()
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var bytes = unwrapInboundIn(data)
-        guard !closing else { return }
-        if buffer == nil { buffer = bytes } else { buffer!.writeBuffer(&bytes) }
-        if let b = buffer, b.readableBytes > limits.maxBufferedBytes {
-            counters.count(\.floodsClosed)
-            return close(context)
-        }
-        if !waiting { serveBuffered(context) }
+        let bytes = unwrapInboundIn(data)
+        var effects: [HTTPTrackerSession.Effect] = []
+        session?.read(bytes.readableBytesView, into: &effects)
+        perform(effects, context)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         // A reset, a TLS handshake gone wrong: nothing to answer.
-        close(context)
+        session?.ended()
+        leave()
+        context.close(promise: nil)
     }
 
-    /// Serves the complete heads the buffer holds, up to the first that must wait.
-    private func serveBuffered(_ context: ChannelHandlerContext) {
-        while !waiting, !closing, let b = buffer, b.readableBytes > 0 {
-            switch HTTPRequestHead.parse(b.readableBytesView) {
-            case .incomplete:
-                return
-            case .refused(let refusal):
-                counters.count(\.headsRefused)
-                let status = refusal.status
-                write(context, HTTPTrackerReply.message(status: status.code, reason: status.reason, body: HTTPTrackerReply.failure(refusal.message),
-                                                        keepAlive: false))
-                return close(context)
-            case .head(let head, let length):
-                buffer!.moveReaderIndex(forwardBy: length)
-                if buffer!.readableBytes == 0 { buffer = nil }
-                idleDeadline = nil
-                serve(head, context)
+    private func perform(_ effects: [HTTPTrackerSession.Effect], _ context: ChannelHandlerContext) {
+        var effects = effects, i = 0
+        while i < effects.count {
+            switch effects[i] {
+            case .write(let message):
+                context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: message)), promise: nil)
+            case .close:
+                leave()
+                context.close(promise: nil)
+            case .decide(let request, let source, let pending):
+                if let response = backend.answerAtOnce(request, from: source) {
+                    session?.answered(pending, response, now: .now(), into: &effects)
+                } else {
+                    let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                    let loop = context.eventLoop
+                    backend.decide(request, from: source, answer: HTTPTrackerAnswer { response in
+                        loop.execute {
+                            let (connection, context) = loopBound.value
+                            var effects: [HTTPTrackerSession.Effect] = []
+                            connection.session?.answered(pending, response, now: .now(), into: &effects)
+                            connection.perform(effects, context)
+                        }
+                    })
+                }
             }
+            i += 1
         }
-    }
-
-    private func serve(_ head: HTTPRequestHead, _ context: ChannelHandlerContext) {
-        guard let remote else { return close(context) }
-        switch HTTPTrackerRequest.decode(head) {
-        case .failure(.notFound):
-            counters.count(\.notFound)
-            answered(head, HTTPTrackerReply.message(status: 404, reason: "Not Found",
-                                                    body: HTTPTrackerReply.failure("no such path; this tracker serves /announce and /scrape"),
-                                                    keepAlive: head.keepAlive, headOnly: head.method == .head), context)
-        case .failure(.query(let error)):
-            counters.count(\.queriesRefused)
-            answered(head, HTTPTrackerReply.message(body: HTTPTrackerReply.failure(error.description), keepAlive: head.keepAlive,
-                                                    headOnly: head.method == .head), context)
-        case .success(let request):
-            let source = PeerEndpoint(ip: proxies.client(connection: remote.ip, head: head), port: remote.port)
-            let shape = request.shape
-            waiting = true
-            if let response = backend.answerAtOnce(request, from: source) {
-                return answered(head, response, shape: shape, context)
-            }
-            let promise = context.eventLoop.makePromise(of: TrackerResponse.self)
-            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            promise.futureResult.whenSuccess { response in
-                let (connection, context) = loopBound.value
-                connection.answered(head, response, shape: shape, context)
-            }
-            backend.decide(request, from: source, answer: promise)
-        }
-    }
-
-    private func answered(_ head: HTTPRequestHead, _ response: TrackerResponse, shape: HTTPTrackerReply.Shape, _ context: ChannelHandlerContext) {
-        counters.answered(response)
-        answered(head, HTTPTrackerReply.message(body: HTTPTrackerReply.body(response, shape: shape), keepAlive: head.keepAlive,
-                                                headOnly: head.method == .head), context)
-    }
-
-    /// Writes an answer; the connection then serves what came next, or closes.
-    private func answered(_ head: HTTPRequestHead, _ message: [UInt8], _ context: ChannelHandlerContext) {
-        waiting = false
-        guard !closing else { return }
-        write(context, message)
-        guard head.keepAlive else { return close(context) }
-        idleDeadline = .now() + limits.idleTimeout
-        serveBuffered(context)
-    }
-
-    private func write(_ context: ChannelHandlerContext, _ message: [UInt8]) {
-        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: message)), promise: nil)
     }
 
     /// Closes a connection `idle` found past its deadline.
     fileprivate func idledOut(_ context: ChannelHandlerContext) {
-        counters.count(\.idleClosed)
-        close(context)
-    }
-
-    private func close(_ context: ChannelHandlerContext) {
-        guard !closing else { return }
-        closing = true
-        buffer = nil
-        leave()
-        context.close(promise: nil)
+        var effects: [HTTPTrackerSession.Effect] = []
+        session?.idledOut(into: &effects)
+        perform(effects, context)
     }
 
     /// Gives back the connection's place and leaves the idle sweep, once.
@@ -173,13 +114,12 @@ final class HTTPTrackerConnection: ChannelInboundHandler {
     }
 }
 
-/// The HTTP tracker's open connections on one event loop, swept for those idle past their
-/// deadline by one repeating task, rather than a timer per connection re-armed at every
-/// request: a client that opens a connection per announce would pay for the timer's
-/// scheduling and cancelling on each.
+/// The NIO listener's open connections on one event loop, swept for those idle past
+/// their deadline by one repeating task, rather than a timer per connection re-armed at
+/// every request.
 ///
 /// Invariant: touched only on its loop (the connections and the sweep run there), which
-/// is what makes it `Sendable`; a connection is held from its opening to its close, at
+/// is what makes it `Sendable`; a connection is held from its opening to its end, at
 /// `idleSlot`.
 final class IdleConnections: @unchecked Sendable {
     private var members: [(connection: HTTPTrackerConnection, context: ChannelHandlerContext)] = []
@@ -202,11 +142,12 @@ final class IdleConnections: @unchecked Sendable {
 
     /// Closes the connections whose deadline passed by `now`.
     func sweep(now: NIODeadline) {
-        let expired = members.filter { ($0.connection.idleDeadline ?? .distantFuture) <= now }
+        let expired = members.filter { ($0.connection.session?.idleDeadline ?? .distantFuture) <= now }
         for m in expired { m.connection.idledOut(m.context) }
     }
 
-    /// How often a loop sweeps: a connection is closed at most this long after its deadline.
+    /// How often idle connections are looked for: one is closed at most this long after
+    /// its deadline.
     static func period(for timeout: TimeAmount) -> TimeAmount {
         .nanoseconds(min(max(timeout.nanoseconds / 4, TimeAmount.milliseconds(50).nanoseconds), TimeAmount.seconds(1).nanoseconds))
     }

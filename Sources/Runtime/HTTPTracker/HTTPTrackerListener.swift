@@ -42,18 +42,23 @@ final class HTTPTrackerCounters: Sendable {
     var snapshot: HTTPTrackerCounts { box.withLockedValue { $0 } }
 }
 
-/// The HTTP tracker's listening sockets and their own event loops: parsing, TLS and
-/// writing run there, beside the node's loop, which only decides.
+/// The HTTP tracker's listening sockets and their own threads: parsing, TLS and writing
+/// run there, beside the node's loop, which only decides. Plain HTTP is served by
+/// `HTTPTrackerEpoll`, HTTPS by NIO with its TLS.
 public final class HTTPTrackerListener: Sendable {
-    let group: MultiThreadedEventLoopGroup
-    let channels: [Channel]
+    /// Who serves the connections.
+    enum Host: Sendable {
+        case epoll(HTTPTrackerEpoll)
+        case nio(MultiThreadedEventLoopGroup, [Channel])
+    }
+
+    let host: Host
     let counters: HTTPTrackerCounters
     public let tls: HTTPTrackerTLS?
     public let bound: [PeerEndpoint]
 
-    private init(group: MultiThreadedEventLoopGroup, channels: [Channel], counters: HTTPTrackerCounters, tls: HTTPTrackerTLS?,
-                 bound: [PeerEndpoint]) {
-        self.group = group; self.channels = channels; self.counters = counters; self.tls = tls; self.bound = bound
+    private init(host: Host, counters: HTTPTrackerCounters, tls: HTTPTrackerTLS?, bound: [PeerEndpoint]) {
+        self.host = host; self.counters = counters; self.tls = tls; self.bound = bound
     }
 
     public var counts: HTTPTrackerCounts { counters.snapshot }
@@ -81,10 +86,16 @@ public final class HTTPTrackerListener: Sendable {
         case (let cert?, let key?): tls = try HTTPTrackerTLS(certFile: cert, keyFile: key)
         default: throw ConfigurationError("--http-tracker-cert-file and --http-tracker-key-file go together")
         }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads))
         let counters = HTTPTrackerCounters()
+        let proxies = settings.trustedProxies
+        guard let tls else {
+            let epoll = try HTTPTrackerEpoll.start(settings, backend: backend, threads: threads, counters: counters)
+            log(settings, bound: epoll.bound, logger: logger)
+            return HTTPTrackerListener(host: .epoll(epoll), counters: counters, tls: nil, bound: epoll.bound)
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads))
         let connections = Occupancy(limit: settings.limits.maxConnections)
-        let proxies = settings.trustedProxies, limits = settings.limits
+        let limits = settings.limits
         // One idle sweep per loop (`IdleConnections`), found by the loop a connection is on.
         var sweeps: [ObjectIdentifier: IdleConnections] = [:]
         for loop in group.makeIterator() {
@@ -114,7 +125,7 @@ public final class HTTPTrackerListener: Sendable {
                             guard let idle = idleByLoop[ObjectIdentifier(channel.eventLoop)] else {
                                 throw ConfigurationError("an HTTP tracker connection on a loop outside the listener's group")
                             }
-                            if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls.context)) }
+                            try sync.addHandler(NIOSSLServerHandler(context: tls.context))
                             try sync.addHandler(HTTPTrackerConnection(backend: backend, proxies: proxies, limits: limits, counters: counters,
                                                                       connections: connections, idle: idle))
                         }
@@ -133,11 +144,16 @@ public final class HTTPTrackerListener: Sendable {
             if let e = error as? ConfigurationError { throw e }
             throw ConfigurationError("--http-tracker: cannot listen on \(settings.binds.map(\.description).joined(separator: ",")): \(error)")
         }
+        log(settings, bound: bound, logger: logger)
+        return HTTPTrackerListener(host: .nio(group, channels), counters: counters, tls: tls, bound: bound)
+    }
+
+    private static func log(_ settings: HTTPTrackerSettings, bound: [PeerEndpoint], logger: Logger) {
+        let proxies = settings.trustedProxies
         logger.info("HTTP tracker listening", metadata: [
             "address": "\(bound.map { "\(settings.scheme)://\($0)/announce" }.joined(separator: " "))",
             "trusted-proxies": "\(proxies.isEmpty ? "none" : proxies.networks.map(\.description).joined(separator: ","))",
         ])
-        return HTTPTrackerListener(group: group, channels: channels, counters: counters, tls: tls, bound: bound)
     }
 
     /// Threads of the listener's own loops in a cluster node (parsing, TLS, writing).
@@ -158,7 +174,12 @@ public final class HTTPTrackerListener: Sendable {
     /// Stops accepting and closes the listeners; connections open then are closed with
     /// their loops.
     public func stop() async {
-        for c in channels { try? await c.close() }
-        try? await group.shutdownGracefully()
+        switch host {
+        case .epoll(let epoll):
+            epoll.stop()
+        case .nio(let group, let channels):
+            for c in channels { try? await c.close() }
+            try? await group.shutdownGracefully()
+        }
     }
 }

@@ -270,17 +270,29 @@ enum PercentDecoding {
     }
 
     /// Twenty decoded bytes as a `Bytes20`, or nil when they are not twenty or the
-    /// encoding is bad.
+    /// encoding is bad: one pass, the words built as the bytes come.
     static func bytes20(_ bytes: UnsafeBufferPointer<UInt8>) -> Bytes20? {
-        guard decodedCount(bytes) == 20 else { return nil }
-        return withDecoded(bytes) { d in
-            guard let d, d.count == 20 else { return nil }
-            var a: UInt64 = 0, b: UInt64 = 0, c: UInt32 = 0
-            for k in 0..<8 { a = a << 8 | UInt64(d[k]) }
-            for k in 8..<16 { b = b << 8 | UInt64(d[k]) }
-            for k in 16..<20 { c = c << 8 | UInt32(d[k]) }
-            return Bytes20(a: a, b: b, c: c)
+        var a: UInt64 = 0, b: UInt64 = 0, c: UInt32 = 0
+        var i = 0, n = 0
+        while i < bytes.count {
+            var byte = bytes[i]
+            if byte == UInt8(ascii: "%") {
+                guard i + 2 < bytes.count, let hi = HTTPTrackerQuery.hexValue(bytes[i + 1]),
+                      let lo = HTTPTrackerQuery.hexValue(bytes[i + 2]) else { return nil }
+                byte = hi << 4 | lo
+                i += 3
+            } else {
+                i += 1
+            }
+            switch n {
+            case 0..<8: a = a << 8 | UInt64(byte)
+            case 8..<16: b = b << 8 | UInt64(byte)
+            case 16..<20: c = c << 8 | UInt32(byte)
+            default: return nil
+            }
+            n += 1
         }
+        return n == 20 ? Bytes20(a: a, b: b, c: c) : nil
     }
 }
 
