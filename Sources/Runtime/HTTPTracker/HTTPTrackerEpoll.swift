@@ -134,13 +134,22 @@ private final class EpollWorker: @unchecked Sendable {
     let wake: CInt
     /// Answers decided on other threads, for connections of this one.
     private let inbox = NIOLockedValueBox<[(fd: CInt, serial: UInt64, pending: HTTPTrackerSession.Pending, response: TrackerResponse)]>([])
-    private let stopping = NIOLockedValueBox(false)
+    /// Whether the thread is to end, and whether `wake` is closed: an answer that comes
+    /// after the stop (a cluster node deciding late) must not write to a descriptor number
+    /// something else may hold by then.
+    private enum WakeState { case running, stopping, closed }
+    private let wakeState = NIOLockedValueBox(WakeState.running)
     // The rest is touched by the worker's thread only.
     private var open: [CInt: Connection] = [:]
     private var nextSerial: UInt64 = 0
     private var readBuffer = [UInt8](repeating: 0, count: 16384)
     private var thread: pthread_t?
     private var lastSweep = NIODeadline.now()
+    /// Out of descriptors (or kernel memory), accepting stops for a while: the listening
+    /// sockets leave the epoll set, which would otherwise report them ready at once, again
+    /// and again, while nothing can be accepted.
+    private var acceptingAgainAt: NIODeadline?
+    static let acceptPause = TimeAmount.milliseconds(100)
     private let sweepPeriod: TimeAmount
 
     init(listeners: [CInt], backend: HTTPTrackerBackend, settings: HTTPTrackerSettings, counters: HTTPTrackerCounters,
@@ -178,17 +187,23 @@ private final class EpollWorker: @unchecked Sendable {
 
     /// Asks the thread to end, waits for it, and frees what it held.
     func stop() {
-        stopping.withLockedValue { $0 = true }
+        wakeState.withLockedValue { $0 = .stopping }
         wakeUp()
         if let thread { pthread_join(thread, nil) }
         thread = nil
-        close(wake)
+        wakeState.withLockedValue { state in
+            state = .closed
+            close(wake)
+        }
         close(epoll)
     }
 
     private func wakeUp() {
-        var one: UInt64 = 1
-        _ = write(wake, &one, 8)
+        wakeState.withLockedValue { state in
+            guard state != .closed else { return }
+            var one: UInt64 = 1
+            _ = write(wake, &one, 8)
+        }
     }
 
     private func add(_ fd: CInt, events: UInt32) -> Bool {
@@ -203,8 +218,8 @@ private final class EpollWorker: @unchecked Sendable {
 
     private func run() {
         var events = [epoll_event](repeating: epoll_event(), count: 256)
-        let timeout = CInt(max(1, sweepPeriod.nanoseconds / 1_000_000))
-        while !stopping.withLockedValue({ $0 }) {
+        let timeout = CInt(max(1, min(sweepPeriod, Self.acceptPause).nanoseconds / 1_000_000))
+        while wakeState.withLockedValue({ $0 == .running }) {
             let n = events.withUnsafeMutableBufferPointer { epoll_wait(epoll, $0.baseAddress, CInt($0.count), timeout) }
             if n < 0 && errno != EINTR { break }
             for i in 0..<max(0, Int(n)) {
@@ -221,6 +236,10 @@ private final class EpollWorker: @unchecked Sendable {
                 }
             }
             let now = NIODeadline.now()
+            if let at = acceptingAgainAt, now >= at {
+                acceptingAgainAt = nil
+                for fd in listeners { _ = add(fd, events: EPOLLIN.rawValue | EPOLLEXCLUSIVE.rawValue) }
+            }
             if now - lastSweep >= sweepPeriod {
                 lastSweep = now
                 sweep(now)
@@ -239,7 +258,13 @@ private final class EpollWorker: @unchecked Sendable {
                     cevent_accept(listener, $0, &length)
                 }
             }
-            guard fd >= 0 else { return }
+            guard fd >= 0 else {
+                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM, acceptingAgainAt == nil {
+                    acceptingAgainAt = .now() + Self.acceptPause
+                    for l in listeners { _ = epoll_ctl(epoll, EPOLL_CTL_DEL, l, nil) }
+                }
+                return
+            }
             guard connections.enter() else { close(fd); continue }
             guard let remote = withUnsafePointer(to: &storage, { PeerEndpoint($0, length: length) }) else {
                 connections.leave()
