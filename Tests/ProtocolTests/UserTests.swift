@@ -278,6 +278,14 @@ import TrackerLogic
         #expect(merge.updates == [.catalogue(.addUser(User(name: bob, role: .peer, key: keyB)))], "only the user the master lacks")
     }
 
+    /// Has the master `n` commit `change` in a transaction of its own, its slave n1 voting OK.
+    func commit(_ change: CatalogueChange, alone n: inout TrackerNode, at t: inout Instant) throws {
+        _ = n.stepEchoing(.submit(change), now: t)
+        t = t + Milliseconds(10)
+        let tx = try #require(prepared(n.stepEchoing(.tick, now: t)))
+        _ = vote(1, tx, .ok, &n, at: t)
+    }
+
     func prepared(_ actions: [NodeAction]) -> Transaction? {
         actions.lazy.compactMap { if case .broadcast(let e) = $0, case .prepare(let tx, _, _) = e.message { tx } else { nil } }.first
     }
@@ -369,12 +377,7 @@ import TrackerLogic
     /// apply is a no-op (`SwarmStore.apply`) and its answer a refusal (`Master`).
     @Test func anAnnounceWaitingWhileItsUserIsDisabledIsRefusedAndAppliesNothing() throws {
         var (n, t) = masterWithTwoSlaves()
-        func commitAlone(_ change: CatalogueChange) throws {
-            _ = n.stepEchoing(.submit(change), now: t)
-            t = t + Milliseconds(10)
-            let tx = try #require(prepared(n.stepEchoing(.tick, now: t)))
-            _ = vote(1, tx, .ok, &n, at: t)
-        }
+        func commitAlone(_ change: CatalogueChange) throws { try commit(change, alone: &n, at: &t) }
         try commitAlone(.addUser(User(name: alice, role: .peer, key: keyA)))
         try commitAlone(.setAccessMode(.private))
         try commitAlone(.setAccessRule(.allow, [hashA]))
@@ -415,12 +418,7 @@ import TrackerLogic
     @Test(arguments: [AccessMode.allow, .private])
     func theAnswerIsWhatTheApplyDidWhereTheAnnounceStands(modeAfter: AccessMode) throws {
         var (n, t) = masterWithTwoSlaves()
-        func commitAlone(_ change: CatalogueChange) throws {
-            _ = n.stepEchoing(.submit(change), now: t)
-            t = t + Milliseconds(10)
-            let tx = try #require(prepared(n.stepEchoing(.tick, now: t)))
-            _ = vote(1, tx, .ok, &n, at: t)
-        }
+        func commitAlone(_ change: CatalogueChange) throws { try commit(change, alone: &n, at: &t) }
         try commitAlone(.setAccessRule(.allow, [hashA]))
         try commitAlone(.setAccessMode(.allow))
         // Allow → private → allow: the announce's apply is refused and the master refuses
