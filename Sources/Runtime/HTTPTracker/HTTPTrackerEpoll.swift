@@ -121,6 +121,9 @@ private final class EpollWorker: @unchecked Sendable {
         var inEpoll = false
         /// Close once `unsent` is written.
         var closeAfterSending = false
+        /// Since when `unsent` waits: a client that reads nothing is closed after the idle
+        /// timeout, as one that sends nothing is.
+        var unsentSince: NIODeadline?
 
         init(serial: UInt64, session: HTTPTrackerSession) { self.serial = serial; self.session = session }
     }
@@ -332,6 +335,7 @@ private final class EpollWorker: @unchecked Sendable {
         if n == message.count { return }
         if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK { return end(fd, c) }
         c.unsent = Array(message[max(0, n)...])
+        c.unsentSince = .now()
         watchWrites(fd, c)
     }
 
@@ -344,6 +348,7 @@ private final class EpollWorker: @unchecked Sendable {
         }
         c.unsent.removeFirst(n)
         guard c.unsent.isEmpty else { return }
+        c.unsentSince = nil
         if c.closeAfterSending { return end(fd, c) }
         modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
     }
@@ -366,9 +371,16 @@ private final class EpollWorker: @unchecked Sendable {
         }
     }
 
-    /// Closes the connections whose idle deadline passed.
+    /// Closes the connections whose idle deadline passed, or that left an answer unread
+    /// for as long.
     private func sweep(_ now: NIODeadline) {
-        for (fd, c) in open where (c.session.idleDeadline ?? .distantFuture) <= now {
+        for (fd, c) in open {
+            if let since = c.unsentSince, now - since >= settings.limits.idleTimeout {
+                counters.count(\.idleClosed)
+                end(fd, c)
+                continue
+            }
+            guard (c.session.idleDeadline ?? .distantFuture) <= now else { continue }
             var effects: [HTTPTrackerSession.Effect] = []
             c.session.idledOut(into: &effects)
             perform(effects, fd, c)
