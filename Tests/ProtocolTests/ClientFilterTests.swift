@@ -163,6 +163,23 @@ import TrackerLogic
         #expect(old == empty)
     }
 
+    /// A snapshot whose trailer ends with short prefixes' stamps decodes: each entry is
+    /// as short as a one-byte prefix's (19 bytes). The decoder wanted 23 a stamp, and
+    /// refused a snapshot holding only a `-U` tombstone (the cluster fuzzer's crash at
+    /// ef276c8: a snapshot that decoded only with 4 bytes of garbage after it).
+    @Test func aSnapshotEndingWithShortPrefixesStampsDecodes() throws {
+        var replica = Replica()
+        let short = ClientPrefix(bytes: [0x41])!, two = ClientPrefix("-U")!
+        for (i, change) in [CatalogueChange.setClientRule(.deny, [short, two]), .removeClientRules([short, two])].enumerated() {
+            let applied = replica.commit(Transaction(ref: TxRef(epoch: epoch, txid: UInt64(i + 1)), updates: [.catalogue(change)]))
+            #expect(applied)
+        }
+        let snapshot = replica.snapshot()
+        #expect(snapshot.access.clients.rules.isEmpty && snapshot.stamps.clients.count == 2, "tombstones only")
+        let decoded = try #require(try onTheWire(snapshot, epoch: epoch))
+        #expect(decoded == snapshot)
+    }
+
     /// Kept through a clean stop with their stamps, tombstones included; the newest
     /// version of each comes back whatever order the offers come in.
     @Test(arguments: [false, true])

@@ -702,7 +702,8 @@ public enum ClusterCodec {
 
         /// The client rules' stamps: at most a full list and a full set of tombstones.
         mutating func clientStamps() throws -> [ClientPrefix: CatalogueStamp] {
-            try stampTable(minItemSize: 23, limit: ClientFilter.maxRules, of: "client") { try $0.clientPrefix() }
+            // The shortest entry: a prefix of one byte (its length, the byte), a ref, the flag.
+            try stampTable(minItemSize: 19, limit: ClientFilter.maxRules, of: "client") { try $0.clientPrefix() }
         }
 
         /// At most a full catalogue's entries and a full set of tombstones of each kind.
