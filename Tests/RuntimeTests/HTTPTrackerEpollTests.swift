@@ -11,8 +11,8 @@ import TrackerLogic
 
 /// The plain HTTP tracker's own listener (`HTTPTrackerEpoll`) over real sockets on
 /// loopback: a connection per request, keep-alive, pipelining, answers decided on another
-/// thread, the connection cap, the idle deadline, a flood, and stopping with connections
-/// open.
+/// thread, the connection cap, the idle deadline, a flood, a client that reads no answer,
+/// and stopping with connections open.
 @Suite("HTTP tracker epoll listener", .serialized)
 struct HTTPTrackerEpollTests {
     /// Answers every request with a `failure reason` naming its source's port, at once or
@@ -167,6 +167,42 @@ struct HTTPTrackerEpollTests {
         let (_, closed) = readToEnd(fd)
         #expect(closed)
         #expect(l.counts.floodsClosed == 1)
+        close(fd)
+        await l.stop()
+    }
+
+    /// A client that pipelines requests and reads no answer: once the socket takes no more
+    /// of the answers, its requests are read no more (what waits unsent stays bounded),
+    /// and the connection is closed after the idle timeout.
+    @Test func aClientThatReadsNoAnswerIsReadNoMore() async throws {
+        var limits = HTTPTrackerLimits()
+        limits.idleTimeout = .seconds(1)
+        let backend = Backend()
+        let l = try await listener(backend, limits: limits, threads: 1)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        var small: CInt = 4096
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<CInt>.size))
+        try #require(SocketAddress(l.bound[0]).withSockAddr { Glibc.connect(fd, $0, socklen_t($1)) } == 0)
+        let batch = Array(String(repeating: request(port: 1), count: 64).utf8)
+        // Sends until the listener has stopped deciding for 300 ms (or 10 s pass).
+        let started = Date()
+        var lastDecided = -1, stillSince = Date()
+        var offset = 0
+        while Date().timeIntervalSince(started) < 10 {
+            let n = batch[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+            if n > 0 { offset = (offset + n) % batch.count } else { try await Task.sleep(for: .milliseconds(20)) }
+            let decided = backend.decided.withLockedValue { $0 }
+            if decided != lastDecided { lastDecided = decided; stillSince = Date() }
+            if Date().timeIntervalSince(stillSince) > 0.3 { break }
+        }
+        #expect(Date().timeIntervalSince(stillSince) > 0.3, "requests were read all along: \(lastDecided) decided")
+        #expect(lastDecided > 0)
+        let n = batch[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+        let error = errno
+        #expect(n < 0 && (error == EAGAIN || error == EWOULDBLOCK), "the listener still reads: a send took \(n) bytes (\(error)), \(l.counts)")
+        try await Task.sleep(for: .milliseconds(1500))
+        #expect(l.counts.idleClosed == 1, "closed after the idle timeout with its answers unread")
         close(fd)
         await l.stop()
     }

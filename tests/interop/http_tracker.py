@@ -8,7 +8,8 @@
 3. hostile input: an unknown path gets a 404, a bad query a `failure reason`, a POST a
    405 and a close, a head longer than the bound a 431 before it ends; a head sent a byte
    at a time is closed after the idle timeout; connections beyond the cap are closed as
-   they arrive; none of it stops the node;
+   they arrive; a client that pipelines requests and reads no answer has no more of them
+   read, and is closed after the idle timeout (over HTTPS too); none of it stops the node;
 4. behind a reverse proxy: X-Forwarded-For names the peer only from --trusted-proxies;
 5. HTTPS: a client with the CA announces, one without it is refused; SIGHUP reads a new
    certificate, which the next connection gets;
@@ -243,8 +244,58 @@ def hostile(http, idle_timeout, cap):
     status, _, _ = get(http, "/scrape?info_hash=" + urllib.parse.quote_from_bytes(INFO_HASH))
     if status != 200:
         fail("the tracker must serve again once connections closed")
+    unread = unread_answers(http, idle_timeout)
     print(f"hostile: 404, failure reason, 405 and 431 with a close; a trickled head closed after {closed:.1f} s; "
-          f"connection {cap + 1} closed at once; still serving", flush=True)
+          f"connection {cap + 1} closed at once; pipelined requests whose answers go unread are read no more and closed "
+          f"({unread} bytes of answers left for the client); still serving", flush=True)
+
+
+def unread_answers(port, idle_timeout, tls=None):
+    """A client that pipelines announces and reads no answer: once its answers fill the
+    sockets, the listener reads no more of its requests (a send still blocks a second
+    later), and it has closed the connection by the idle timeout after that (what the
+    client then reads ends). Returns how many bytes of answers the client could read."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    if tls:
+        sock = tls.wrap_socket(sock, server_hostname="127.0.0.1")
+    sock.setblocking(False)
+    batch = request("/announce?" + query(b"-UR0001-000000000001", 7401)) * 64
+    offset, started, blocked_since = 0, time.time(), None
+    kind = "HTTPS" if tls else "HTTP"
+
+    def send_some():
+        nonlocal offset
+        try:
+            offset = (offset + sock.send(batch[offset:])) % len(batch)
+            return True
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            return False
+        except (OSError, ssl.SSLError) as error:
+            fail(f"{kind}: a client pipelining requests was closed before it stopped reading answers ({error!r})")
+    while time.time() - started < 20:
+        if send_some():
+            blocked_since = None
+            continue
+        blocked_since = blocked_since or time.time()
+        if time.time() - blocked_since > 1:
+            break
+        time.sleep(0.02)
+    if blocked_since is None or send_some():
+        fail(f"{kind}: a client reading no answers still has its requests read")
+    time.sleep(idle_timeout + 1)
+    sock.settimeout(5)
+    answers = 0
+    try:
+        while chunk := sock.recv(65536):
+            answers += len(chunk)
+    except socket.timeout:
+        fail(f"{kind}: a client reading no answers must be closed after the idle timeout (still open after "
+             f"{time.time() - blocked_since:.1f} s)")
+    except (ConnectionResetError, ssl.SSLError):
+        pass
+    sock.close()
+    return answers
 
 
 def proxies(http):
@@ -284,7 +335,8 @@ def https(work):
     shutil.copy(first_key, key)
     udp, port = free_udp_port(), free_tcp_port()
     proc = start_tracker(["--udp", f"127.0.0.1:{udp}", "--http-tracker", f"127.0.0.1:{port}",
-                          "--http-tracker-cert-file", cert, "--http-tracker-key-file", key], os.path.join(work, "https.log"))
+                          "--http-tracker-cert-file", cert, "--http-tracker-key-file", key, "--http-tracker-idle-timeout", "2"],
+                         os.path.join(work, "https.log"))
     try:
         wait_for_udp_tracker(udp)
         trusting = ssl.create_default_context(cafile=ca)
@@ -313,7 +365,10 @@ def https(work):
         if served_cert() == before:
             fail("SIGHUP did not load the rotated certificate")
         announce(port, b"-TL0001-000000000003", 7303, tls=trusting)
-        print("HTTPS: announced with the CA, refused without it; SIGHUP served the rotated certificate", flush=True)
+        unread = unread_answers(port, 2, tls=trusting)
+        announce(port, b"-TL0001-000000000004", 7304, tls=trusting)
+        print("HTTPS: announced with the CA, refused without it; SIGHUP served the rotated certificate; pipelined requests "
+              f"whose answers go unread are read no more and closed ({unread} bytes of answers left)", flush=True)
     finally:
         code = stop(proc)
         if code not in (0, None):

@@ -22,6 +22,7 @@ import TrackerLogic
 /// it through that thread's inbox and its eventfd, and find the connection by descriptor
 /// and serial number (a descriptor closed and reused meanwhile has another serial, and
 /// the answer is dropped). Each connection holds a place of `connections` while open.
+/// While an answer waits unsent, nothing more of its connection is read.
 final class HTTPTrackerEpoll: Sendable {
     private let workers: [EpollWorker]
     private let listeners: [CInt]
@@ -235,7 +236,8 @@ private final class EpollWorker: @unchecked Sendable {
                     acceptAll(fd)
                 } else if let c = open[fd] {
                     if flags & EPOLLOUT.rawValue != 0 { flush(fd, c) }
-                    if flags & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0, open[fd] === c { readAll(fd, c) }
+                    let ending = flags & (EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0
+                    if ending || flags & EPOLLIN.rawValue != 0, open[fd] === c { readAll(fd, c, toTheEnd: ending) }
                 }
             }
             let now = NIODeadline.now()
@@ -287,8 +289,12 @@ private final class EpollWorker: @unchecked Sendable {
         }
     }
 
-    private func readAll(_ fd: CInt, _ c: Connection) {
-        while open[fd] === c {
+    /// Reads what the socket holds, while the answers written so far left: a client that
+    /// reads none of them has no more of its requests read (and is closed after the idle
+    /// timeout), so what waits unsent is bounded by the requests already buffered. Once the
+    /// peer closed its side (`toTheEnd`), the rest is read through to the end.
+    private func readAll(_ fd: CInt, _ c: Connection, toTheEnd: Bool = false) {
+        while open[fd] === c, toTheEnd || c.unsent.isEmpty {
             let n = readBuffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n > 0 {
                 var effects: [HTTPTrackerSession.Effect] = []
@@ -353,8 +359,9 @@ private final class EpollWorker: @unchecked Sendable {
         modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
     }
 
+    /// Waits for the socket to take more, reading nothing meanwhile (see `readAll`).
     private func watchWrites(_ fd: CInt, _ c: Connection) {
-        let events = EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLOUT.rawValue
+        let events = EPOLLRDHUP.rawValue | EPOLLOUT.rawValue
         if c.inEpoll { modify(fd, events: events) } else if add(fd, events: events) { c.inEpoll = true } else { end(fd, c) }
     }
 

@@ -26,8 +26,10 @@ public struct HTTPTrackerCounts: Sendable, Equatable {
     }
 }
 
-final class HTTPTrackerCounters: Sendable {
+package final class HTTPTrackerCounters: Sendable {
     private let box = NIOLockedValueBox(HTTPTrackerCounts())
+
+    package init() {}
 
     func count(_ field: WritableKeyPath<HTTPTrackerCounts, Int> & Sendable) { box.withLockedValue { $0[keyPath: field] += 1 } }
 
@@ -39,7 +41,7 @@ final class HTTPTrackerCounters: Sendable {
         }
     }
 
-    var snapshot: HTTPTrackerCounts { box.withLockedValue { $0 } }
+    package var snapshot: HTTPTrackerCounts { box.withLockedValue { $0 } }
 }
 
 /// The HTTP tracker's listening sockets and their own threads: parsing, TLS and writing
@@ -125,6 +127,10 @@ public final class HTTPTrackerListener: Sendable {
                             guard let idle = idleByLoop[ObjectIdentifier(channel.eventLoop)] else {
                                 throw ConfigurationError("an HTTP tracker connection on a loop outside the listener's group")
                             }
+                            // A client that reads no answers has no more requests read
+                            // (no read while the channel is not writable), and the idle
+                            // deadline closes it, as under epoll.
+                            try sync.addHandler(BackPressureHandler())
                             try sync.addHandler(NIOSSLServerHandler(context: tls.context))
                             try sync.addHandler(HTTPTrackerConnection(backend: backend, proxies: proxies, limits: limits, counters: counters,
                                                                       connections: connections, idle: idle))

@@ -17,14 +17,15 @@ package struct HTTPTrackerAnswer: Sendable {
 /// The host performs its effects and hands it the answers.
 ///
 /// Invariants: at most one request waits for the core (pipelined requests wait in the
-/// buffer, at most `maxBufferedBytes` of them, in order); a head must complete by
+/// buffer, in order: at most `maxBufferedBytes` once a read comes while one waits, and
+/// at most one read of the host's beyond that); a head must complete by
 /// `idleDeadline`, set at the opening and after each answer, or the host closes the
 /// connection (`idledOut`); a refused head is answered and the connection closed, as
 /// nothing after it can be trusted to start a request; once closing, nothing more is
 /// written.
-struct HTTPTrackerSession {
+package struct HTTPTrackerSession {
     /// What the host does for the session, in order.
-    enum Effect {
+    package enum Effect {
         case write([UInt8])
         case close
         /// Decide `request`, then hand the answer to `answered` with `pending`.
@@ -32,7 +33,7 @@ struct HTTPTrackerSession {
     }
 
     /// A request waiting for its answer: how the answer is written.
-    struct Pending {
+    package struct Pending {
         let keepAlive: Bool
         let headOnly: Bool
         let shape: HTTPTrackerReply.Shape
@@ -44,32 +45,35 @@ struct HTTPTrackerSession {
     let counters: HTTPTrackerCounters
     private var buffer: [UInt8] = []
     private var start = 0
-    private(set) var waiting = false
-    private(set) var closing = false
+    package private(set) var waiting = false
+    package private(set) var closing = false
     /// When the connection is to be closed unless a head completes first; nil while a
     /// request waits for the core.
     private(set) var idleDeadline: NIODeadline?
 
-    init(remote: PeerEndpoint, proxies: TrustedProxies, limits: HTTPTrackerLimits, counters: HTTPTrackerCounters, now: NIODeadline) {
+    package init(remote: PeerEndpoint, proxies: TrustedProxies, limits: HTTPTrackerLimits, counters: HTTPTrackerCounters, now: NIODeadline) {
         self.remote = remote; self.proxies = proxies; self.limits = limits; self.counters = counters
         idleDeadline = now + limits.idleTimeout
     }
 
     /// Bytes read from the connection.
-    mutating func read(_ bytes: some Collection<UInt8>, into effects: inout [Effect]) {
+    package mutating func read(_ bytes: some Collection<UInt8>, into effects: inout [Effect]) {
         guard !closing else { return }
         // What was served goes before more is read: the buffer holds at most what waits.
         if start > 0 { buffer.removeFirst(start); start = 0 }
         buffer.append(contentsOf: bytes)
+        guard waiting else { return serveBuffered(&effects) }
+        // Bytes that come while a request waits are bounded. A read that comes while
+        // none waits is served, however many requests it carries: a standalone node
+        // answers each before the next read.
         if buffer.count - start > limits.maxBufferedBytes {
             counters.count(\.floodsClosed)
-            return close(&effects)
+            close(&effects)
         }
-        if !waiting { serveBuffered(&effects) }
     }
 
     /// The answer to the request that waited.
-    mutating func answered(_ pending: Pending, _ response: TrackerResponse, now: NIODeadline, into effects: inout [Effect]) {
+    package mutating func answered(_ pending: Pending, _ response: TrackerResponse, now: NIODeadline, into effects: inout [Effect]) {
         counters.answered(response)
         finish(HTTPTrackerReply.message(body: HTTPTrackerReply.body(response, shape: pending.shape), keepAlive: pending.keepAlive,
                                         headOnly: pending.headOnly),

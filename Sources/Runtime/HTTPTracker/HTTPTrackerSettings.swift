@@ -41,8 +41,8 @@ public struct HTTPTrackerLimits: Sendable {
     public var answerTimeout = TimeAmount.seconds(10)
     /// Requests waiting for the core at once, node-wide; more are refused at once.
     public var maxWaiting = 65_536
-    /// Bytes a connection may send ahead of its unanswered request (pipelining) before
-    /// it is closed.
+    /// Bytes a connection may have sent ahead of its unanswered request (pipelining) when
+    /// more arrive, before it is closed.
     public var maxBufferedBytes = 2 * (HTTPRequestHead.maxHeadBytes + 4)
 
     public init() {}
