@@ -234,7 +234,9 @@ extension Simulator {
     ///
     /// A paused process answers nobody and cannot step down until it wakes: it counts from
     /// its wake (it then has the same bound to hear the other master), not from the moment
-    /// it froze holding an office another node took meanwhile.
+    /// it froze holding an office another node took meanwhile. A serving node whose peer
+    /// sends fail is heard by nobody, so the network is not whole for it: it counts from
+    /// when they work again (under the live quorum, each side of that one-way cut serves).
     /// How many keepalive intervals two masters may serve side by side there: the lower
     /// one steps down on the first beacon of the higher one it receives intact, and each is
     /// lost or damaged with probability `p`. Four, or as many as make losing every one of
@@ -256,7 +258,7 @@ extension Simulator {
             return
         }
         let serving = slots.indices.filter { slots[$0].isServing && !slots[$0].isPaused(at: now) }
-        guard serving.count > 1 else {
+        guard serving.count > 1, !serving.contains(where: { network.peerSendsFail($0, at: now) }) else {
             checker.twoServingSince = nil
             return
         }
